@@ -1,0 +1,56 @@
+"""The `judgeline` command line: one subcommand per user job, each a thin call into flows/."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from flows.runtime import configure_prefect
+from tasks.errors import JudgelineError
+from tasks.workdir import WorkDir
+
+app = typer.Typer(
+    name="judgeline",
+    help="Pairwise LLM judging over seeds and display orders, honest about position bias.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+err_console = Console(stderr=True)
+
+
+class _State:
+    work: WorkDir = WorkDir.at()
+    debug: bool = False
+
+
+state = _State()
+
+
+@app.callback()
+def _main(
+    work_dir: Annotated[
+        Path | None,
+        typer.Option("--work-dir", envvar="JUDGELINE_WORK_DIR", help="Work directory."),
+    ] = None,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
+) -> None:
+    state.work = WorkDir.at(work_dir)
+    state.debug = debug
+    configure_prefect(state.work)
+
+
+def main() -> None:
+    """Console entry point: user errors print as one paragraph, tracebacks only with --debug."""
+    try:
+        app()
+    except JudgelineError as exc:
+        if "--debug" in sys.argv:
+            raise
+        err_console.print(f"[bold red]error:[/bold red] {exc}", highlight=False, soft_wrap=True)
+        raise SystemExit(2) from None

@@ -1,0 +1,39 @@
+"""judgeline's vocabulary: every table that crosses a stage, defined once (pydantic + Arrow)."""
+
+from schemas.arrow import arrow_schema, column_names, conform, rows_to_table
+from schemas.calls import AttemptRecord, CallRecord, LabelRecord, ReplyRecord
+from schemas.manifest import MANIFEST_FORMAT, ManifestInfo, ManifestRow, Pair
+from schemas.outcomes import (
+    REPLAY_INPUT_COLUMNS,
+    DisclosureRow,
+    DispositionRow,
+    OutcomeRow,
+    ReplayInputRow,
+)
+from schemas.plan import PlanInfo, PresentationRow
+from schemas.replay import DesignRow, ReplayRow, SummaryRow
+
+__all__ = [
+    "MANIFEST_FORMAT",
+    "REPLAY_INPUT_COLUMNS",
+    "AttemptRecord",
+    "CallRecord",
+    "DesignRow",
+    "DisclosureRow",
+    "DispositionRow",
+    "LabelRecord",
+    "ManifestInfo",
+    "ManifestRow",
+    "OutcomeRow",
+    "Pair",
+    "PlanInfo",
+    "PresentationRow",
+    "ReplayInputRow",
+    "ReplayRow",
+    "ReplyRecord",
+    "SummaryRow",
+    "arrow_schema",
+    "column_names",
+    "conform",
+    "rows_to_table",
+]

@@ -1,0 +1,80 @@
+"""Judge calls: planned calls of a run, stored replies (the cache), attempts and parsed labels."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from schemas.vocabulary import CallStatus, ErrorCategory, SlotLabel, Strength
+
+
+class CallRecord(BaseModel):
+    """One planned judge call of a run: a presentation sent to one judge configuration.
+
+    It names slots and hashes only. It never carries identities: the remap stage rejects
+    a call table with any identity column.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run_id: str
+    judge: str = Field(description="Judge name from the run configuration.")
+    config: str = Field(description="Reasoning configuration name of that judge.")
+    dataset: str
+    presentation_id: str
+    call_key: str = Field(description="SHA-256 of what decides the reply; the cache key.")
+    provider: str
+    model: str
+    template_id: str
+    template_hash: str
+    seed: int = Field(description="Seed index of the presentation (also the decoding seed).")
+    left_sha256: str = Field(description="SHA-256 of the answer bytes placed in the left slot.")
+    right_sha256: str = Field(description="SHA-256 of the answer bytes placed in the right slot.")
+    status: CallStatus
+    error_category: ErrorCategory | None = None
+
+
+class ReplyRecord(BaseModel):
+    """A successful reply, stored verbatim in the content-addressed cache (immutable)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    call_key: str
+    provider: str
+    model: str
+    raw_reply: str = Field(description="The reply's text content, verbatim.")
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    latency_ms: float
+    received_at: dt.datetime
+
+
+class AttemptRecord(BaseModel):
+    """One attempt to send a call, successful or not (the attempts log, append-only)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    call_key: str
+    run_id: str
+    attempt: int = Field(ge=1)
+    ok: bool
+    error_category: ErrorCategory | None = None
+    http_status: int | None = None
+    detail: str | None = Field(default=None, description="Short reason; never holds a key.")
+    latency_ms: float
+    started_at: dt.datetime
+
+
+class LabelRecord(BaseModel):
+    """A stored reply parsed under one parser version; re-parsing never calls the judge."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    call_key: str
+    template_id: str
+    parser_version: str
+    label: SlotLabel
+    strength: Strength | None = None
+    note: str | None = Field(default=None, description="Why a reply is Invalid, if it is.")

@@ -1,0 +1,67 @@
+"""Replay outputs: per-pair design metrics, per-pair policy rows and their summaries."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from schemas.vocabulary import Design, Policy
+
+
+class DesignRow(BaseModel):
+    """Per (judge, config, dataset, pair, design): SPEC section 4's exact metrics."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    judge: str
+    config: str
+    dataset: str
+    pair_id: str
+    design: Design
+    expected_score: float
+    p_neutral: float
+    expected_agreement: float
+
+
+class ReplayRow(BaseModel):
+    """`replay.parquet`: one row per (judge, config, dataset, pair_id, design, policy)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    judge: str
+    config: str
+    dataset: str
+    pair_id: str
+    design: Design
+    policy: Policy
+    expected_calls: float
+    p_change: float
+    p_neutral_to_decisive: float
+    p_decisive_to_neutral: float
+    p_reversal: float
+    expected_score: float
+    reference_score: float
+    added_variance: float
+
+
+class SummaryRow(BaseModel):
+    """`summary.parquet`: one row per (judge, config, dataset, design, policy)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    judge: str
+    config: str
+    dataset: str
+    design: Design
+    policy: Policy
+    pairs: int
+    expected_calls: float
+    p_change: float
+    p_neutral_to_decisive: float
+    p_decisive_to_neutral: float
+    p_reversal: float
+    expected_score: float
+    reference_score: float
+    added_variance: float
+    savings: float
+    match_cost: float | None = None
+    match_extra: float | None = None

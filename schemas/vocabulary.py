@@ -1,0 +1,75 @@
+"""The closed vocabularies of SPEC.md: identities, slots, orders, outcomes, designs, policies."""
+
+from __future__ import annotations
+
+from typing import Final, Literal, get_args
+
+Identity = Literal["A", "B"]
+"""An answer's identity inside a pair. Only the trusted presentation map assigns it to a slot."""
+
+Order = Literal["AB", "BA"]
+"""Display order: `AB` shows identity A in the left slot, `BA` shows identity B there."""
+
+SlotLabel = Literal["Left", "Right", "Tie", "Abstain", "Invalid"]
+"""What a parsed reply says, about slots only. `Invalid`: outside the template's contract."""
+
+Strength = Literal["strong", "weak"]
+"""Verdict strength where the template has one (`>>` is strong, `>` is weak)."""
+
+Outcome = Literal["A", "B", "T", "X", "I", "M"]
+"""Identity outcome of one planned call after remapping (SPEC section 2)."""
+
+Disposition = Literal[
+    "stable_A",
+    "stable_B",
+    "order_conflict",
+    "stable_tie",
+    "mixed",
+    "incomplete_M",
+    "incomplete_I",
+    "incomplete_X",
+]
+"""Two-order disposition of one (pair, seed) judged in both orders (SPEC section 2)."""
+
+Design = Literal["common", "independent", "balanced"]
+"""Reference selection design: which order each of the K seeds uses (SPEC section 4)."""
+
+PlanDesign = Literal["full", "common", "independent", "balanced"]
+"""What a plan holds: the full 2K grid, or K presentations per pair drawn under one design."""
+
+Policy = Literal["full", "nonstrict", "strict", "paired_unanimity"]
+"""Stopping policy: how many of the reference's K calls are executed (SPEC section 5)."""
+
+Decision = Literal["A", "B", "N"]
+"""Decision of a multiset of outcomes: majority of A/B votes, else neutral."""
+
+ErrorCategory = Literal[
+    "rate_limited",
+    "server_error",
+    "client_error",
+    "timeout",
+    "transport",
+    "malformed_response",
+    "refused",
+]
+"""Why a judge call produced no reply. A call with one of these is `Missing`, never a result."""
+
+CallStatus = Literal["stored", "failed", "pending"]
+"""State of a planned call in a run: a reply is stored, the last attempt failed, or not yet sent."""
+
+IDENTITIES: Final = get_args(Identity)
+ORDERS: Final = get_args(Order)
+SLOT_LABELS: Final = get_args(SlotLabel)
+OUTCOMES: Final = get_args(Outcome)
+DISPOSITIONS: Final = get_args(Disposition)
+DESIGNS: Final = get_args(Design)
+PLAN_DESIGNS: Final = get_args(PlanDesign)
+POLICIES: Final = get_args(Policy)
+ERROR_CATEGORIES: Final = get_args(ErrorCategory)
+
+LEFT_IDENTITY: Final[dict[str, str]] = {"AB": "A", "BA": "B"}
+"""The trusted meaning of an order: which identity sits in the left slot."""
+RIGHT_IDENTITY: Final[dict[str, str]] = {"AB": "B", "BA": "A"}
+
+FAILURE_RANK: Final[dict[str, int]] = {"M": 0, "I": 1, "X": 2}
+"""Worst failure first when a two-order disposition is incomplete: M before I before X."""

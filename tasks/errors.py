@@ -1,0 +1,43 @@
+"""The errors judgeline raises for bad input and failed checks.
+
+JudgelineError            one readable paragraph; the CLI prints it without a traceback
+├── InputError            a bad input file or row (names the file and the row)
+├── IntegrityError        stored data that does not match its own hash or contract
+└── GateError             a data-quality gate between stages failed (names the rows)
+"""
+
+from __future__ import annotations
+
+
+class JudgelineError(Exception):
+    """Base of every error meant for the user rather than for a developer."""
+
+
+class InputError(JudgelineError):
+    """Bad input: names the file, the row (1-based line or record number) and the problem."""
+
+    def __init__(self, problem: str, *, file: str | None = None, row: int | str | None = None):
+        self.file = file
+        self.row = row
+        self.problem = problem
+        where = []
+        if file is not None:
+            where.append(str(file))
+        if row is not None:
+            where.append(f"row {row}")
+        prefix = (", ".join(where) + ": ") if where else ""
+        super().__init__(prefix + problem)
+
+
+class IntegrityError(JudgelineError):
+    """Stored data disagrees with its hash, its sidecar or another stored table."""
+
+
+class GateError(JudgelineError):
+    """A data-quality gate failed; the message lists each failed check with examples."""
+
+    def __init__(self, stage: str, failures: list[str]):
+        self.stage = stage
+        self.failures = failures
+        lines = "\n".join(f"  - {f}" for f in failures)
+        super().__init__(f"{stage}: data-quality gate failed:\n{lines}")

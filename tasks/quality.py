@@ -1,0 +1,92 @@
+"""Data-quality gates between stages: great-expectations suites run in an ephemeral context.
+
+A stage builds its suite in code (one function per table), computes any derived check
+columns in pandas first (for example "stored SHA-256 equals the hash of the stored bytes"),
+and calls `run_gate`. A failed gate raises GateError listing each failed expectation with
+its unexpected count and the ids of the first offending rows.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from tasks.errors import GateError
+
+_lock = threading.Lock()
+_counter = itertools.count()
+_context: Any = None
+
+
+def _gx_context() -> Any:
+    """One ephemeral context per process, with progress bars off."""
+    global _context
+    if _context is None:
+        import great_expectations as gx
+        from great_expectations.data_context.types.base import ProgressBarsConfig
+
+        logging.getLogger("great_expectations").setLevel(logging.ERROR)
+        ctx = gx.get_context(mode="ephemeral")
+        ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
+        _context = ctx
+    return _context
+
+
+@dataclass(frozen=True)
+class Check:
+    """One expectation plus the sentence a user reads when it fails."""
+
+    expectation: Any
+    says: str
+
+
+def run_gate(stage: str, df: pd.DataFrame, checks: list[Check], *, id_column: str) -> None:
+    """Validate `df` against `checks`; raise GateError naming offending rows by `id_column`."""
+    import great_expectations as gx
+
+    with _lock:
+        ctx = _gx_context()
+        n = next(_counter)
+        source = ctx.data_sources.add_pandas(name=f"{stage}-{n}")
+        asset = source.add_dataframe_asset(name=f"{stage}-asset-{n}")
+        batch = asset.add_batch_definition_whole_dataframe(f"{stage}-batch-{n}")
+        suite = ctx.suites.add(gx.ExpectationSuite(name=f"{stage}-suite-{n}"))
+        for check in checks:
+            # An expectation belongs to one suite; gates are reused, so add a fresh copy.
+            fresh = copy.copy(check.expectation)
+            fresh.id = None
+            suite.add_expectation(fresh)
+        validation = gx.ValidationDefinition(data=batch, suite=suite, name=f"{stage}-val-{n}")
+        result = validation.run(
+            batch_parameters={"dataframe": df.reset_index(drop=True)},
+            result_format="COMPLETE",
+        )
+    failures: list[str] = []
+    ids = df[id_column].reset_index(drop=True) if id_column in df.columns else None
+    for check, res in zip(checks, result.results, strict=True):
+        if res.success:
+            continue
+        detail = res.result or {}
+        count = detail.get("unexpected_count")
+        idx = detail.get("unexpected_index_list") or []
+        examples: list[str] = []
+        if ids is not None and idx:
+            positions = [i if isinstance(i, int) else i.get("index") for i in idx[:5]]
+            examples = [str(ids.iloc[p]) for p in positions if isinstance(p, int)]
+        elif detail.get("partial_unexpected_list"):
+            examples = [repr(v) for v in detail["partial_unexpected_list"][:5]]
+        msg = check.says
+        if count is not None:
+            msg += f" ({count} row{'s' if count != 1 else ''}"
+            msg += f"; {id_column} {', '.join(examples)})" if examples else ")"
+        elif res.exception_info and res.exception_info.get("raised_exception"):
+            msg += f" (check could not run: {res.exception_info.get('exception_message')})"
+        failures.append(msg)
+    if failures:
+        raise GateError(stage, failures)

@@ -1,0 +1,64 @@
+"""Atomic, write-once files: a temporary file in the same folder, fsync, then link or rename."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+
+def _temp_beside(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    return Path(name)
+
+
+def _fsync(path: Path) -> None:
+    with open(path, "rb") as handle:
+        os.fsync(handle.fileno())
+
+
+def _publish(tmp: Path, path: Path, *, overwrite: bool) -> bool:
+    """Move a finished temp file into place. Without overwrite, an existing file wins and
+    False is returned (os.link fails if the target exists, so two writers never clobber)."""
+    try:
+        if overwrite:
+            os.replace(tmp, path)
+            return True
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        return True
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_parquet_atomic(table: pa.Table, path: Path, *, overwrite: bool = False) -> bool:
+    """Write a parquet file atomically; returns False if it existed and overwrite is off."""
+    tmp = _temp_beside(path)
+    try:
+        pq.write_table(table, tmp, compression="zstd")
+        _fsync(tmp)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return _publish(tmp, path, overwrite=overwrite)
+
+
+def write_json_atomic(value: Any, path: Path, *, overwrite: bool = False) -> bool:
+    """Write a JSON file atomically; returns False if it existed and overwrite is off."""
+    tmp = _temp_beside(path)
+    try:
+        tmp.write_text(json.dumps(value, indent=2, sort_keys=True, default=str) + "\n", "utf-8")
+        _fsync(tmp)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return _publish(tmp, path, overwrite=overwrite)

@@ -1,0 +1,75 @@
+"""The work directory's layout: where each stage's tables live.
+
+WORK/
+  manifests/<manifest_hash>/manifest.parquet, manifest.json   frozen, written once
+  plans/<plan_id>/presentations.parquet, plan.json            trusted map, written once
+  cache/replies/*.parquet      successful replies, immutable, content-addressed by call_key
+  cache/attempts/*.parquet     every attempt (failed or not), append-only
+  cache/quarantine/            cache files that failed to read, moved aside
+  runs/<run_id>/               one run's calls, labels, outcomes, replay, report
+  warehouse.duckdb             rebuildable views over the parquet files
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_WORK_DIR = Path("work")
+
+
+@dataclass(frozen=True)
+class WorkDir:
+    """Paths under one work directory; creates folders on demand, never files."""
+
+    root: Path
+
+    @classmethod
+    def at(cls, root: str | os.PathLike[str] | None = None) -> WorkDir:
+        """The work dir at `root`, else $JUDGELINE_WORK_DIR, else ./work."""
+        chosen = root or os.environ.get("JUDGELINE_WORK_DIR") or DEFAULT_WORK_DIR
+        return cls(Path(chosen).resolve())
+
+    def _dir(self, *parts: str) -> Path:
+        path = self.root.joinpath(*parts)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    @property
+    def manifests(self) -> Path:
+        return self._dir("manifests")
+
+    def manifest_dir(self, manifest_hash: str) -> Path:
+        return self.manifests / manifest_hash
+
+    @property
+    def plans(self) -> Path:
+        return self._dir("plans")
+
+    def plan_dir(self, plan_id: str) -> Path:
+        return self.plans / plan_id
+
+    @property
+    def replies(self) -> Path:
+        return self._dir("cache", "replies")
+
+    @property
+    def attempts(self) -> Path:
+        return self._dir("cache", "attempts")
+
+    @property
+    def quarantine(self) -> Path:
+        return self._dir("cache", "quarantine")
+
+    @property
+    def runs(self) -> Path:
+        return self._dir("runs")
+
+    def run_dir(self, run_id: str) -> Path:
+        return self._dir("runs", run_id)
+
+    @property
+    def warehouse(self) -> Path:
+        self.root.mkdir(parents=True, exist_ok=True)
+        return self.root / "warehouse.duckdb"

@@ -1,0 +1,44 @@
+"""Shared fixtures: an isolated Prefect home, the shared data folder, a temporary work dir."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+# Prefect creates its home at import time: isolate it before anything imports prefect.
+_PREFECT_HOME = Path(tempfile.mkdtemp(prefix="judgeline-prefect-"))
+os.environ["PREFECT_HOME"] = str(_PREFECT_HOME)
+os.environ["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] = str(_PREFECT_HOME / "results")
+os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+
+from tasks.workdir import WorkDir  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The real benchmark files; tests skip with a clear message only if absent."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"shared data folder {SHARED_DATA} is absent")
+    return SHARED_DATA
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> WorkDir:
+    """A fresh, empty work directory."""
+    return WorkDir(tmp_path / "work")
+
+
+@pytest.fixture(scope="session")
+def prefect_harness():  # type: ignore[no-untyped-def]
+    """One Prefect test database for the whole session (entering it costs ~11 s)."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness():
+        yield

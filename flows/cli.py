@@ -54,3 +54,7 @@ def main() -> None:
             raise
         err_console.print(f"[bold red]error:[/bold red] {exc}", highlight=False, soft_wrap=True)
         raise SystemExit(2) from None
+
+
+# Each cmd_* module registers its subcommands on `app` when imported.
+from flows import cmd_judge, cmd_prepare, cmd_remap, cmd_replay, cmd_simjudge  # noqa: E402,F401

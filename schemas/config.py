@@ -1,0 +1,97 @@
+"""The run configuration: one YAML file that says what a (nightly) run judges and how."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from schemas.judge import JudgeSpec
+from schemas.vocabulary import DESIGNS, POLICIES, Design, Policy
+
+LoaderKind = Literal["judgebench", "rmbench", "table", "demo"]
+
+
+class DatasetSpec(BaseModel):
+    """One input of the manifest: a loader and the file it reads."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: LoaderKind = Field(description="Loader: judgebench, rmbench, table or demo.")
+    path: str | None = Field(default=None, description="Input file (not for `demo`).")
+    mapping: str | None = Field(
+        default=None, description="Column mapping for `table`, e.g. `question=q,answer_a=x,...`."
+    )
+    dataset: str | None = Field(default=None, description="Dataset name; derived if omitted.")
+
+    @model_validator(mode="after")
+    def _check(self) -> DatasetSpec:
+        if self.kind != "demo" and not self.path:
+            raise ValueError(f"a {self.kind} dataset needs a path")
+        if self.kind == "table" and not self.mapping:
+            raise ValueError("a table dataset needs a column mapping")
+        return self
+
+
+class LiveStopping(BaseModel):
+    """Run a stopping policy live instead of the full grid."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    policy: Literal["paired_unanimity"] = Field(
+        default="paired_unanimity", description="The policy executed live."
+    )
+    rng_seed: int = Field(default=0, description="Seed of the recorded random draws.")
+
+
+class ScheduleSpec(BaseModel):
+    """When the nightly deployment runs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cron: str = Field(default="0 2 * * *", description="Cron expression (default 02:00).")
+    timezone: str = Field(default="UTC", description="IANA time zone of the cron expression.")
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"unknown time zone {value!r}") from exc
+        return value
+
+
+class RunConfig(BaseModel):
+    """Everything a run needs except credentials (those stay in the environment or Prefect)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(default="nightly", min_length=1, description="Name of this benchmark.")
+    datasets: list[DatasetSpec] = Field(min_length=1)
+    judges: list[JudgeSpec] = Field(min_length=1)
+    template: str = Field(default="arena-hard-v1", description="Prompt template id.")
+    k: int = Field(default=4, ge=2, description="Seeds per pair (even); 2K calls per pair.")
+    designs: list[Design] = Field(default_factory=lambda: list(DESIGNS))
+    policies: list[Policy] = Field(default_factory=lambda: list(POLICIES))
+    batch_size: int = Field(default=500, ge=1, description="Calls per judge task.")
+    live: LiveStopping | None = Field(default=None, description="Live early stopping, if any.")
+    schedule: ScheduleSpec = Field(default_factory=ScheduleSpec)
+    work_dir: str | None = Field(default=None, description="Work directory (default ./work).")
+
+    @field_validator("k")
+    @classmethod
+    def _even(cls, value: int) -> int:
+        if value % 2:
+            raise ValueError(f"K must be even, got {value}")
+        return value
+
+    @model_validator(mode="after")
+    def _unique_judges(self) -> RunConfig:
+        names = [j.name for j in self.judges]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"duplicate judge names {dupes}")
+        return self

@@ -1,0 +1,94 @@
+"""The run configuration file: valid files load, every bad field is named in the error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from schemas.config import RunConfig
+from tasks.errors import InputError
+from tasks.runconfig import config_hash, load_run_config
+
+GOOD = """
+name: nightly
+datasets:
+  - kind: demo
+  - kind: judgebench
+    path: data/jb.jsonl
+judges:
+  - name: strong
+    base_url: http://127.0.0.1:8000/v1
+    model: strong
+    api_key_env: JUDGE_KEY
+    configs:
+      - name: low
+        extra: {reasoning_effort: low}
+      - name: high
+        extra: {reasoning_effort: high}
+k: 4
+schedule: {cron: "0 2 * * *", timezone: Europe/Berlin}
+"""
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "run.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_good_config_loads_with_defaults(tmp_path: Path) -> None:
+    config = load_run_config(_write(tmp_path, GOOD))
+    assert isinstance(config, RunConfig)
+    assert [c.name for c in config.judges[0].configs] == ["low", "high"]
+    assert config.designs == ["common", "independent", "balanced"]
+    assert config.policies == ["full", "nonstrict", "strict", "paired_unanimity"]
+    assert config.schedule.timezone == "Europe/Berlin"
+    assert config.live is None
+    again = load_run_config(_write(tmp_path, GOOD))
+    assert config_hash(config) == config_hash(again)
+    changed = load_run_config(_write(tmp_path, GOOD.replace("k: 4", "k: 6")))
+    assert config_hash(changed) != config_hash(config)
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (("k: 4", "k: 4\nbatch_sizes: 10"), r"batch_sizes: unknown field"),
+        (("    model: strong", "    model: strong\n    temprature: 0.5"), r"judges\.0\.temprature"),
+        (("k: 4", "k: 3"), r"k: .*even"),
+        (("timezone: Europe/Berlin", "timezone: Mars/Olympus"), r"schedule\.timezone.*Mars"),
+        (("http://127.0.0.1:8000/v1", "127.0.0.1:8000"), r"judges\.0.*base_url"),
+        (
+            ("  - kind: judgebench\n    path: data/jb.jsonl", "  - kind: rmbench"),
+            r"datasets\.1.*path",
+        ),
+        (("k: 4", "k: 4\ndesigns: [common, zigzag]"), r"designs\.1"),
+        (("        extra: {reasoning_effort: high}", "        extra: 7"), r"configs\.1\.extra"),
+    ],
+)
+def test_bad_field_is_named(tmp_path: Path, edit: tuple[str, str], expected: str) -> None:
+    old, new = edit
+    assert old in GOOD
+    path = _write(tmp_path, GOOD.replace(old, new))
+    with pytest.raises(InputError, match=expected) as info:
+        load_run_config(path)
+    assert str(path) in str(info.value)
+
+
+def test_duplicate_judges_and_missing_sections(tmp_path: Path) -> None:
+    judge = "  - {name: strong, base_url: 'http://127.0.0.1:1/v1', model: m}\n"
+    text = "datasets: [{kind: demo}]\njudges:\n" + judge + judge
+    with pytest.raises(InputError, match="duplicate judge names"):
+        load_run_config(_write(tmp_path, text))
+    with pytest.raises(InputError, match="judges: Field required"):
+        load_run_config(_write(tmp_path, "datasets: [{kind: demo}]\n"))
+
+
+def test_unreadable_and_malformed_files(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="cannot read"):
+        load_run_config(tmp_path / "absent.yaml")
+    with pytest.raises(InputError, match="not valid YAML"):
+        load_run_config(_write(tmp_path, "judges: [unclosed\n"))
+    with pytest.raises(InputError, match="YAML mapping"):
+        load_run_config(_write(tmp_path, "- just\n- a list\n"))

@@ -1,0 +1,188 @@
+"""Reply parsing: a judge's raw reply to a slot label under its template's output contract.
+
+The parser only ever returns slot labels (`Left`/`Right`/`Tie`/`Abstain`/`Invalid`);
+nothing in a reply can name an identity. `Invalid` carries a note saying why.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from schemas.vocabulary import SlotLabel, Strength
+from tasks.templates import get_template
+
+__all__ = ["PARSER_VERSION", "ParsedReply", "parse_reply"]
+
+PARSER_VERSION = "1"
+"""Stored with every parsed label; bump it whenever any template's parsing changes."""
+
+
+@dataclass(frozen=True)
+class ParsedReply:
+    """A reply's slot label, its strength where the template has one, and why if Invalid."""
+
+    label: SlotLabel
+    strength: Strength | None
+    note: str | None
+
+
+def _invalid(note: str) -> ParsedReply:
+    return ParsedReply(label="Invalid", strength=None, note=note)
+
+
+# --- arena-hard-v1 ------------------------------------------------------------------------
+
+_ARENA_VERDICTS: dict[str, tuple[SlotLabel, Strength | None]] = {
+    "A>>B": ("Left", "strong"),
+    "A>B": ("Left", "weak"),
+    "A=B": ("Tie", None),
+    "B>A": ("Right", "weak"),
+    "B>>A": ("Right", "strong"),
+    "ABSTAIN": ("Abstain", None),
+}
+# Anything in double brackets made only of slot letters and comparison signs is an attempt
+# at a verdict; other bracketed text (wiki links, templates) is ignored.
+_BRACKETED = re.compile(r"\[\[([^\[\]\n]{1,24})\]\]")
+_VERDICTISH = re.compile(r"^(?:[AB<>=]+|abstain)$", re.IGNORECASE)
+# Examples are not verdicts: a label in a fenced code block, or after an example cue on the
+# same line (the prompt's own `Example output: "My final verdict is tie: [[A=B]]"` echoed
+# back). Quotes alone do not make an example: o1-mini often quotes its real final verdict.
+_FENCED = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
+_EXAMPLE_CUE = re.compile(r"\b(?:example|e\.g\.|for instance)", re.IGNORECASE)
+
+
+def _verdict_tokens(text: str) -> tuple[list[str], int]:
+    """Bracketed tokens outside examples, and how many bracketed tokens were examples."""
+    tokens: list[str] = []
+    examples = len(_BRACKETED.findall("".join(_FENCED.findall(text))))
+    for line in _FENCED.sub("\n", text).split("\n"):
+        for match in _BRACKETED.finditer(line):
+            if _EXAMPLE_CUE.search(line, 0, match.start()):
+                examples += 1
+            else:
+                tokens.append(match.group(1))
+    return tokens, examples
+
+
+def _parse_arena(text: str) -> ParsedReply:
+    tokens, examples = _verdict_tokens(text)
+    seen: list[str] = []
+    off_contract: list[str] = []
+    for raw in tokens:
+        token = re.sub(r"\s+", "", raw).upper()
+        if token in _ARENA_VERDICTS:
+            if token not in seen:
+                seen.append(token)
+        elif _VERDICTISH.match(token):
+            off_contract.append(f"[[{raw}]]")
+    if off_contract:
+        return _invalid(f"verdict label {off_contract[0]} is not one of the template's labels")
+    if not seen:
+        if examples:
+            return _invalid("verdict labels only inside an example or code block, no verdict")
+        return _invalid("no verdict label [[...]] in the reply")
+    if len(seen) > 1:
+        listed = ", ".join(f"[[{t}]]" for t in seen)
+        return _invalid(f"conflicting verdict labels {listed}")
+    label, strength = _ARENA_VERDICTS[seen[0]]
+    return ParsedReply(label=label, strength=strength, note=None)
+
+
+# --- judgebench-vanilla-v1 ----------------------------------------------------------------
+
+_VANILLA_VERDICTS: dict[str, SlotLabel] = {
+    "output (a)": "Left",
+    "output (b)": "Right",
+    "tie": "Tie",
+    "abstain": "Abstain",
+}
+_VANILLA_WRAPPERS = " \t\r\n*\"'`“”"
+
+
+def _parse_vanilla(text: str) -> ParsedReply:
+    core = text.strip(_VANILLA_WRAPPERS)
+    core = core[:-1] if core.endswith(".") else core
+    core = core.strip(_VANILLA_WRAPPERS).casefold()
+    if core in _VANILLA_VERDICTS:
+        return ParsedReply(label=_VANILLA_VERDICTS[core], strength=None, note=None)
+    if not core:
+        return _invalid("empty reply")
+    folded = text.casefold()
+    named = [v for v in ("output (a)", "output (b)") if v in folded]
+    if len(named) == 2:
+        return _invalid("reply names both Output (a) and Output (b)")
+    if named:
+        return _invalid(f"reply has words besides the verdict {named[0]!r} (contract: only it)")
+    return _invalid("reply is not one of Output (a), Output (b), Tie, Abstain")
+
+
+# --- json-strict-v1 -----------------------------------------------------------------------
+
+_JSON_VERDICTS: dict[str, SlotLabel] = {
+    "left": "Left",
+    "right": "Right",
+    "tie": "Tie",
+    "abstain": "Abstain",
+}
+_JSON_KEYS = {"verdict", "strength", "reason"}
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def _parse_json(text: str) -> ParsedReply:
+    body = text.strip()
+    if not (body.startswith("{") and body.endswith("}")):
+        return _invalid("reply is not only a JSON object (prose or a code fence around it)")
+    try:
+        obj = json.loads(body, object_pairs_hook=_no_duplicates)
+    except _DuplicateKey as exc:
+        return _invalid(f"JSON key {exc.args[0]!r} is repeated")
+    except json.JSONDecodeError as exc:
+        return _invalid(f"reply is not valid JSON: {exc.msg} at char {exc.pos}")
+    extra = sorted(set(obj) - _JSON_KEYS)
+    if extra:
+        return _invalid(f"JSON has keys outside the contract: {extra}")
+    if "verdict" not in obj:
+        return _invalid("JSON has no 'verdict'")
+    verdict = obj["verdict"]
+    if not isinstance(verdict, str) or verdict not in _JSON_VERDICTS:
+        return _invalid(f"verdict {verdict!r} is not one of left, right, tie, abstain")
+    label = _JSON_VERDICTS[verdict]
+    strength = obj.get("strength")
+    if label in ("Left", "Right"):
+        if strength not in ("strong", "weak", None):
+            return _invalid(f"strength {strength!r} is not strong, weak or null")
+    elif strength is not None:
+        return _invalid(f"strength {strength!r} given with verdict {verdict!r} (must be null)")
+    reason = obj.get("reason")
+    if reason is not None and not isinstance(reason, str):
+        return _invalid(f"reason is a {type(reason).__name__}, not a string")
+    return ParsedReply(label=label, strength=strength, note=None)
+
+
+_PARSERS: dict[str, Callable[[str], ParsedReply]] = {
+    "arena-hard-v1": _parse_arena,
+    "judgebench-vanilla-v1": _parse_vanilla,
+    "json-strict-v1": _parse_json,
+}
+
+
+def parse_reply(template_id: str, text: str) -> ParsedReply:
+    """Parse one raw reply under the template's output contract (unknown id: InputError)."""
+    get_template(template_id)
+    return _PARSERS[template_id](text)

@@ -1,0 +1,192 @@
+"""Reply parsing: each template's output contract, and 700 real o1-mini Arena-Hard replies."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tasks.errors import InputError
+from tasks.parsing import PARSER_VERSION, ParsedReply, parse_reply
+
+O1_MINI = (
+    "judgebench/dataset=judgebench,response_model=gpt-4o-2024-05-13,"
+    "judge_name=arena_hard,judge_model=o1-mini-2024-09-12.jsonl"
+)
+# The file's `decision` drops strength: both [[A>>B]] and [[A>B]] are recorded as `A>B`.
+TO_FILE_DECISION = {"Left": "A>B", "Right": "B>A", "Tie": "A=B"}
+
+
+def arena(text: str) -> ParsedReply:
+    return parse_reply("arena-hard-v1", text)
+
+
+def vanilla(text: str) -> ParsedReply:
+    return parse_reply("judgebench-vanilla-v1", text)
+
+
+def strict_json(text: str) -> ParsedReply:
+    return parse_reply("json-strict-v1", text)
+
+
+def test_parser_version_and_unknown_template() -> None:
+    assert PARSER_VERSION
+    with pytest.raises(InputError, match="known templates"):
+        parse_reply("arena-hard-v0", "[[A>B]]")
+
+
+def test_real_o1_mini_replies_agree_with_the_recorded_decisions(shared_data: Path) -> None:
+    records = [json.loads(line) for line in (shared_data / O1_MINI).read_text("utf-8").splitlines()]
+    assert len(records) == 350
+    agree = 0
+    strengths: Counter[tuple[str, str | None]] = Counter()
+    mismatches = []
+    for record in records:
+        assert len(record["judgments"]) == 2
+        for index, judgment in enumerate(record["judgments"]):
+            parsed = arena(judgment["judgment"]["response"])
+            strengths[(parsed.label, parsed.strength)] += 1
+            if TO_FILE_DECISION.get(parsed.label) == judgment["decision"]:
+                agree += 1
+            else:
+                mismatches.append((record["pair_id"], index, parsed, judgment["decision"]))
+    assert mismatches == []
+    assert agree == 700
+    # Strength is read even though the file's decision drops it.
+    assert strengths == {
+        ("Left", "strong"): 242,
+        ("Left", "weak"): 125,
+        ("Tie", None): 44,
+        ("Right", "weak"): 118,
+        ("Right", "strong"): 171,
+    }
+
+
+@pytest.mark.parametrize(
+    ("reply", "label", "strength"),
+    [
+        ("My final verdict is Assistant A is significantly better: [[A>>B]]", "Left", "strong"),
+        ("Assistant A is slightly better: [[A>B]]", "Left", "weak"),
+        ("My final verdict is tie: [[A=B]]", "Tie", None),
+        ("[[B>A]]", "Right", "weak"),
+        ("**My final verdict is: [[B>>A]]**.", "Right", "strong"),
+        ("I cannot judge: [[ABSTAIN]]", "Abstain", None),
+        ("Lower case still reads: [[ b >> a ]]", "Right", "strong"),
+        ("Final Verdict: [[B>A]]\n\nSo: My final verdict is: [[B>A]]", "Right", "weak"),
+        ('**Final Verdict:** "My final verdict is Assistant B is slightly better: [[B>A]]".',
+         "Right", "weak"),
+        ('Example output: "My final verdict is tie: [[A=B]]"\nMy final verdict: [[A>B]]',
+         "Left", "weak"),
+        ("See [[Wikipedia]] and [[Talk:Foo]]. Verdict: [[A>B]]", "Left", "weak"),
+        ("```\nprint('[[B>>A]]')\n```\nMy final verdict is [[A>>B]]", "Left", "strong"),
+    ],
+)  # fmt: skip
+def test_arena_valid_verdicts(reply: str, label: str, strength: str | None) -> None:
+    parsed = arena(reply)
+    assert (parsed.label, parsed.strength, parsed.note) == (label, strength, None)
+
+
+@pytest.mark.parametrize(
+    ("reply", "note_part"),
+    [
+        ("Both answers are fine, I guess.", "no verdict"),
+        ("", "no verdict"),
+        ("First [[A>B]] but on reflection [[B>A]]", "conflicting"),
+        ("[[A>B]] ... actually [[A>>B]]", "conflicting"),
+        ('The format is, for example, "[[A=B]]", but I will not say more.', "example"),
+        ("```\nMy final verdict is [[A>B]]\n```", "example"),
+        ("My final verdict is [[A<B]]", "not one of"),
+        ("My final verdict is [[A>>>B]]", "not one of"),
+        ("Verdict [A>B] with single brackets", "no verdict"),
+    ],
+)
+def test_arena_invalid_replies_say_why(reply: str, note_part: str) -> None:
+    parsed = arena(reply)
+    assert parsed.label == "Invalid"
+    assert parsed.strength is None
+    assert parsed.note is not None and note_part in parsed.note
+
+
+@pytest.mark.parametrize(
+    ("reply", "label"),
+    [
+        ("Output (a)", "Left"),
+        ("Output (b)", "Right"),
+        ("  **Output (b)**.\n", "Right"),
+        ('"output (A)"', "Left"),
+        ("Tie", "Tie"),
+        ("abstain.", "Abstain"),
+    ],
+)
+def test_vanilla_valid_replies(reply: str, label: str) -> None:
+    assert vanilla(reply) == ParsedReply(label=label, strength=None, note=None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("reply", "note_part"),
+    [
+        ("Output (a) or Output (b)", "both"),
+        ("I prefer Output (b) because it is longer.", "words besides"),
+        ("Output (c)", "not one of"),
+        ("Both are good", "not one of"),
+        ("   ", "empty"),
+        ("Left", "not one of"),
+    ],
+)
+def test_vanilla_invalid_replies_say_why(reply: str, note_part: str) -> None:
+    parsed = vanilla(reply)
+    assert parsed.label == "Invalid"
+    assert parsed.note is not None and note_part in parsed.note
+
+
+@pytest.mark.parametrize(
+    ("reply", "label", "strength"),
+    [
+        ('{"verdict": "left", "strength": "strong", "reason": "cites the rule"}', "Left", "strong"),
+        ('  {"verdict": "right", "strength": "weak", "reason": "ok"}\n', "Right", "weak"),
+        ('{"verdict": "right", "strength": null, "reason": null}', "Right", None),
+        ('{"verdict": "tie", "strength": null, "reason": "same"}', "Tie", None),
+        ('{"verdict": "abstain"}', "Abstain", None),
+        ('{"reason": "{\\"verdict\\": \\"left\\"}", "verdict": "right"}', "Right", None),
+    ],
+)
+def test_json_valid_replies(reply: str, label: str, strength: str | None) -> None:
+    assert strict_json(reply) == ParsedReply(label=label, strength=strength, note=None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("reply", "note_part"),
+    [
+        ('Here is my answer: {"verdict": "left", "strength": "weak", "reason": "x"}', "not only"),
+        ('```json\n{"verdict": "left", "strength": "weak", "reason": "x"}\n```', "not only"),
+        ('{"verdict": "left", "strength": "weak", "reason": "x"} Hope this helps!', "not only"),
+        ('{"verdict": "left", "strength": "weak",}', "not valid JSON"),
+        ('{"verdict": "A", "strength": "weak", "reason": "x"}', "not one of"),
+        ('{"verdict": "Left", "strength": "weak", "reason": "x"}', "not one of"),
+        ('{"verdict": "left", "strength": "very", "reason": "x"}', "strength"),
+        ('{"verdict": "tie", "strength": "strong", "reason": "x"}', "must be null"),
+        ('{"verdict": "left", "verdict": "right"}', "repeated"),
+        ('{"verdict": "left", "winner_identity": "B"}', "outside the contract"),
+        ('{"strength": "weak", "reason": "x"}', "no 'verdict'"),
+        ('{"verdict": "left", "reason": 3}', "reason"),
+        ('{"verdict": ["left"]}', "not one of"),
+    ],
+)
+def test_json_invalid_replies_say_why(reply: str, note_part: str) -> None:
+    parsed = strict_json(reply)
+    assert parsed.label == "Invalid"
+    assert parsed.note is not None and note_part in parsed.note
+
+
+@pytest.mark.parametrize(
+    ("template_id", "reply"),
+    [
+        ("arena-hard-v1", "Answer A (identity A) wins: [[A>B]]"),
+        ("judgebench-vanilla-v1", "Output (a)"),
+        ("json-strict-v1", '{"verdict": "left", "strength": "weak", "reason": "identity B"}'),
+    ],
+)
+def test_parser_returns_slots_never_identities(template_id: str, reply: str) -> None:
+    assert parse_reply(template_id, reply).label == "Left"

@@ -1,0 +1,324 @@
+"""The content-addressed judge-call cache: call keys, stored replies and the attempts log.
+
+Replies and attempts live in immutable parquet files with unique names under
+`work.replies` and `work.attempts`; writers never touch each other's files, so any number
+of processes may write at once. Readers union the files; a file that fails to read is moved
+to `work.quarantine` with a warning and the others are still read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pydantic import BaseModel
+
+from schemas.arrow import arrow_schema, conform, rows_to_table
+from schemas.calls import AttemptRecord, ReplyRecord
+from schemas.judge import JudgeSpec, ReasoningConfig
+from tasks.hashing import canonical_json, digest, sha256_text
+from tasks.storage import write_parquet_atomic
+from tasks.workdir import WorkDir
+
+__all__ = [
+    "CALL_KEY_FORMAT",
+    "CacheWriter",
+    "call_key",
+    "call_key_from_digest",
+    "compact",
+    "decoding_params",
+    "messages_sha256",
+    "read_attempts",
+    "read_replies",
+    "stored_keys",
+    "write_attempts",
+    "write_replies",
+]
+
+log = logging.getLogger(__name__)
+
+CALL_KEY_FORMAT = "judgeline-call-v1"
+"""First part of every call key's serialisation; bump it if what enters the key changes."""
+
+
+def decoding_params(spec: JudgeSpec, config: ReasoningConfig, seed: int) -> dict[str, Any]:
+    """The request parameters that decide a reply, as sent (the config's extra wins).
+
+    The seed is always included: it tells the K repeats apart even for providers that do
+    not accept one, so they never collapse into one cached call.
+    """
+    params: dict[str, Any] = {
+        "temperature": spec.temperature,
+        "max_tokens": spec.max_tokens,
+        "seed": seed,
+    }
+    if spec.top_p is not None:
+        params["top_p"] = spec.top_p
+    params.update(spec.extra)
+    params.update(config.extra)
+    return params
+
+
+def messages_sha256(messages: Sequence[dict[str, str]]) -> str:
+    """SHA-256 of the rendered messages' canonical JSON."""
+    return sha256_text(canonical_json(list(messages)))
+
+
+def call_key_from_digest(
+    spec: JudgeSpec,
+    config: ReasoningConfig,
+    *,
+    seed: int,
+    repeat: int,
+    template_id: str,
+    template_hash: str,
+    messages_digest: str,
+) -> str:
+    """The call key given the messages' SHA-256 (lets a planner hash each prompt once).
+
+    In: provider, model, decoding params, repeat index, template id and hash, messages.
+    Out: timeouts, keys, base URL, concurrency, retries, judge and config names.
+    """
+    return digest(
+        CALL_KEY_FORMAT,
+        spec.provider,
+        spec.model,
+        decoding_params(spec, config, seed),
+        repeat,
+        template_id,
+        template_hash,
+        messages_digest,
+    )
+
+
+def call_key(
+    spec: JudgeSpec,
+    config: ReasoningConfig,
+    *,
+    seed: int,
+    repeat: int,
+    template_id: str,
+    template_hash: str,
+    messages: Sequence[dict[str, str]],
+) -> str:
+    """SHA-256 of what decides a judge's reply: the cache key of one call."""
+    return call_key_from_digest(
+        spec,
+        config,
+        seed=seed,
+        repeat=repeat,
+        template_id=template_id,
+        template_hash=template_hash,
+        messages_digest=messages_sha256(messages),
+    )
+
+
+# --- files ------------------------------------------------------------------------------
+
+
+def _write(rows: Sequence[BaseModel], model: type[BaseModel], folder: Path) -> Path | None:
+    if not rows:
+        return None
+    path = folder / f"{uuid.uuid4().hex}.parquet"
+    write_parquet_atomic(rows_to_table(rows, model), path)
+    return path
+
+
+def write_replies(work: WorkDir, records: Sequence[ReplyRecord]) -> Path | None:
+    """Store successful replies in a new immutable file; returns its path (None if empty)."""
+    return _write(records, ReplyRecord, work.replies)
+
+
+def write_attempts(work: WorkDir, records: Sequence[AttemptRecord]) -> Path | None:
+    """Append attempts to the log as a new file; returns its path (None if empty)."""
+    return _write(records, AttemptRecord, work.attempts)
+
+
+def _quarantine(work: WorkDir, path: Path, why: str) -> None:
+    target = work.quarantine / f"{path.parent.name}-{path.name}"
+    try:
+        shutil.move(str(path), target)
+    except FileNotFoundError:
+        return
+    log.warning("cache file %s could not be read (%s); moved to %s", path, why, target)
+
+
+def _read_folder(
+    work: WorkDir, folder: Path, model: type[BaseModel], columns: list[str] | None
+) -> tuple[list[pa.Table], list[Path]]:
+    """Read every file of a cache folder, quarantining unreadable ones.
+
+    Retries the listing while files vanish under it: a compaction writes its merged file
+    before deleting the small ones, so a fresh listing never misses a row.
+    """
+    schema = arrow_schema(model)
+    if columns is not None:
+        schema = pa.schema([schema.field(c) for c in columns])
+    for _ in range(10):
+        tables: list[pa.Table] = []
+        paths: list[Path] = []
+        vanished = False
+        for path in sorted(folder.glob("*.parquet")):
+            try:
+                table = pq.read_table(path, columns=columns)
+                if columns is None:
+                    table = conform(table, model, where=str(path))
+                else:
+                    table = table.select(columns).cast(schema)
+            except FileNotFoundError:
+                vanished = True
+                continue
+            except (OSError, ValueError, pa.ArrowException) as exc:
+                _quarantine(work, path, f"{type(exc).__name__}: {exc}"[:300])
+                continue
+            tables.append(table)
+            paths.append(path)
+        if not vanished:
+            return tables, paths
+    return tables, paths
+
+
+def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
+    if not tables:
+        return schema.empty_table()
+    return pa.concat_tables(tables)
+
+
+def _earliest_per_key(table: pa.Table) -> pa.Table:
+    """One row per call_key: the earliest received (duplicates are harmless re-stores)."""
+    if table.num_rows == 0:
+        return table
+    table = table.sort_by([("call_key", "ascending"), ("received_at", "ascending")])
+    keys = table.column("call_key").combine_chunks()
+    first = pc.not_equal(keys[1:], keys[:-1])
+    mask = pa.concat_arrays([pa.array([True]), first.combine_chunks()])
+    return table.filter(mask)
+
+
+def read_replies(work: WorkDir, call_keys: Iterable[str] | None = None) -> pa.Table:
+    """Stored replies (ReplyRecord schema), one row per call_key, optionally only `call_keys`."""
+    tables, _ = _read_folder(work, work.replies, ReplyRecord, None)
+    table = _concat(tables, arrow_schema(ReplyRecord))
+    if call_keys is not None:
+        wanted = pa.array(sorted(set(call_keys)), type=pa.string())
+        table = table.filter(pc.is_in(table.column("call_key"), value_set=wanted))
+    return _earliest_per_key(table)
+
+
+def stored_keys(work: WorkDir) -> set[str]:
+    """Call keys with a stored reply (reads only the key column)."""
+    tables, _ = _read_folder(work, work.replies, ReplyRecord, ["call_key"])
+    keys: set[str] = set()
+    for t in tables:
+        keys.update(t.column("call_key").to_pylist())
+    return keys
+
+
+def read_attempts(work: WorkDir) -> pa.Table:
+    """The whole attempts log (AttemptRecord schema), in no particular order."""
+    tables, _ = _read_folder(work, work.attempts, AttemptRecord, None)
+    return _concat(tables, arrow_schema(AttemptRecord))
+
+
+def compact(work: WorkDir) -> tuple[int, int]:
+    """Merge the reply files into one; returns (files merged, rows kept).
+
+    Safe next to writers and readers: the merged file is published before any small file
+    is deleted, and a key stored twice is harmless (readers keep the earliest).
+    """
+    tables, paths = _read_folder(work, work.replies, ReplyRecord, None)
+    if len(paths) < 2:
+        return 0, sum(t.num_rows for t in tables)
+    merged = _earliest_per_key(pa.concat_tables(tables))
+    write_parquet_atomic(merged, work.replies / f"{uuid.uuid4().hex}.parquet")
+    for path in paths:
+        path.unlink(missing_ok=True)
+    return len(paths), merged.num_rows
+
+
+# --- buffered writer --------------------------------------------------------------------
+
+
+class CacheWriter:
+    """Buffers replies and attempts in an event loop and flushes them as they arrive.
+
+    A flush happens when `max_rows` replies are waiting or the oldest waiting row is
+    `max_age_s` old, and at `close()`; so a crash loses at most the calls in flight plus
+    about a second of replies. Files are written in a worker thread so sending never waits.
+
+        async with CacheWriter(work) as writer:
+            writer.add(reply, attempts)
+    """
+
+    def __init__(self, work: WorkDir, *, max_rows: int = 200, max_age_s: float = 1.0) -> None:
+        self.work = work
+        self.max_rows = max_rows
+        self.max_age_s = max_age_s
+        self._replies: list[ReplyRecord] = []
+        self._attempts: list[AttemptRecord] = []
+        self._lock = asyncio.Lock()
+        self._timer: asyncio.TimerHandle | None = None
+        self._pending: set[asyncio.Task[None]] = set()
+        self.files_written = 0
+        self.last_flush = time.monotonic()
+
+    async def __aenter__(self) -> CacheWriter:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def add(self, reply: ReplyRecord | None, attempts: Sequence[AttemptRecord]) -> None:
+        """Queue one call's outcome; schedules a flush when one is due."""
+        if reply is not None:
+            self._replies.append(reply)
+        self._attempts.extend(attempts)
+        if len(self._replies) >= self.max_rows or len(self._attempts) >= 4 * self.max_rows:
+            self._schedule()
+        elif self._timer is None and (self._replies or self._attempts):
+            loop = asyncio.get_running_loop()
+            self._timer = loop.call_later(self.max_age_s, self._schedule)
+
+    def _schedule(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        task = asyncio.get_running_loop().create_task(self.flush())
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def flush(self) -> None:
+        """Write everything queued so far (one reply file and one attempts file at most)."""
+        async with self._lock:
+            replies, self._replies = self._replies, []
+            attempts, self._attempts = self._attempts, []
+            if not replies and not attempts:
+                return
+            # Replies first: a reply on disk with no attempt row is harmless; the reverse
+            # would show a success in the log that the cache cannot serve.
+            await asyncio.to_thread(self._write_both, replies, attempts)
+            self.last_flush = time.monotonic()
+
+    def _write_both(self, replies: list[ReplyRecord], attempts: list[AttemptRecord]) -> None:
+        if write_replies(self.work, replies) is not None:
+            self.files_written += 1
+        if write_attempts(self.work, attempts) is not None:
+            self.files_written += 1
+
+    async def close(self) -> None:
+        """Flush what is left and wait for scheduled flushes."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._pending:
+            await asyncio.gather(*list(self._pending))
+        await self.flush()

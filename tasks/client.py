@@ -1,0 +1,252 @@
+"""The judge client: one httpx connection pool per judge, bounded, rate-limited, retried.
+
+Failures are classified (`schemas.vocabulary.ErrorCategory`) and every attempt becomes an
+`AttemptRecord`; a failure is never turned into a reply. The API key lives only inside the
+provider's request headers: it is scrubbed from every detail string this module produces.
+Provider dialects (request body, reply parsing) are in `tasks.providers`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import os
+import random
+import time
+from dataclasses import dataclass, field
+from types import TracebackType
+
+import httpx
+
+from schemas.calls import AttemptRecord, ReplyRecord
+from schemas.judge import JudgeSpec
+from schemas.vocabulary import ErrorCategory
+from tasks.errors import InputError
+from tasks.providers import (
+    PROVIDERS,
+    CallFailure,
+    CallRequest,
+    Provider,
+    Reply,
+    scrub,
+)
+
+__all__ = [
+    "CallRequest",
+    "CallResult",
+    "JudgeClient",
+    "RateLimiter",
+    "RetryPolicy",
+    "aresolve_api_key",
+    "resolve_api_key",
+]
+
+RETRYABLE: frozenset[ErrorCategory] = frozenset(
+    {"rate_limited", "server_error", "timeout", "transport", "malformed_response"}
+)
+"""Categories worth another attempt. A 4xx or a refusal would fail the same way again."""
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """When to try again, and how long to wait first.
+
+    Waits grow as base * 2**(n-1), capped, with "equal jitter" (half fixed, half random):
+    0.5 s base and 4 retries ride out ~7 s of 5xx or dropped connections per call, the
+    30 s cap stays under typical provider rate-limit windows (60 s), and the random half
+    spreads out the many calls that hit one 429 together. A `Retry-After` header is a floor:
+    we never come back earlier than the server asked.
+    """
+
+    max_retries: int = 4
+    base_s: float = 0.5
+    cap_s: float = 30.0
+
+    def should_retry(self, failure: CallFailure, attempt: int) -> bool:
+        """Whether attempt number `attempt` (1-based) may be followed by another."""
+        return failure.category in RETRYABLE and attempt <= self.max_retries
+
+    def delay(self, attempt: int, retry_after: float | None) -> float:
+        """Seconds to wait after failed attempt number `attempt` (1-based)."""
+        ceiling = min(self.cap_s, self.base_s * 2 ** (attempt - 1))
+        wait = ceiling / 2 + random.uniform(0, ceiling / 2)
+        if retry_after is not None:
+            wait = max(wait, retry_after)
+        return wait
+
+
+class RateLimiter:
+    """Spaces request starts at least 60/rpm seconds apart (no bursts).
+
+    Reservations are taken without awaiting in between, so it is safe within one event loop.
+    """
+
+    def __init__(self, requests_per_minute: float) -> None:
+        self.interval = 60.0 / requests_per_minute
+        self._next = 0.0
+
+    async def wait(self) -> None:
+        now = time.monotonic()
+        start = max(now, self._next)
+        self._next = start + self.interval
+        if start > now:
+            await asyncio.sleep(start - now)
+
+
+@dataclass
+class CallResult:
+    """The outcome of sending one call: a stored-to-be reply or the last failure."""
+
+    call_key: str
+    reply: ReplyRecord | None
+    failure: CallFailure | None
+    attempts: list[AttemptRecord] = field(default_factory=list)
+
+
+def resolve_api_key(spec: JudgeSpec) -> str | None:
+    """The judge's API key from its environment variable or Prefect Secret block."""
+    if spec.api_key_env:
+        value = os.environ.get(spec.api_key_env)
+        if not value:
+            raise InputError(
+                f"judge {spec.name!r}: environment variable {spec.api_key_env} is not set"
+            )
+        return value
+    if spec.api_key_secret:
+        from prefect.blocks.system import Secret
+
+        return str(_secret_value(Secret.load(spec.api_key_secret), spec))
+    return None
+
+
+async def aresolve_api_key(spec: JudgeSpec) -> str | None:
+    """`resolve_api_key` for async code (Prefect blocks load asynchronously there)."""
+    if spec.api_key_secret and not spec.api_key_env:
+        from prefect.blocks.system import Secret
+
+        try:
+            block = await Secret.aload(spec.api_key_secret)
+        except ValueError as exc:
+            raise InputError(
+                f"judge {spec.name!r}: no Prefect Secret block {spec.api_key_secret!r}"
+            ) from exc
+        return str(_secret_value(block, spec))
+    return resolve_api_key(spec)
+
+
+def _secret_value(block: object, spec: JudgeSpec) -> str:
+    value = block.get()  # type: ignore[attr-defined]
+    if not isinstance(value, str) or not value:
+        raise InputError(f"judge {spec.name!r}: Secret {spec.api_key_secret!r} is not a string")
+    return value
+
+
+class JudgeClient:
+    """Sends calls to one judge: a pooled httpx client, a semaphore, an optional rate limit.
+
+    async with JudgeClient(spec, api_key) as client:
+        result = await client.send(CallRequest(...))
+    """
+
+    def __init__(
+        self,
+        spec: JudgeSpec,
+        api_key: str | None,
+        *,
+        run_id: str = "",
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self.spec = spec
+        self.run_id = run_id
+        self.retry = retry or RetryPolicy(max_retries=spec.max_retries)
+        self._key = api_key
+        limits = httpx.Limits(
+            max_connections=spec.max_concurrency,
+            max_keepalive_connections=spec.max_concurrency,
+        )
+        self.http = httpx.AsyncClient(
+            base_url=spec.base_url.rstrip("/") + "/",
+            limits=limits,
+            timeout=httpx.Timeout(spec.timeout_s),
+        )
+        try:
+            provider_cls = PROVIDERS[spec.provider]
+        except KeyError:
+            known = ", ".join(sorted(PROVIDERS))
+            raise InputError(
+                f"judge {spec.name!r}: unknown provider {spec.provider!r} (known: {known})"
+            ) from None
+        self.provider: Provider = provider_cls(spec, self.http, api_key)
+        self._slots = asyncio.Semaphore(spec.max_concurrency)
+        self._limiter = RateLimiter(spec.requests_per_minute) if spec.requests_per_minute else None
+
+    async def __aenter__(self) -> JudgeClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    async def _attempt(self, request: CallRequest) -> Reply | CallFailure:
+        async with self._slots:
+            if self._limiter is not None:
+                await self._limiter.wait()
+            return await self.provider.call(request)
+
+    async def send(self, request: CallRequest) -> CallResult:
+        """Send one call with retries; every attempt is recorded, the key never is."""
+        result = CallResult(call_key=request.call_key, reply=None, failure=None)
+        attempt = 0
+        while True:
+            attempt += 1
+            started = dt.datetime.now(dt.UTC)
+            outcome = await self._attempt(request)
+            if isinstance(outcome, Reply):
+                result.reply = ReplyRecord(
+                    call_key=request.call_key,
+                    provider=self.spec.provider,
+                    model=self.spec.model,
+                    raw_reply=outcome.text,
+                    finish_reason=outcome.finish_reason,
+                    prompt_tokens=outcome.prompt_tokens,
+                    completion_tokens=outcome.completion_tokens,
+                    latency_ms=outcome.latency_ms,
+                    received_at=dt.datetime.now(dt.UTC),
+                )
+                result.failure = None
+                result.attempts.append(
+                    AttemptRecord(
+                        call_key=request.call_key,
+                        run_id=self.run_id,
+                        attempt=attempt,
+                        ok=True,
+                        http_status=200,
+                        latency_ms=outcome.latency_ms,
+                        started_at=started,
+                    )
+                )
+                return result
+            result.failure = outcome
+            result.attempts.append(
+                AttemptRecord(
+                    call_key=request.call_key,
+                    run_id=self.run_id,
+                    attempt=attempt,
+                    ok=False,
+                    error_category=outcome.category,
+                    http_status=outcome.http_status,
+                    detail=scrub(outcome.detail, self._key),
+                    latency_ms=outcome.latency_ms,
+                    started_at=started,
+                )
+            )
+            if not self.retry.should_retry(outcome, attempt):
+                return result
+            await asyncio.sleep(self.retry.delay(attempt, outcome.retry_after))

@@ -1,0 +1,278 @@
+"""Provider dialects: how one attempt is sent and its HTTP reply classified, per API.
+
+One seam: `Provider.call(request) -> Reply | CallFailure` makes exactly one HTTP attempt.
+Retries, limits and records are the client's job (`tasks.client`). Providers register by
+name in `PROVIDERS`; `openai` speaks chat completions, `anthropic` the Messages API.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import httpx
+
+from schemas.judge import JudgeSpec, ReasoningConfig
+from schemas.vocabulary import ErrorCategory
+from tasks.cache import decoding_params
+
+__all__ = [
+    "CALL_KEY_HEADER",
+    "PROVIDERS",
+    "AnthropicProvider",
+    "CallFailure",
+    "CallRequest",
+    "OpenAIProvider",
+    "Provider",
+    "Reply",
+    "register",
+    "scrub",
+]
+
+CALL_KEY_HEADER = "X-Judgeline-Call-Key"
+ANTHROPIC_VERSION = "2023-06-01"
+_DETAIL_LIMIT = 200
+_REFUSAL_MARKERS = ("content_filter", "content_policy", "refusal")
+
+
+@dataclass(frozen=True)
+class CallRequest:
+    """What one judge call sends: rendered messages plus the decoding seed and config."""
+
+    call_key: str
+    messages: tuple[dict[str, str], ...]
+    seed: int
+    config: ReasoningConfig
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A successful attempt: the reply text verbatim, with usage and latency."""
+
+    text: str
+    finish_reason: str | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    latency_ms: float
+
+
+@dataclass(frozen=True)
+class CallFailure:
+    """A failed attempt, classified. `detail` is short and never holds a key."""
+
+    category: ErrorCategory
+    detail: str
+    latency_ms: float
+    http_status: int | None = None
+    retry_after: float | None = None
+
+
+def scrub(text: str, secret: str | None) -> str:
+    """`text` cut to a short detail with any occurrence of `secret` masked."""
+    if secret:
+        text = text.replace(secret, "***")
+    return text[:_DETAIL_LIMIT]
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    """Seconds from a `Retry-After` header (delta-seconds form; HTTP dates are rare here)."""
+    value = response.headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+class Provider(ABC):
+    """One API dialect bound to one judge's pooled httpx client and key."""
+
+    name: ClassVar[str]
+    path: ClassVar[str]
+
+    def __init__(self, spec: JudgeSpec, http: httpx.AsyncClient, api_key: str | None) -> None:
+        self.spec = spec
+        self.http = http
+        self._key = api_key
+
+    @abstractmethod
+    def headers(self) -> dict[str, str]:
+        """Authentication and version headers."""
+
+    @abstractmethod
+    def body(self, request: CallRequest) -> dict[str, Any]:
+        """The JSON request body."""
+
+    @abstractmethod
+    def parse(self, data: Any, latency_ms: float) -> Reply | CallFailure:
+        """Read a 200 reply's JSON; a refusal or a missing text is a failure."""
+
+    def _fail(
+        self, category: ErrorCategory, detail: str, latency_ms: float, **kw: Any
+    ) -> CallFailure:
+        return CallFailure(category, scrub(detail, self._key), latency_ms, **kw)
+
+    async def call(self, request: CallRequest) -> Reply | CallFailure:
+        """One HTTP attempt, classified."""
+        headers = self.headers()
+        headers[CALL_KEY_HEADER] = request.call_key
+        started = time.perf_counter()
+        try:
+            response = await self.http.post(self.path, json=self.body(request), headers=headers)
+        except httpx.TimeoutException as exc:
+            ms = (time.perf_counter() - started) * 1000
+            return self._fail("timeout", f"{type(exc).__name__} after {ms:.0f} ms", ms)
+        except httpx.TransportError as exc:
+            ms = (time.perf_counter() - started) * 1000
+            # A body cut short mid-transfer surfaces as a protocol error: the reply is
+            # malformed, not a connection problem of ours.
+            category: ErrorCategory = (
+                "malformed_response"
+                if isinstance(exc, httpx.RemoteProtocolError) and "incomplete" in str(exc).lower()
+                else "transport"
+            )
+            return self._fail(category, f"{type(exc).__name__}: {exc}", ms)
+        ms = (time.perf_counter() - started) * 1000
+        status = response.status_code
+        if status != 200:
+            return self._classify_status(response, ms)
+        try:
+            data = json.loads(response.content)
+        except (ValueError, UnicodeDecodeError) as exc:
+            return self._fail(
+                "malformed_response", f"reply is not JSON: {exc}", ms, http_status=200
+            )
+        try:
+            return self.parse(data, ms)
+        except (KeyError, IndexError, TypeError, AttributeError) as exc:
+            return self._fail(
+                "malformed_response",
+                f"reply lacks {type(exc).__name__}: {exc}",
+                ms,
+                http_status=200,
+            )
+
+    def _classify_status(self, response: httpx.Response, ms: float) -> CallFailure:
+        status = response.status_code
+        snippet = response.text[:120].replace("\n", " ")
+        detail = f"HTTP {status}: {snippet}"
+        if status == 429:
+            return self._fail(
+                "rate_limited", detail, ms, http_status=status, retry_after=_retry_after(response)
+            )
+        if status == 408:
+            return self._fail("timeout", detail, ms, http_status=status)
+        if status >= 500:
+            return self._fail(
+                "server_error", detail, ms, http_status=status, retry_after=_retry_after(response)
+            )
+        lowered = response.text.lower()
+        if any(m in lowered for m in _REFUSAL_MARKERS):
+            return self._fail("refused", detail, ms, http_status=status)
+        return self._fail("client_error", detail, ms, http_status=status)
+
+
+PROVIDERS: dict[str, type[Provider]] = {}
+"""Provider classes by name (`JudgeSpec.provider`)."""
+
+
+def register(name: str) -> Callable[[type[Provider]], type[Provider]]:
+    """Class decorator: make a provider available under `name`."""
+
+    def deco(cls: type[Provider]) -> type[Provider]:
+        cls.name = name
+        PROVIDERS[name] = cls
+        return cls
+
+    return deco
+
+
+@register("openai")
+class OpenAIProvider(Provider):
+    """OpenAI-compatible chat completions (`POST {base_url}/chat/completions`)."""
+
+    path = "chat/completions"
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self._key}"} if self._key else {}
+
+    def body(self, request: CallRequest) -> dict[str, Any]:
+        params = decoding_params(self.spec, request.config, request.seed)
+        return {"model": self.spec.model, "messages": list(request.messages), **params}
+
+    def parse(self, data: Any, latency_ms: float) -> Reply | CallFailure:
+        choice = data["choices"][0]
+        message = choice["message"]
+        finish = choice.get("finish_reason")
+        if finish == "content_filter" or message.get("refusal"):
+            why = message.get("refusal") or "finish_reason content_filter"
+            return self._fail("refused", f"refused: {why}", latency_ms, http_status=200)
+        content = message.get("content")
+        if not isinstance(content, str):
+            return self._fail(
+                "malformed_response", "reply has no text content", latency_ms, http_status=200
+            )
+        usage = data.get("usage") or {}
+        return Reply(
+            text=content,
+            finish_reason=finish,
+            prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
+            completion_tokens=_int_or_none(usage.get("completion_tokens")),
+            latency_ms=latency_ms,
+        )
+
+
+@register("anthropic")
+class AnthropicProvider(Provider):
+    """Anthropic Messages API (`POST {base_url}/messages`): system prompt split out."""
+
+    path = "messages"
+
+    def headers(self) -> dict[str, str]:
+        headers = {"anthropic-version": ANTHROPIC_VERSION}
+        if self._key:
+            headers["x-api-key"] = self._key
+        return headers
+
+    def body(self, request: CallRequest) -> dict[str, Any]:
+        params = decoding_params(self.spec, request.config, request.seed)
+        # The Messages API has no seed; it still tells repeats apart in the call key.
+        params.pop("seed", None)
+        system = "\n\n".join(m["content"] for m in request.messages if m["role"] == "system")
+        messages = [m for m in request.messages if m["role"] != "system"]
+        body: dict[str, Any] = {"model": self.spec.model, "messages": messages, **params}
+        if system:
+            body["system"] = system
+        return body
+
+    def parse(self, data: Any, latency_ms: float) -> Reply | CallFailure:
+        if data.get("type") == "error":
+            return self._fail(
+                "malformed_response", f"error object in a 200 reply: {data}", latency_ms
+            )
+        stop = data.get("stop_reason")
+        if stop == "refusal":
+            return self._fail("refused", "stop_reason refusal", latency_ms, http_status=200)
+        blocks = data["content"]
+        texts = [b["text"] for b in blocks if b.get("type") == "text"]
+        if not texts or not all(isinstance(t, str) for t in texts):
+            return self._fail(
+                "malformed_response", "reply has no text block", latency_ms, http_status=200
+            )
+        usage = data.get("usage") or {}
+        return Reply(
+            text="".join(texts),
+            finish_reason=stop,
+            prompt_tokens=_int_or_none(usage.get("input_tokens")),
+            completion_tokens=_int_or_none(usage.get("output_tokens")),
+            latency_ms=latency_ms,
+        )

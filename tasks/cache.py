@@ -200,7 +200,7 @@ def _earliest_per_key(table: pa.Table) -> pa.Table:
     table = table.sort_by([("call_key", "ascending"), ("received_at", "ascending")])
     keys = table.column("call_key").combine_chunks()
     first = pc.not_equal(keys[1:], keys[:-1])
-    mask = pa.concat_arrays([pa.array([True]), first.combine_chunks()])
+    mask = pa.concat_arrays([pa.array([True]), first])
     return table.filter(mask)
 
 

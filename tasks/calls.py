@@ -1,0 +1,193 @@
+"""Planned judge calls: one per (presentation, judge, reasoning config), and their records.
+
+Rendering follows the trusted presentation map only: the left slot gets the answer of the
+presentation's `left_identity`. A planned call names slots and hashes, never identities.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from schemas.arrow import conform
+from schemas.calls import CallRecord
+from schemas.judge import JudgeSpec, ReasoningConfig
+from schemas.vocabulary import ErrorCategory
+from tasks.cache import call_key_from_digest, messages_sha256
+from tasks.errors import IntegrityError
+from tasks.providers import CallRequest
+from tasks.templates import RenderedPrompt, render
+
+__all__ = ["PlannedCall", "call_records", "last_failures", "plan_calls"]
+
+REPEAT = 0
+"""Repeat index of every planned call: a seed is one call; repeats are other seeds."""
+
+
+@dataclass(frozen=True)
+class PlannedCall:
+    """One judge call to make: a presentation rendered for one judge configuration."""
+
+    run_id: str
+    judge: JudgeSpec
+    config: ReasoningConfig
+    dataset: str
+    presentation_id: str
+    pair_id: str
+    seed: int
+    call_key: str
+    template_id: str
+    template_hash: str
+    left_sha256: str
+    right_sha256: str
+    messages: tuple[dict[str, str], ...]
+
+    def request(self) -> CallRequest:
+        """What the client sends for this call."""
+        return CallRequest(
+            call_key=self.call_key, messages=self.messages, seed=self.seed, config=self.config
+        )
+
+
+def _manifest_rows(manifest_table: pa.Table) -> dict[str, dict[str, Any]]:
+    cols = ["manifest_hash", "pair_id", "dataset", "question", "answer_a", "answer_b", "reference"]
+    rows = manifest_table.select(cols).to_pylist()
+    return {r["pair_id"]: r for r in rows}
+
+
+def plan_calls(
+    manifest_table: pa.Table,
+    presentations: pa.Table,
+    judges: Sequence[JudgeSpec],
+    template_id: str,
+    run_id: str,
+) -> list[PlannedCall]:
+    """Every call of a run, in presentation order, each with its call key.
+
+    Raises IntegrityError if a presentation names a pair or manifest the table lacks, or
+    its slot identities are not one A and one B.
+    """
+    pairs = _manifest_rows(manifest_table)
+    prompts: dict[tuple[str, str], tuple[RenderedPrompt, str]] = {}
+    cols = ["presentation_id", "manifest_hash", "pair_id", "seed", "left_identity"]
+    cols += ["right_identity"]
+    out: list[PlannedCall] = []
+    for p in presentations.select(cols).to_pylist():
+        pid = p["presentation_id"]
+        pair = pairs.get(p["pair_id"])
+        if pair is None:
+            raise IntegrityError(
+                f"presentation {pid}: pair {p['pair_id']!r} is not in the manifest"
+            )
+        if p["manifest_hash"] != pair["manifest_hash"]:
+            raise IntegrityError(
+                f"presentation {pid}: manifest {p['manifest_hash']} is not the manifest read "
+                f"({pair['manifest_hash']})"
+            )
+        if {p["left_identity"], p["right_identity"]} != {"A", "B"}:
+            raise IntegrityError(
+                f"presentation {pid}: slots hold {p['left_identity']!r} and "
+                f"{p['right_identity']!r}, not one A and one B"
+            )
+        # The messages depend on (pair, left identity) only: render and hash them once.
+        memo_key = (p["pair_id"], p["left_identity"])
+        if memo_key not in prompts:
+            answers = {"A": pair["answer_a"], "B": pair["answer_b"]}
+            prompt = render(
+                template_id,
+                question=pair["question"],
+                left=answers[p["left_identity"]],
+                right=answers[p["right_identity"]],
+                reference=pair["reference"],
+            )
+            prompts[memo_key] = (prompt, messages_sha256(prompt.messages))
+        prompt, msg_digest = prompts[memo_key]
+        for judge in judges:
+            for config in judge.configs:
+                key = call_key_from_digest(
+                    judge,
+                    config,
+                    seed=p["seed"],
+                    repeat=REPEAT,
+                    template_id=prompt.template_id,
+                    template_hash=prompt.template_hash,
+                    messages_digest=msg_digest,
+                )
+                out.append(
+                    PlannedCall(
+                        run_id=run_id,
+                        judge=judge,
+                        config=config,
+                        dataset=pair["dataset"],
+                        presentation_id=pid,
+                        pair_id=p["pair_id"],
+                        seed=p["seed"],
+                        call_key=key,
+                        template_id=prompt.template_id,
+                        template_hash=prompt.template_hash,
+                        left_sha256=prompt.left_sha256,
+                        right_sha256=prompt.right_sha256,
+                        messages=prompt.messages,
+                    )
+                )
+    return out
+
+
+def last_failures(attempts: pa.Table, call_keys: Iterable[str]) -> dict[str, ErrorCategory]:
+    """For each of `call_keys` whose latest attempt failed: that attempt's category."""
+    wanted = pa.array(sorted(set(call_keys)), type=pa.string())
+    if attempts.num_rows == 0 or len(wanted) == 0:
+        return {}
+    table = attempts.filter(pc.is_in(attempts.column("call_key"), value_set=wanted))
+    table = table.select(["call_key", "started_at", "attempt", "ok", "error_category"])
+    table = table.sort_by([("started_at", "ascending"), ("attempt", "ascending")])
+    latest: dict[str, tuple[bool, Any]] = {}
+    for key, ok, category in zip(
+        table.column("call_key").to_pylist(),
+        table.column("ok").to_pylist(),
+        table.column("error_category").to_pylist(),
+        strict=True,
+    ):
+        latest[key] = (ok, category)
+    return {k: c for k, (ok, c) in latest.items() if not ok and c is not None}
+
+
+def call_records(
+    planned: Sequence[PlannedCall], stored: set[str], failures: dict[str, ErrorCategory]
+) -> pa.Table:
+    """The CallRecord table of a run: stored if the cache has a reply, else failed (with the
+    latest attempt's category) if one was tried, else pending."""
+    status: list[str] = []
+    category: list[str | None] = []
+    for c in planned:
+        if c.call_key in stored:
+            status.append("stored")
+            category.append(None)
+        elif c.call_key in failures:
+            status.append("failed")
+            category.append(failures[c.call_key])
+        else:
+            status.append("pending")
+            category.append(None)
+    columns: dict[str, list[Any]] = {
+        "run_id": [c.run_id for c in planned],
+        "judge": [c.judge.name for c in planned],
+        "config": [c.config.name for c in planned],
+        "dataset": [c.dataset for c in planned],
+        "presentation_id": [c.presentation_id for c in planned],
+        "call_key": [c.call_key for c in planned],
+        "provider": [c.judge.provider for c in planned],
+        "model": [c.judge.model for c in planned],
+        "template_id": [c.template_id for c in planned],
+        "template_hash": [c.template_hash for c in planned],
+        "seed": [c.seed for c in planned],
+        "left_sha256": [c.left_sha256 for c in planned],
+        "right_sha256": [c.right_sha256 for c in planned],
+        "status": status,
+        "error_category": category,
+    }
+    return conform(pa.table(columns), CallRecord, where="calls table")

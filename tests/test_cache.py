@@ -1,0 +1,231 @@
+"""The content-addressed cache: call keys, reply files, quarantine, compaction, writers."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import multiprocessing
+from pathlib import Path
+
+import duckdb
+import pyarrow.parquet as pq
+import pytest
+
+from schemas.calls import AttemptRecord, ReplyRecord
+from schemas.judge import JudgeSpec, ReasoningConfig
+from tasks import cache
+from tasks.cache import (
+    CacheWriter,
+    call_key,
+    compact,
+    read_attempts,
+    read_replies,
+    stored_keys,
+    write_attempts,
+    write_replies,
+)
+from tasks.workdir import WorkDir
+
+MESSAGES = ({"role": "system", "content": "judge"}, {"role": "user", "content": "Q? L | R"})
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+def _spec(**kw: object) -> JudgeSpec:
+    base: dict[str, object] = {"name": "j", "base_url": "http://127.0.0.1:1/v1", "model": "m"}
+    base.update(kw)
+    return JudgeSpec.model_validate(base)
+
+
+def _key(spec: JudgeSpec | None = None, config: ReasoningConfig | None = None, **kw: object) -> str:
+    args: dict[str, object] = {
+        "seed": 0,
+        "repeat": 0,
+        "template_id": "t",
+        "template_hash": "h",
+        "messages": MESSAGES,
+    }
+    args.update(kw)
+    return call_key(
+        spec or _spec(),
+        config or ReasoningConfig(name="default"),
+        **args,  # type: ignore[arg-type]
+    )
+
+
+def _reply(key: str, text: str = "[[A>B]]", at: dt.datetime = T0) -> ReplyRecord:
+    return ReplyRecord(
+        call_key=key, provider="openai", model="m", raw_reply=text, latency_ms=1.0, received_at=at
+    )
+
+
+def test_call_key_covers_what_decides_the_reply_only() -> None:
+    base = _key()
+    assert len(base) == 64 and base == _key()
+    changed = {
+        "model": _key(_spec(model="m2")),
+        "provider": _key(_spec(provider="anthropic")),
+        "temperature": _key(_spec(temperature=0.7)),
+        "top_p": _key(_spec(top_p=0.9)),
+        "max_tokens": _key(_spec(max_tokens=10)),
+        "extra": _key(_spec(extra={"reasoning_effort": "low"})),
+        "config extra": _key(config=ReasoningConfig(name="default", extra={"x": 1})),
+        "seed": _key(seed=1),
+        "repeat": _key(repeat=1),
+        "template id": _key(template_id="t2"),
+        "template hash": _key(template_hash="h2"),
+        "messages": _key(messages=({"role": "user", "content": "Q? R | L"},)),
+    }
+    for what, key in changed.items():
+        assert key != base, what
+    assert len(set(changed.values())) == len(changed)
+    same = {
+        "timeout": _key(_spec(timeout_s=3)),
+        "concurrency": _key(_spec(max_concurrency=99)),
+        "rate": _key(_spec(requests_per_minute=10)),
+        "retries": _key(_spec(max_retries=0)),
+        "base url": _key(_spec(base_url="https://other.example/v1")),
+        "key env": _key(_spec(api_key_env="SOME_KEY")),
+        "judge name": _key(_spec(name="other")),
+        "config name": _key(config=ReasoningConfig(name="renamed")),
+    }
+    for what, key in same.items():
+        assert key == base, what
+
+
+def test_replies_round_trip_filter_and_keep_earliest(work: WorkDir) -> None:
+    write_replies(work, [_reply("k1", "first", T0), _reply("k2")])
+    later = T0 + dt.timedelta(seconds=5)
+    write_replies(work, [_reply("k1", "second", later), _reply("k3")])
+    table = read_replies(work)
+    rows = {r["call_key"]: r["raw_reply"] for r in table.to_pylist()}
+    assert rows == {"k1": "first", "k2": "[[A>B]]", "k3": "[[A>B]]"}
+    assert read_replies(work, ["k3", "nope"]).column("call_key").to_pylist() == ["k3"]
+    assert stored_keys(work) == {"k1", "k2", "k3"}
+    # Readable as one table by DuckDB too.
+    pattern = str(work.replies / "*.parquet")
+    n = duckdb.sql(f"select count(distinct call_key) from read_parquet('{pattern}')").fetchall()
+    assert n == [(3,)]
+
+
+def test_empty_cache_reads_empty_tables(work: WorkDir) -> None:
+    assert read_replies(work).num_rows == 0
+    assert read_attempts(work).num_rows == 0
+    assert stored_keys(work) == set()
+    assert write_replies(work, []) is None
+
+
+def test_corrupt_file_is_quarantined_and_others_read(
+    work: WorkDir, caplog: pytest.LogCaptureFixture
+) -> None:
+    write_replies(work, [_reply("good")])
+    bad = write_replies(work, [_reply("lost")])
+    assert bad is not None
+    data = bad.read_bytes()
+    bad.write_bytes(data[: len(data) // 2])  # truncated mid-file
+    (work.replies / "junk.parquet").write_bytes(b"not parquet at all")
+    with caplog.at_level(logging.WARNING, logger="tasks.cache"):
+        assert stored_keys(work) == {"good"}
+    assert not bad.exists()
+    moved = sorted(p.name for p in work.quarantine.iterdir())
+    assert moved == sorted([f"replies-{bad.name}", "replies-junk.parquet"])
+    assert any("moved to" in r.getMessage() and bad.name in r.getMessage() for r in caplog.records)
+    assert read_replies(work).column("call_key").to_pylist() == ["good"]
+
+
+def test_wrong_schema_file_is_quarantined(work: WorkDir) -> None:
+    import pyarrow as pa
+
+    pq.write_table(pa.table({"call_key": ["x"], "other": [1]}), work.replies / "odd.parquet")
+    write_replies(work, [_reply("ok")])
+    assert read_replies(work).column("call_key").to_pylist() == ["ok"]
+    assert (work.quarantine / "replies-odd.parquet").exists()
+
+
+def test_compact_merges_and_drops_duplicates(work: WorkDir) -> None:
+    for i in range(5):
+        write_replies(work, [_reply(f"k{i}"), _reply("dup", at=T0 + dt.timedelta(seconds=i))])
+    assert len(list(work.replies.glob("*.parquet"))) == 5
+    before = read_replies(work)
+    merged, rows = compact(work)
+    assert (merged, rows) == (5, 6)
+    files = list(work.replies.glob("*.parquet"))
+    assert len(files) == 1
+    assert pq.read_table(files[0]).num_rows == 6
+    after = read_replies(work)
+    assert after.sort_by("call_key").equals(before.sort_by("call_key"))
+    assert compact(work) == (0, 6)
+
+
+def _write_many(root: str, worker: int) -> None:
+    w = WorkDir(Path(root))
+    for i in range(20):
+        write_replies(w, [_reply(f"w{worker}-{i}-{j}") for j in range(10)])
+
+
+def test_many_processes_write_at_once(work: WorkDir) -> None:
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_write_many, args=(str(work.root), n)) for n in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(30)
+        assert p.exitcode == 0
+    assert len(stored_keys(work)) == 4 * 20 * 10
+    assert not list(work.quarantine.iterdir())
+
+
+def test_attempts_log_appends(work: WorkDir) -> None:
+    rec = AttemptRecord(
+        call_key="k",
+        run_id="r",
+        attempt=1,
+        ok=False,
+        error_category="timeout",
+        latency_ms=5.0,
+        started_at=T0,
+    )
+    write_attempts(work, [rec])
+    write_attempts(
+        work, [rec.model_copy(update={"attempt": 2, "ok": True, "error_category": None})]
+    )
+    table = read_attempts(work).sort_by("attempt")
+    assert table.column("ok").to_pylist() == [False, True]
+    assert table.column("error_category").to_pylist() == ["timeout", None]
+
+
+def test_writer_flushes_by_count_by_age_and_at_close(work: WorkDir) -> None:
+    async def scenario() -> tuple[int, int, int]:
+        writer = CacheWriter(work, max_rows=50, max_age_s=0.3)
+        for i in range(120):
+            writer.add(_reply(f"c{i}"), [])
+        await asyncio.sleep(0.1)  # let the scheduled flushes run
+        by_count = len(stored_keys(work))
+        writer.add(_reply("late"), [])
+        await asyncio.sleep(0.6)  # older than max_age_s: flushed by the timer
+        by_age = len(stored_keys(work))
+        writer.add(_reply("last"), [])
+        await writer.close()
+        return by_count, by_age, len(stored_keys(work))
+
+    by_count, by_age, total = asyncio.run(scenario())
+    assert by_count >= 100  # at least two full batches were on disk before close
+    assert by_age == 121
+    assert total == 122
+
+
+def test_public_surface_is_pinned() -> None:
+    assert set(cache.__all__) == {
+        "CALL_KEY_FORMAT",
+        "CacheWriter",
+        "call_key",
+        "call_key_from_digest",
+        "compact",
+        "decoding_params",
+        "messages_sha256",
+        "read_attempts",
+        "read_replies",
+        "stored_keys",
+        "write_attempts",
+        "write_replies",
+    }

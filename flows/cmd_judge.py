@@ -2,4 +2,152 @@
 
 from __future__ import annotations
 
-from flows.cli import app  # noqa: F401
+import asyncio
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from flows.cli import app, console, state
+from tasks.errors import InputError
+
+if TYPE_CHECKING:
+    from schemas.judge import JudgeSpec
+
+
+def _load_judges(path: Path) -> list[JudgeSpec]:
+    """Judges from a YAML file: a run configuration, a `judges:` mapping or a bare list."""
+    import yaml
+    from pydantic import ValidationError
+
+    from schemas.judge import JudgeFile
+
+    try:
+        data = yaml.safe_load(path.read_text("utf-8"))
+    except OSError as exc:
+        raise InputError(f"cannot read judges file: {exc.strerror}", file=str(path)) from None
+    except yaml.YAMLError as exc:
+        raise InputError(f"not valid YAML: {exc}", file=str(path)) from None
+    if isinstance(data, list):
+        data = {"judges": data}
+    if not isinstance(data, dict) or "judges" not in data:
+        raise InputError("expected a `judges:` list of judge specs", file=str(path))
+    try:
+        return list(JudgeFile.model_validate({"judges": data["judges"]}).judges)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"judges[{'.'.join(str(p) for p in e['loc'][1:])}]: {e['msg']}" for e in exc.errors()
+        )
+        raise InputError(problems, file=str(path)) from None
+
+
+def _quick_judge(base_url: str, model: str, provider: str, api_key_env: str | None) -> JudgeSpec:
+    from pydantic import ValidationError
+
+    from schemas.judge import JudgeSpec
+
+    try:
+        return JudgeSpec.model_validate(
+            {
+                "name": model,
+                "provider": provider,
+                "base_url": base_url,
+                "model": model,
+                "api_key_env": api_key_env,
+            }
+        )
+    except ValidationError as exc:
+        raise InputError(f"bad quick judge: {exc.errors()[0]['msg']}") from None
+
+
+def _print_counts(run_id: str, counts: dict[str, Any]) -> None:
+    console.print(
+        f"run [bold]{run_id}[/bold]: {counts['planned']} planned calls "
+        f"({counts['unique_keys']} distinct), sent {counts['sent']} in "
+        f"{counts['send_seconds']} s; stored {counts['stored']}, failed {counts['failed']}, "
+        f"pending {counts['pending']}",
+        highlight=False,
+    )
+    if counts["failed_by_category"]:
+        parts = ", ".join(f"{k} {v}" for k, v in counts["failed_by_category"].items())
+        console.print(
+            f"failed by category: {parts}; `judgeline rerun-failed {run_id}` sends them again",
+            highlight=False,
+        )
+
+
+def _prepare_prefect() -> None:
+    # A loaded machine can take more than Prefect's default 20 s to start its server.
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+
+
+@app.command("judge")
+def judge(
+    plan_id: Annotated[str, typer.Argument(help="Plan id (or a unique prefix of one).")],
+    judges_file: Annotated[
+        Path | None, typer.Option("--judges", help="YAML file with a `judges:` list.")
+    ] = None,
+    template: Annotated[str | None, typer.Option("--template", help="Template id.")] = None,
+    run_id: Annotated[
+        str | None, typer.Option("--run-id", help="Run id; derived from the inputs if omitted.")
+    ] = None,
+    batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Calls per task.")] = 500,
+    base_url: Annotated[
+        str | None, typer.Option("--base-url", help="Quick judge: API root, e.g. .../v1.")
+    ] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Quick judge: model.")] = None,
+    provider: Annotated[str, typer.Option("--provider", help="Quick judge: provider.")] = "openai",
+    api_key_env: Annotated[
+        str | None, typer.Option("--api-key-env", help="Quick judge: env var with the key.")
+    ] = None,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+) -> None:
+    """Send every planned call of a plan to the judges (cached calls are never resent)."""
+    _prepare_prefect()
+    from flows.judge import judge_flow
+    from tasks.hashing import digest
+    from tasks.plan import resolve_plan_id
+    from tasks.templates import DEFAULT_TEMPLATE
+
+    judges: list[JudgeSpec] = []
+    if judges_file is not None:
+        judges.extend(_load_judges(judges_file))
+    if base_url or model:
+        if not (base_url and model):
+            raise InputError("a quick judge needs both --base-url and --model")
+        judges.append(_quick_judge(base_url, model, provider, api_key_env))
+    if not judges:
+        raise InputError("no judges: give --judges FILE.yaml or --base-url URL --model M")
+    plan = resolve_plan_id(state.work, plan_id)
+    template_id = template or DEFAULT_TEMPLATE
+    if run_id is None:
+        specs = [j.model_dump(mode="json") for j in judges]
+        run_id = f"run-{digest(plan, template_id, specs)[:16]}"
+    counts = asyncio.run(
+        judge_flow(
+            run_id=run_id,
+            plan_id=plan,
+            judges=judges,
+            template_id=template_id,
+            batch_size=batch_size,
+            work_dir=str(state.work.root),
+            show_progress=progress,
+        )
+    )
+    _print_counts(run_id, counts)
+
+
+@app.command("rerun-failed")
+def rerun_failed(
+    run_id: Annotated[str, typer.Argument(help="The run whose unstored calls to send again.")],
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+) -> None:
+    """Send again exactly the planned calls of a run that have no stored reply."""
+    _prepare_prefect()
+    from flows.judge import rerun_failed_flow
+
+    counts = asyncio.run(
+        rerun_failed_flow(run_id=run_id, work_dir=str(state.work.root), show_progress=progress)
+    )
+    _print_counts(run_id, counts)

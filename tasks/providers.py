@@ -137,7 +137,7 @@ class Provider(ABC):
             # malformed, not a connection problem of ours.
             category: ErrorCategory = (
                 "malformed_response"
-                if isinstance(exc, httpx.RemoteProtocolError) and "incomplete" in str(exc).lower()
+                if isinstance(exc, httpx.RemoteProtocolError) and "message body" in str(exc)
                 else "transport"
             )
             return self._fail(category, f"{type(exc).__name__}: {exc}", ms)

@@ -1,0 +1,230 @@
+"""The DuckDB warehouse: views over every stage's parquet files and the report queries.
+
+The database file is a rebuildable artifact: `build_warehouse` writes it from scratch from
+the `view_*.sql` files in `tasks/sql/`. Report queries are the `report_*.sql` files, run by
+`query(work, name, **params)` with parameters bound, never formatted into the SQL.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+from pydantic import BaseModel
+
+from schemas import (
+    AttemptRecord,
+    CallRecord,
+    DesignRow,
+    DisclosureRow,
+    DispositionRow,
+    LabelRecord,
+    ManifestRow,
+    OutcomeRow,
+    PresentationRow,
+    ReplayRow,
+    ReplyRecord,
+    SummaryRow,
+    arrow_schema,
+)
+from tasks.errors import InputError
+from tasks.hashing import digest
+from tasks.workdir import WorkDir
+
+__all__ = [
+    "BOOTSTRAP_RESAMPLES",
+    "BOOTSTRAP_SEED",
+    "VIEWS",
+    "bootstrap_interval",
+    "build_warehouse",
+    "query",
+    "report_names",
+]
+
+
+@dataclass(frozen=True)
+class View:
+    """One stage table: where its parquet files live (a glob under the work dir) and its rows."""
+
+    name: str
+    pattern: tuple[str, ...]
+    model: type[BaseModel]
+    run_from_path: bool
+
+
+VIEWS: tuple[View, ...] = (
+    View("manifest", ("manifests", "*", "manifest.parquet"), ManifestRow, False),
+    View("presentations", ("plans", "*", "presentations.parquet"), PresentationRow, False),
+    View("replies", ("cache", "replies", "*.parquet"), ReplyRecord, False),
+    View("attempts", ("cache", "attempts", "*.parquet"), AttemptRecord, False),
+    View("calls", ("runs", "*", "calls.parquet"), CallRecord, False),
+    View("labels", ("runs", "*", "labels.parquet"), LabelRecord, True),
+    View("outcomes", ("runs", "*", "outcomes.parquet"), OutcomeRow, True),
+    View("dispositions", ("runs", "*", "dispositions.parquet"), DispositionRow, True),
+    View("disclosure", ("runs", "*", "disclosure.parquet"), DisclosureRow, True),
+    View("replay", ("runs", "*", "replay.parquet"), ReplayRow, True),
+    View("summary", ("runs", "*", "summary.parquet"), SummaryRow, True),
+    View("design", ("runs", "*", "design.parquet"), DesignRow, True),
+)
+
+_GLOB_CHARS = re.compile(r"[*?\[]")
+_SOURCE = "{{source}}"
+
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_SEED = 20240917
+"""Fixed so a report shows the same interval every time it is rebuilt."""
+
+
+def _sql(name: str) -> str:
+    return resources.files("tasks").joinpath("sql", f"{name}.sql").read_text("utf-8")
+
+
+def report_names() -> list[str]:
+    """The report queries available to `query`."""
+    folder = resources.files("tasks").joinpath("sql")
+    names = (p.name for p in folder.iterdir() if p.name.endswith(".sql"))
+    return sorted(n.removesuffix(".sql") for n in names if n.startswith("report_"))
+
+
+def _quote(text: str) -> str:
+    """A SQL string literal; paths are the one thing placed into SQL text (views take no
+    bound parameters), so quotes are doubled and control characters refused."""
+    if any(ord(ch) < 32 for ch in text):
+        raise InputError(f"path {text!r} holds control characters; cannot use it in a view")
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _source(root: Path, view: View) -> str | None:
+    """The read_parquet glob of a view; None when no file exists yet."""
+    if not any(root.glob("/".join(view.pattern))):
+        return None
+    return _quote(str(root.joinpath(*view.pattern)))
+
+
+def _empty(view: View) -> pa.Table:
+    """A typed empty table for a stage with no files yet, so report queries still bind."""
+    schema = arrow_schema(view.model)
+    if view.run_from_path:
+        schema = pa.schema([pa.field("run_id", pa.string()), *schema])
+    return schema.empty_table()
+
+
+def build_warehouse(work: WorkDir) -> Path:
+    """(Re)build `work.warehouse` from scratch: one view per stage table; returns its path.
+
+    It is written beside the old file and renamed into place, so a reader never sees a
+    half-built database. A stage with no files yet becomes an empty table of its schema
+    (rebuild after the stage has run to see its rows).
+    """
+    if _GLOB_CHARS.search(str(work.root)):
+        # DuckDB expands glob characters in every parquet path, even a listed file, and has
+        # no escape: such a folder would silently read its neighbours' files.
+        raise InputError(
+            f"work dir {work.root} contains a glob character (*, ? or [); DuckDB would read "
+            "other folders' files through it. Use a work dir path without them."
+        )
+    target = work.warehouse
+    fd, name = tempfile.mkstemp(prefix=".warehouse.", suffix=".duckdb", dir=target.parent)
+    os.close(fd)
+    tmp = Path(name)
+    tmp.unlink()  # duckdb refuses to open an empty non-database file
+    try:
+        con = duckdb.connect(str(tmp))
+        try:
+            for view in VIEWS:
+                source = _source(work.root, view)
+                if source is None:
+                    con.register("empty_stage", _empty(view))
+                    con.execute(f'CREATE TABLE "{view.name}" AS SELECT * FROM empty_stage')
+                    con.unregister("empty_stage")
+                else:
+                    con.execute(_sql(f"view_{view.name}").replace(_SOURCE, source))
+        finally:
+            con.close()
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+        Path(f"{tmp}.wal").unlink(missing_ok=True)
+    return target
+
+
+def bootstrap_interval(
+    values: np.ndarray, *, seed_parts: tuple[Any, ...], resamples: int = BOOTSTRAP_RESAMPLES
+) -> tuple[float, float]:
+    """95% percentile bootstrap interval of the mean of `values`, resampling pairs.
+
+    The generator is seeded from BOOTSTRAP_SEED and `seed_parts` (the group's key), so each
+    group's interval is reproducible and independent of which other groups exist.
+    """
+    n = len(values)
+    if n == 0:
+        return (float("nan"), float("nan"))
+    seed = int(digest(BOOTSTRAP_SEED, *seed_parts)[:16], 16)
+    rng = np.random.default_rng(seed)
+    means = np.empty(resamples)
+    # Bound the index matrix to a few million cells however many pairs there are.
+    chunk = max(1, min(resamples, 4_000_000 // n))
+    for start in range(0, resamples, chunk):
+        stop = min(resamples, start + chunk)
+        idx = rng.integers(0, n, size=(stop - start, n))
+        means[start:stop] = values[idx].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(low), float(high)
+
+
+GROUP_KEYS = ["judge", "config", "dataset", "design", "policy"]
+
+
+def _with_bootstrap(
+    con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, params: dict[str, Any]
+) -> pd.DataFrame:
+    pairs = con.execute(_sql("report_score_pairs"), params).df()
+    bounds: dict[tuple[Any, ...], tuple[float, float]] = {}
+    for key, group in pairs.groupby(GROUP_KEYS, sort=False):
+        parts = (params.get("run_id"), *key)
+        values = group["expected_score"].to_numpy(dtype=float)
+        bounds[tuple(key)] = bootstrap_interval(values, seed_parts=parts)
+    keys = list(frame[GROUP_KEYS].itertuples(index=False, name=None))
+    frame = frame.copy()
+    frame["ci_low"] = [bounds.get(k, (np.nan, np.nan))[0] for k in keys]
+    frame["ci_high"] = [bounds.get(k, (np.nan, np.nan))[1] for k in keys]
+    return frame
+
+
+_POST: dict[
+    str, Callable[[duckdb.DuckDBPyConnection, pd.DataFrame, dict[str, Any]], pd.DataFrame]
+] = {
+    "report_scores": _with_bootstrap,
+}
+
+
+def query(work: WorkDir, name: str, **params: Any) -> pd.DataFrame:
+    """Run the report query `name` (e.g. `report_scores`) with bound parameters.
+
+    Builds the warehouse first if it does not exist; rebuild it with `build_warehouse`
+    after a stage writes new files.
+    """
+    if name not in report_names():
+        raise InputError(f"no report query {name!r}; known: {', '.join(report_names())}")
+    if not work.warehouse.is_file():
+        build_warehouse(work)
+    con = duckdb.connect(str(work.warehouse), read_only=True)
+    try:
+        try:
+            frame = con.execute(_sql(name), params).df()
+        except duckdb.Error as exc:
+            raise InputError(f"report query {name} with parameters {params}: {exc}") from exc
+        post = _POST.get(name)
+        return post(con, frame, params) if post else frame
+    finally:
+        con.close()

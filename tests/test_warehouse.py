@@ -1,0 +1,302 @@
+"""The DuckDB warehouse: views over real parquet files, run ids from paths, report queries."""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+
+from schemas import (
+    DisclosureRow,
+    DispositionRow,
+    OutcomeRow,
+    ReplayRow,
+    ReplyRecord,
+    SummaryRow,
+    rows_to_table,
+)
+from tasks.dispositions import (
+    compute_disclosure,
+    compute_dispositions,
+    disclosure_table,
+    dispositions_table,
+)
+from tasks.errors import InputError
+from tasks.storage import write_parquet_atomic
+from tasks.warehouse import VIEWS, bootstrap_interval, build_warehouse, query, report_names
+from tasks.workdir import WorkDir
+
+GROUP = dict(judge="j", config="c", dataset="d")
+
+
+def replay_rows(run_seed: int, pairs: int) -> list[dict[str, object]]:
+    rng = np.random.default_rng(run_seed)
+    rows = []
+    for i, (design, policy) in itertools.product(
+        range(pairs), [("common", "full"), ("common", "nonstrict"), ("balanced", "strict")]
+    ):
+        rows.append(
+            dict(
+                **GROUP,
+                pair_id=f"p{i:03d}",
+                design=design,
+                policy=policy,
+                expected_calls=float(rng.uniform(1, 4)),
+                p_change=0.2,
+                p_neutral_to_decisive=0.05,
+                p_decisive_to_neutral=0.1,
+                p_reversal=0.05,
+                expected_score=float(rng.uniform(0, 1)),
+                reference_score=0.5,
+                added_variance=float(rng.uniform(0, 0.05)),
+            )
+        )
+    return rows
+
+
+def summary_rows(replay: pd.DataFrame) -> list[dict[str, object]]:
+    rows = []
+    for (design, policy), g in replay.groupby(["design", "policy"]):
+        rows.append(
+            dict(
+                **GROUP,
+                design=design,
+                policy=policy,
+                pairs=len(g),
+                **{
+                    c: float(g[c].mean())
+                    for c in (
+                        "expected_calls",
+                        "p_change",
+                        "p_neutral_to_decisive",
+                        "p_decisive_to_neutral",
+                        "p_reversal",
+                        "expected_score",
+                        "reference_score",
+                        "added_variance",
+                    )
+                },
+                savings=1 - float(g["expected_calls"].mean()) / 4,
+                match_cost=None if policy == "full" else 3.5,
+                match_extra=None if policy == "full" else 0.25,
+            )
+        )
+    return rows
+
+
+def outcome_rows(ab_ba: list[tuple[str, str, str, str]]) -> list[dict[str, object]]:
+    """(pair, outcome AB, outcome BA, key) to OutcomeRows with labels as the map implies."""
+    slot = {("AB", "A"): "Left", ("AB", "B"): "Right", ("BA", "A"): "Right", ("BA", "B"): "Left"}
+    other = {"T": "Tie", "X": "Abstain", "I": "Invalid", "M": None}
+    rows = []
+    for pair_id, ab, ba, key in ab_ba:
+        for order, outcome in (("AB", ab), ("BA", ba)):
+            rows.append(
+                dict(
+                    **GROUP,
+                    pair_id=pair_id,
+                    seed=0,
+                    order=order,
+                    outcome=outcome,
+                    key=key,
+                    presentation_id=f"{pair_id}-{order}",
+                    call_key=f"k-{pair_id}-{order}",
+                    label=slot.get((order, outcome), other.get(outcome)),
+                )
+            )
+    return rows
+
+
+# Left twice (A then B) x3, Right twice (B then A) x1, one stable A, one mixed, one missing.
+CELLS = [
+    ("c1", "A", "B", "A"),
+    ("c2", "A", "B", "A"),
+    ("c3", "A", "B", "B"),
+    ("c4", "B", "A", "A"),
+    ("c5", "A", "A", "A"),
+    ("c6", "T", "A", "A"),
+    ("c7", "M", "B", "A"),
+]
+
+
+def write_run(work: WorkDir, run_id: str, run_seed: int, pairs: int = 40) -> pd.DataFrame:
+    folder = work.run_dir(run_id)
+    replay = rows_to_table(replay_rows(run_seed, pairs), ReplayRow)
+    write_parquet_atomic(replay, folder / "replay.parquet")
+    summary = rows_to_table(summary_rows(replay.to_pandas()), SummaryRow)
+    write_parquet_atomic(summary, folder / "summary.parquet")
+    outcomes = rows_to_table(outcome_rows(CELLS), OutcomeRow)
+    write_parquet_atomic(outcomes, folder / "outcomes.parquet")
+    disp = compute_dispositions(outcomes.to_pandas())
+    write_parquet_atomic(dispositions_table(disp), folder / "dispositions.parquet")
+    disclosure = compute_disclosure(outcomes.to_pandas(), disp)
+    write_parquet_atomic(disclosure_table(disclosure), folder / "disclosure.parquet")
+    return replay.to_pandas()
+
+
+@pytest.fixture
+def two_runs(work: WorkDir) -> tuple[WorkDir, pd.DataFrame]:
+    replay = write_run(work, "run-1", 1)
+    write_run(work, "run-2", 2, pairs=10)
+    build_warehouse(work)
+    return work, replay
+
+
+def test_every_stage_table_is_a_relation(two_runs: tuple[WorkDir, pd.DataFrame]) -> None:
+    work, _ = two_runs
+    con = duckdb.connect(str(work.warehouse), read_only=True)
+    try:
+        for view in VIEWS:
+            count = con.execute(f'SELECT count(*) FROM "{view.name}"').fetchall()[0][0]
+            assert isinstance(count, int)
+        runs = con.execute(
+            "SELECT run_id, count(*) FROM replay GROUP BY run_id ORDER BY run_id"
+        ).fetchall()
+        assert runs == [("run-1", 40 * 3), ("run-2", 10 * 3)]
+        # A stage with no files yet is an empty table with its schema's columns.
+        cols = [r[0] for r in con.execute("DESCRIBE labels").fetchall()]
+        assert cols[:3] == ["run_id", "call_key", "template_id"]
+        assert con.execute("SELECT count(*) FROM labels").fetchall() == [(0,)]
+    finally:
+        con.close()
+
+
+def test_scores_match_an_independent_computation(two_runs: tuple[WorkDir, pd.DataFrame]) -> None:
+    work, replay = two_runs
+    scores = query(work, "report_scores", run_id="run-1")
+    assert len(scores) == 3
+    for row in scores.to_dict("records"):
+        g = replay[(replay["design"] == row["design"]) & (replay["policy"] == row["policy"])]
+        assert row["pairs"] == 40
+        assert row["score"] == pytest.approx(g["expected_score"].mean())
+        assert row["expected_calls"] == pytest.approx(g["expected_calls"].mean())
+        assert row["score_added_variance"] == pytest.approx(g["added_variance"].sum() / 40**2)
+        assert row["savings"] == pytest.approx(1 - g["expected_calls"].mean() / 4)
+        assert row["ci_low"] < row["score"] < row["ci_high"]
+        # The percentile interval is close to mean +- 1.96 standard errors.
+        se = g["expected_score"].std(ddof=0) / np.sqrt(40)
+        assert row["ci_high"] - row["ci_low"] == pytest.approx(2 * 1.96 * se, rel=0.15)
+        if row["policy"] == "full":
+            assert pd.isna(row["match_cost"])
+        else:
+            assert row["match_cost"] == 3.5 and row["match_extra"] == 0.25
+    again = query(work, "report_scores", run_id="run-1")
+    pd.testing.assert_frame_equal(scores, again)
+    other = query(work, "report_scores", run_id="run-2")
+    assert set(other["pairs"]) == {10}
+
+
+def test_bootstrap_is_deterministic_and_sized() -> None:
+    values = np.linspace(0, 1, 101)
+    a = bootstrap_interval(values, seed_parts=("g",))
+    assert a == bootstrap_interval(values, seed_parts=("g",))
+    assert a != bootstrap_interval(values, seed_parts=("h",))
+    assert a[0] < 0.5 < a[1]
+    assert bootstrap_interval(np.array([0.7]), seed_parts=("g",)) == (0.7, 0.7)
+    wide = bootstrap_interval(values[::10], seed_parts=("g",))
+    assert wide[1] - wide[0] > a[1] - a[0]  # fewer pairs, wider interval
+
+
+def test_disclosure_query_returns_the_written_counts(
+    two_runs: tuple[WorkDir, pd.DataFrame],
+) -> None:
+    work, _ = two_runs
+    (row,) = query(work, "report_disclosure", run_id="run-1").to_dict("records")
+    assert list(row)[: len(DisclosureRow.model_fields)] == list(DisclosureRow.model_fields)
+    assert (row["planned"], row["valid"], row["missing"]) == (14, 13, 1)
+    assert (row["conflicting"], row["stable"], row["mixed"], row["incomplete"]) == (4, 1, 1, 1)
+    assert (row["stable_correct"], row["stable_wrong"]) == (1, 0)
+    assert row["consistency"] == pytest.approx(1 / 6)
+
+
+def test_position_bias_counts_slots_of_conflicts(two_runs: tuple[WorkDir, pd.DataFrame]) -> None:
+    work, _ = two_runs
+    (row,) = query(work, "report_position_bias", run_id="run-1").to_dict("records")
+    assert (row["conflicts"], row["left_left"], row["right_right"]) == (4, 3, 1)
+    assert row["same_slot_share"] == 1.0  # by construction
+    assert row["left_share_of_conflicts"] == pytest.approx(0.75)
+    # Decisive calls: 4 conflicts x 2 + stable 2 + mixed 1 + the B beside the M = 12;
+    # Left won in c1-c3 twice (6), c4 none, c5 AB, c6 none, c7 BA's B is Left -> 8.
+    assert (row["decisive_calls"], row["left_wins"]) == (12, 8)
+
+
+def test_other_report_queries_run(two_runs: tuple[WorkDir, pd.DataFrame]) -> None:
+    work, _ = two_runs
+    assert set(report_names()) >= {
+        "report_scores",
+        "report_disclosure",
+        "report_position_bias",
+        "report_summary",
+        "report_design",
+    }
+    summary = query(work, "report_summary", run_id="run-2")
+    assert list(summary.columns) == list(SummaryRow.model_fields)
+    assert len(summary) == 3
+    assert query(work, "report_design", run_id="run-1").empty  # no design.parquet written
+
+
+def test_replies_keep_the_earliest_copy(work: WorkDir) -> None:
+    t0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    for i, text in enumerate(["first", "second"]):
+        row = ReplyRecord(
+            call_key="k1",
+            provider="sim",
+            model="m",
+            raw_reply=text,
+            latency_ms=1.0,
+            received_at=t0 + dt.timedelta(seconds=i),
+        )
+        write_parquet_atomic(rows_to_table([row], ReplyRecord), work.replies / f"{9 - i}.parquet")
+    build_warehouse(work)
+    con = duckdb.connect(str(work.warehouse), read_only=True)
+    try:
+        assert con.execute("SELECT raw_reply FROM replies").fetchall() == [("first",)]
+    finally:
+        con.close()
+
+
+def test_awkward_work_dir_paths(tmp_path: Path) -> None:
+    """A quote in the work dir's path is quoted safely; glob characters are refused rather
+    than letting DuckDB read a neighbouring folder through them."""
+    work = WorkDir(tmp_path / "it's a work dir")
+    write_run(work, "run-1", 1, pairs=5)
+    build_warehouse(work)
+    assert set(query(work, "report_scores", run_id="run-1")["pairs"]) == {5}
+    globby = WorkDir(tmp_path / "it's [a] work dir")
+    write_run(globby, "run-1", 2, pairs=7)
+    with pytest.raises(InputError, match="glob character"):
+        build_warehouse(globby)
+
+
+def test_bad_query_names_and_parameters(two_runs: tuple[WorkDir, pd.DataFrame]) -> None:
+    work, _ = two_runs
+    with pytest.raises(InputError, match="no report query 'report_nope'"):
+        query(work, "report_nope", run_id="run-1")
+    with pytest.raises(InputError, match="report_scores"):
+        query(work, "report_scores")
+    # Parameters are bound: a hostile value is just a run id that matches nothing.
+    assert query(work, "report_disclosure", run_id="x' OR '1'='1").empty
+
+
+def test_rebuild_sees_new_runs(work: WorkDir) -> None:
+    build_warehouse(work)
+    assert query(work, "report_disclosure", run_id="run-1").empty
+    write_run(work, "run-1", 1, pairs=3)
+    build_warehouse(work)
+    assert len(query(work, "report_disclosure", run_id="run-1")) == 1
+    assert not list(work.root.glob(".warehouse.*"))  # no temporary files left
+
+
+def test_dispositions_view_keeps_schema_columns(two_runs: tuple[WorkDir, pd.DataFrame]) -> None:
+    work, _ = two_runs
+    con = duckdb.connect(str(work.warehouse), read_only=True)
+    try:
+        cols = [r[0] for r in con.execute("DESCRIBE dispositions").fetchall()]
+    finally:
+        con.close()
+    assert cols == ["run_id", *DispositionRow.model_fields]

@@ -2,4 +2,125 @@
 
 from __future__ import annotations
 
-from flows.cli import app  # noqa: F401
+from collections import Counter
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from flows.cli import app, console, state
+from tasks.errors import InputError
+
+
+def _say(text: str) -> None:
+    """One output line, never wrapped (hashes and paths must stay copyable)."""
+    console.print(text, highlight=False, soft_wrap=True)
+
+
+def _sources(
+    judgebench: list[Path], rmbench: list[Path], tables: list[Path], maps: list[str], demo: bool
+) -> list[dict[str, Any]]:
+    """The freeze flow's source dicts; `--map` pairs with `--table` by position, and a single
+    `--map` serves every table."""
+    if maps and not tables:
+        raise InputError("--map applies to --table files, and no --table was given")
+    if tables and len(maps) not in (1, len(tables)):
+        raise InputError(
+            f"give one --map per --table (or one for all): {len(tables)} tables, {len(maps)} maps"
+        )
+    sources: list[dict[str, Any]] = []
+    sources += [{"kind": "judgebench", "path": str(p)} for p in judgebench]
+    sources += [{"kind": "rmbench", "path": str(p)} for p in rmbench]
+    for i, path in enumerate(tables):
+        spec = maps[i] if len(maps) == len(tables) else maps[0] if maps else None
+        sources.append({"kind": "table", "path": str(path), "mapping": spec})
+    if demo:
+        sources.append({"kind": "demo"})
+    if not sources:
+        raise InputError("nothing to freeze: give --judgebench, --rmbench, --table or --demo")
+    return sources
+
+
+@app.command("freeze")
+def freeze(
+    judgebench: Annotated[
+        list[Path] | None, typer.Option("--judgebench", help="JudgeBench .jsonl (repeatable).")
+    ] = None,
+    rmbench: Annotated[
+        list[Path] | None, typer.Option("--rmbench", help="RM-Bench .json (repeatable).")
+    ] = None,
+    table: Annotated[
+        list[Path] | None,
+        typer.Option("--table", help="A .jsonl/.csv/.tsv/.parquet table (repeatable)."),
+    ] = None,
+    map_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--map",
+            help="Column mapping of a --table, e.g. "
+            "'question=prompt,answer_a=r1,answer_b=r2,key=label' (one per --table, in order).",
+        ),
+    ] = None,
+    demo: Annotated[bool, typer.Option("--demo", help="Add the generated demo pairs.")] = False,
+) -> None:
+    """Freeze pairs from benchmark files into a manifest (exact bytes, hashed, stored once)."""
+    sources = _sources(judgebench or [], rmbench or [], table or [], map_ or [], demo)
+    from flows.prepare import freeze_flow
+    from tasks.manifest import read_manifest
+
+    work = state.work
+    root = work.root / "manifests"
+    before = {p.name for p in root.iterdir()} if root.is_dir() else set()
+    manifest_hash = freeze_flow(sources, str(work.root))
+    info, rows = read_manifest(work, manifest_hash, gate=False)
+
+    status = "already frozen" if manifest_hash in before else "frozen"
+    _say(f"manifest [bold]{manifest_hash}[/bold] ({status})")
+    _say(f"  {info.pairs} pairs from {', '.join(info.sources)}")
+    cells = Counter(
+        (d, k or "none")
+        for d, k in zip(
+            rows.column("dataset").to_pylist(), rows.column("key").to_pylist(), strict=True
+        )
+    )
+    for dataset in sorted(info.datasets):
+        keys = ", ".join(f"key {k}: {n}" for (d, k), n in sorted(cells.items()) if d == dataset)
+        _say(f"  {dataset}: {info.datasets[dataset]} pairs ({keys})")
+    for pair_id in info.identical_answer_pairs:
+        _say(
+            f"  [yellow]warning[/yellow]: pair {pair_id!r} has byte-identical answers A and B "
+            "(kept)",
+        )
+    _say(f"  written to {work.manifest_dir(manifest_hash)}")
+
+
+@app.command("plan")
+def plan(
+    manifest_hash: Annotated[str, typer.Argument(help="Manifest hash or a unique prefix of it.")],
+    k: Annotated[int, typer.Option("--k", help="Seeds per pair (even, >= 2).")] = 4,
+    design: Annotated[
+        str, typer.Option("--design", help="full | common | independent | balanced")
+    ] = "full",
+    rng_seed: Annotated[
+        int | None, typer.Option("--rng-seed", help="Seed of a design's draw (default: random).")
+    ] = None,
+) -> None:
+    """Plan display orders for a manifest: the full 2K grid or one drawn design."""
+    from flows.prepare import plan_flow
+    from schemas.vocabulary import PLAN_DESIGNS
+    from tasks.manifest import resolve_manifest_hash
+    from tasks.plan import check_design, check_k, check_plan_request, read_plan
+
+    work = state.work
+    full_hash = resolve_manifest_hash(work, manifest_hash)
+    check_k(k)
+    check_design(design, PLAN_DESIGNS)
+    if design == "full" or rng_seed is not None:
+        check_plan_request(k, design, rng_seed)
+    plan_id = plan_flow(full_hash, k=k, design=design, rng_seed=rng_seed, work_dir=str(work.root))
+    info, _ = read_plan(work, plan_id, gate=False)
+    _say(f"plan [bold]{plan_id}[/bold]")
+    seed = "" if info.rng_seed is None else f", rng seed {info.rng_seed}"
+    _say(f"  manifest {info.manifest_hash}, design {info.design}, K={info.k}{seed}")
+    _say(f"  {info.presentations} presentations for {info.pairs} pairs")
+    _say(f"  written to {work.plan_dir(plan_id)}")

@@ -1,0 +1,115 @@
+"""Flows freeze-manifest and plan-orders: load sources, freeze and gate, then plan and gate."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from schemas import Pair
+from schemas.vocabulary import DESIGNS
+from tasks.errors import InputError
+from tasks.workdir import WorkDir
+
+_SOURCE_KEYS = {"kind", "path", "mapping", "dataset"}
+
+
+def source_label(source: dict[str, Any]) -> str:
+    """How a source is named in the manifest and in errors: its file, or its generator."""
+    return str(source.get("path") or source.get("kind"))
+
+
+# Manifests and plans are content-addressed by us, so Prefect's result cache stays off.
+# Tasks return ids, not pydantic models: Prefect 3.9's result tracking fails on a returned
+# model ("'dict' object is not callable" in visit_collection).
+@task(name="load-source", cache_policy=NO_CACHE)
+def load_source_task(source: dict[str, Any]) -> list[Pair]:
+    """Load one source's pairs through the dataset loaders."""
+    from tasks.loaders import load_source
+
+    unknown = set(source) - _SOURCE_KEYS
+    if unknown or "kind" not in source:
+        raise InputError(
+            f"a source is a dict with kind, path, mapping, dataset; got keys {sorted(source)}"
+        )
+    return load_source(
+        source["kind"],
+        source.get("path"),
+        mapping=source.get("mapping"),
+        dataset=source.get("dataset"),
+    )
+
+
+@task(name="freeze", cache_policy=NO_CACHE)
+def freeze_task(sources: list[tuple[str, list[Pair]]], work_dir: str) -> str:
+    """Validate and store the manifest (gated before it is published); returns its hash."""
+    from tasks.manifest import freeze_manifest
+
+    frozen = freeze_manifest(sources, WorkDir.at(work_dir))
+    logger = get_run_logger()
+    for warning in frozen.warnings:
+        logger.warning(warning)
+    state = "already frozen" if frozen.already_frozen else "frozen"
+    logger.info("manifest %s %s at %s", frozen.info.manifest_hash, state, frozen.path)
+    return frozen.info.manifest_hash
+
+
+@task(name="gate-manifest", cache_policy=NO_CACHE)
+def gate_manifest_task(manifest_hash: str, work_dir: str) -> None:
+    """Read the stored manifest back and run its gate, as every later stage will."""
+    from tasks.manifest import read_manifest
+
+    read_manifest(WorkDir.at(work_dir), manifest_hash)
+
+
+@task(name="plan", cache_policy=NO_CACHE)
+def plan_task(manifest_hash: str, k: int, design: str, rng_seed: int | None, work_dir: str) -> str:
+    """Read the gated manifest, build the plan and store it (gated before publishing)."""
+    from tasks.manifest import read_manifest
+    from tasks.plan import make_plan, write_plan
+
+    work = WorkDir.at(work_dir)
+    _, manifest = read_manifest(work, manifest_hash)
+    info, table = make_plan(manifest, k, design, rng_seed)
+    return write_plan(work, info, table).plan_id
+
+
+@task(name="gate-plan", cache_policy=NO_CACHE)
+def gate_plan_task(plan_id: str, work_dir: str) -> None:
+    """Read the stored plan back and run its gate."""
+    from tasks.plan import read_plan
+
+    read_plan(WorkDir.at(work_dir), plan_id)
+
+
+@flow(name="freeze-manifest")
+def freeze_flow(sources: list[dict[str, Any]], work_dir: str | None = None) -> str:
+    """Freeze the pairs of `sources` (dicts of kind, path, mapping, dataset) as one manifest."""
+    if not sources:
+        raise InputError("no sources to freeze: give at least one")
+    root = str(WorkDir.at(work_dir).root)
+    loaded = [(source_label(s), load_source_task(s)) for s in sources]
+    manifest_hash = freeze_task(loaded, root)
+    gate_manifest_task(manifest_hash, root)
+    return manifest_hash
+
+
+@flow(name="plan-orders")
+def plan_flow(
+    manifest_hash: str,
+    k: int = 4,
+    design: str = "full",
+    rng_seed: int | None = None,
+    work_dir: str | None = None,
+) -> str:
+    """Plan display orders for a stored manifest: the full grid or one drawn design."""
+    if design in DESIGNS and rng_seed is None:
+        # Recorded in the plan's sidecar, so the draw stays reproducible.
+        rng_seed = secrets.randbits(31)
+        get_run_logger().info("design %s: drew rng seed %d", design, rng_seed)
+    root = str(WorkDir.at(work_dir).root)
+    plan_id = plan_task(manifest_hash, k, design, rng_seed, root)
+    gate_plan_task(plan_id, root)
+    return plan_id

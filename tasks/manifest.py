@@ -1,0 +1,421 @@
+"""Frozen manifests: validate pairs, hash their exact bytes, store them once, gate every read."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import re
+import shutil
+import uuid
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pydantic import ValidationError
+
+from schemas import MANIFEST_FORMAT, ManifestInfo, ManifestRow, Pair, conform, rows_to_table
+from tasks.errors import GateError, InputError, IntegrityError
+from tasks.hashing import canonical_json, sha256_text
+from tasks.quality import Check, run_gate
+from tasks.storage import write_json_atomic, write_parquet_atomic
+from tasks.workdir import WorkDir
+
+__all__ = [
+    "MANIFEST_FILE",
+    "MANIFEST_INFO_FILE",
+    "FrozenManifest",
+    "freeze_manifest",
+    "gate_manifest",
+    "list_manifests",
+    "manifest_hash_of",
+    "read_manifest",
+    "resolve_manifest_hash",
+]
+
+log = logging.getLogger(__name__)
+
+MANIFEST_FILE = "manifest.parquet"
+MANIFEST_INFO_FILE = "manifest.json"
+_HASH = re.compile(r"[0-9a-f]{64}")
+_PAIR_FIELDS = tuple(Pair.model_fields)
+_TEXT_FIELDS = ("pair_id", "dataset", "source", "question", "answer_a", "answer_b")
+_OPTIONAL_TEXT_FIELDS = ("reference", "rubric_revision", "metadata")
+
+
+@dataclass(frozen=True)
+class FrozenManifest:
+    """What freezing produced: the stored sidecar, where it lives and what to warn about."""
+
+    info: ManifestInfo
+    path: Path
+    already_frozen: bool
+    warnings: list[str] = field(default_factory=list)
+
+
+# --- canonical form -------------------------------------------------------------------
+
+
+def _canonical_text(rows: Iterable[Mapping[str, Any]]) -> str:
+    """The canonical serialisation: the format line, then one canonical JSON line per pair
+    holding exactly the Pair fields, sorted by pair id."""
+    ordered = sorted(rows, key=lambda row: row["pair_id"])
+    lines = (canonical_json({f: row[f] for f in _PAIR_FIELDS}) + "\n" for row in ordered)
+    return MANIFEST_FORMAT + "\n" + "".join(lines)
+
+
+def manifest_hash_of(rows: Iterable[Mapping[str, Any]]) -> str:
+    """SHA-256 of the canonical serialisation of pair rows (Pair dicts or ManifestRow dicts)."""
+    return sha256_text(_canonical_text(rows))
+
+
+# --- validation -----------------------------------------------------------------------
+
+
+def _unicode_problem(name: str, value: str) -> str | None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"{name} is not encodable as UTF-8 (unpaired surrogate at character {exc.start})"
+    return None
+
+
+def _pair_problems(pair: Pair) -> list[str]:
+    """Everything wrong with one pair; Pair objects built with model_construct skip
+    pydantic's checks, so the contract is re-checked here field by field."""
+    problems: list[str] = []
+    for name in _TEXT_FIELDS:
+        value = getattr(pair, name, None)
+        if not isinstance(value, str):
+            problems.append(f"{name} is missing")
+            continue
+        if name in ("answer_a", "answer_b", "pair_id"):
+            if value == "":
+                problems.append(f"{name} is empty")
+            elif not value.strip():
+                problems.append(f"{name} is whitespace-only")
+        problem = _unicode_problem(name, value)
+        if problem:
+            problems.append(problem)
+    for name in _OPTIONAL_TEXT_FIELDS:
+        value = getattr(pair, name, None)
+        if value is None and name == "reference":
+            continue
+        if not isinstance(value, str):
+            problems.append(f"{name} is not text")
+            continue
+        problem = _unicode_problem(name, value)
+        if problem:
+            problems.append(problem)
+    key = getattr(pair, "key", None)
+    if key not in ("A", "B", None):
+        problems.append(f"key {key!r} is not A, B or empty")
+    return problems
+
+
+def _as_pair(item: Any, source: str, row: int) -> Pair:
+    if isinstance(item, Pair):
+        return item
+    if isinstance(item, Mapping):
+        try:
+            return Pair.model_validate(dict(item))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "row"
+            raise InputError(f"{where}: {first['msg']}", file=source, row=row) from None
+    raise InputError(f"not a pair: {type(item).__name__}", file=source, row=row)
+
+
+def _validate(sources: Sequence[tuple[str, Sequence[Any]]]) -> tuple[list[Pair], list[str]]:
+    """Check every pair before anything is written; return the pairs and the warnings.
+
+    The first problem is raised as an InputError naming its source and row; any further
+    problems are summarised in the same message so one run shows the extent of the damage.
+    """
+    errors: list[InputError] = []
+    warnings: list[str] = []
+    pairs: list[Pair] = []
+    seen: dict[str, tuple[str, int]] = {}
+    for source, items in sources:
+        for index, item in enumerate(items):
+            row = index + 1
+            try:
+                pair = _as_pair(item, source, row)
+            except InputError as exc:
+                errors.append(exc)
+                continue
+            for problem in _pair_problems(pair):
+                errors.append(InputError(f"pair {pair.pair_id!r}: {problem}", file=source, row=row))
+            first = seen.get(pair.pair_id)
+            if first is not None:
+                errors.append(
+                    InputError(
+                        f"duplicate pair id {pair.pair_id!r}: already at {first[0]} row {first[1]}",
+                        file=source,
+                        row=row,
+                    )
+                )
+            else:
+                seen[pair.pair_id] = (source, row)
+            if isinstance(pair.answer_a, str) and pair.answer_a == pair.answer_b:
+                warnings.append(
+                    f"{source}, row {row}: pair {pair.pair_id!r} has byte-identical answers "
+                    "A and B (kept)"
+                )
+            pairs.append(pair)
+    if errors:
+        head = errors[0]
+        problem = head.problem
+        if len(errors) > 1:
+            more = "; ".join(str(e) for e in errors[1:4])
+            extra = f" and {len(errors) - 4} more" if len(errors) > 4 else ""
+            problem += f" (also: {more}{extra})"
+        raise InputError(problem, file=head.file, row=head.row)
+    if not pairs:
+        raise InputError("no pairs to freeze", file=", ".join(s for s, _ in sources) or None)
+    return pairs, warnings
+
+
+# --- building and gating --------------------------------------------------------------
+
+
+def _build_table(pairs: list[Pair]) -> tuple[str, pa.Table]:
+    dumped = [p.model_dump() for p in pairs]
+    manifest_hash = manifest_hash_of(dumped)
+    rows = [
+        {
+            "manifest_hash": manifest_hash,
+            **d,
+            "answer_a_sha256": sha256_text(d["answer_a"]),
+            "answer_b_sha256": sha256_text(d["answer_b"]),
+        }
+        for d in sorted(dumped, key=lambda d: d["pair_id"])
+    ]
+    return manifest_hash, rows_to_table(rows, ManifestRow)
+
+
+def _hash_or_none(value: Any) -> str | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return sha256_text(value)
+    except UnicodeEncodeError:
+        return None
+
+
+def _nonblank(value: Any) -> bool:
+    return isinstance(value, str) and value.strip() != ""
+
+
+def gate_manifest(table: pa.Table, *, expected_hash: str | None = None) -> None:
+    """The manifest's data-quality gate; raises GateError naming offending pairs.
+
+    Checks unique non-null pair ids, non-blank answers, stored SHA-256 against the stored
+    bytes, keys in {A, B, null}, and the manifest hash recomputed from the rows against the
+    stored column (and against `expected_hash`, the folder name, when given).
+    """
+    import great_expectations as gx
+
+    rows = table.to_pylist()
+    try:
+        recomputed = manifest_hash_of(rows)
+    except (KeyError, TypeError, ValueError, UnicodeEncodeError):
+        recomputed = "<rows cannot be serialised>"
+    df = pd.DataFrame(
+        {
+            "pair_id": [r["pair_id"] for r in rows],
+            "key": [r["key"] for r in rows],
+            "answer_a_nonblank": [_nonblank(r["answer_a"]) for r in rows],
+            "answer_b_nonblank": [_nonblank(r["answer_b"]) for r in rows],
+            "answer_a_sha256_ok": [
+                _hash_or_none(r["answer_a"]) == r["answer_a_sha256"] for r in rows
+            ],
+            "answer_b_sha256_ok": [
+                _hash_or_none(r["answer_b"]) == r["answer_b_sha256"] for r in rows
+            ],
+            "manifest_hash_ok": [r["manifest_hash"] == recomputed for r in rows],
+            "name_ok": [expected_hash is None or r["manifest_hash"] == expected_hash for r in rows],
+        },
+        dtype=object,
+    )
+    stored = sorted({str(r["manifest_hash"]) for r in rows})
+    expect = gx.expectations
+    checks = [
+        Check(expect.ExpectColumnValuesToNotBeNull(column="pair_id"), "every pair has an id"),
+        Check(expect.ExpectColumnValuesToBeUnique(column="pair_id"), "pair ids are unique"),
+        Check(
+            expect.ExpectColumnValuesToBeInSet(column="answer_a_nonblank", value_set=[True]),
+            "answer A is not empty or whitespace-only",
+        ),
+        Check(
+            expect.ExpectColumnValuesToBeInSet(column="answer_b_nonblank", value_set=[True]),
+            "answer B is not empty or whitespace-only",
+        ),
+        Check(
+            expect.ExpectColumnValuesToBeInSet(column="answer_a_sha256_ok", value_set=[True]),
+            "stored answer_a_sha256 equals the SHA-256 of the stored answer A bytes",
+        ),
+        Check(
+            expect.ExpectColumnValuesToBeInSet(column="answer_b_sha256_ok", value_set=[True]),
+            "stored answer_b_sha256 equals the SHA-256 of the stored answer B bytes",
+        ),
+        Check(
+            expect.ExpectColumnValuesToBeInSet(column="key", value_set=["A", "B"]),
+            "key is A, B or empty",
+        ),
+        Check(
+            expect.ExpectColumnValuesToBeInSet(column="manifest_hash_ok", value_set=[True]),
+            f"stored manifest_hash {', '.join(stored) or '-'} equals the hash recomputed "
+            f"from the rows ({recomputed})",
+        ),
+        Check(
+            expect.ExpectColumnValuesToBeInSet(column="name_ok", value_set=[True]),
+            f"stored manifest_hash equals the manifest's name {expected_hash}",
+        ),
+    ]
+    run_gate("manifest", df, checks, id_column="pair_id")
+
+
+def _info(manifest_hash: str, pairs: list[Pair], sources: list[str]) -> ManifestInfo:
+    return ManifestInfo(
+        manifest_hash=manifest_hash,
+        pairs=len(pairs),
+        datasets=dict(sorted(Counter(p.dataset for p in pairs).items())),
+        keys=dict(sorted(Counter(p.key or "none" for p in pairs).items())),
+        sources=list(dict.fromkeys(sources)),
+        identical_answer_pairs=sorted(p.pair_id for p in pairs if p.answer_a == p.answer_b),
+        created_at=dt.datetime.now(dt.UTC),
+    )
+
+
+# --- storage --------------------------------------------------------------------------
+
+
+def _read_dir(folder: Path, name: str) -> tuple[ManifestInfo, pa.Table]:
+    """Read one stored manifest folder without gating it; IntegrityError if unreadable."""
+    info_path, table_path = folder / MANIFEST_INFO_FILE, folder / MANIFEST_FILE
+    for path in (info_path, table_path):
+        if not path.is_file():
+            raise IntegrityError(f"manifest {name}: {path} is missing (incomplete manifest)")
+    try:
+        info = ManifestInfo.model_validate_json(info_path.read_text("utf-8"))
+    except (ValidationError, ValueError) as exc:
+        raise IntegrityError(
+            f"manifest {name}: {info_path} is not a manifest sidecar: {exc}"
+        ) from exc
+    if info.manifest_hash != name:
+        raise IntegrityError(
+            f"manifest {name}: {info_path} says manifest_hash {info.manifest_hash}, "
+            "not the folder's name"
+        )
+    try:
+        table = conform(pq.read_table(table_path), ManifestRow, where=str(table_path))
+    except (ValueError, OSError, pa.ArrowException) as exc:
+        raise IntegrityError(f"manifest {name}: {exc}") from exc
+    return info, table
+
+
+def _verify_existing(work: WorkDir, manifest_hash: str) -> ManifestInfo:
+    """An existing folder must re-hash to its own name, else nothing may claim that name."""
+    folder = work.manifest_dir(manifest_hash)
+    info, table = _read_dir(folder, manifest_hash)
+    try:
+        gate_manifest(table, expected_hash=manifest_hash)
+    except GateError as exc:
+        raise IntegrityError(
+            f"manifest {manifest_hash}: the stored manifest in {folder} does not re-hash to its "
+            f"name; it was changed on disk and will not be overwritten.\n{exc}"
+        ) from exc
+    return info
+
+
+def freeze_manifest(sources: list[tuple[str, list[Pair]]], work: WorkDir) -> FrozenManifest:
+    """Validate, hash and store pairs as a manifest; a no-op if the same one is stored.
+
+    `sources` holds (source label, pairs), e.g. (file path, loaded pairs). Nothing is written
+    unless every pair is valid. Identical A and B bytes are warned about and kept.
+    """
+    pairs, warnings = _validate(sources)
+    for warning in warnings:
+        log.warning(warning)
+    manifest_hash, table = _build_table(pairs)
+    final = work.manifest_dir(manifest_hash)
+    if final.exists():
+        info = _verify_existing(work, manifest_hash)
+        return FrozenManifest(info, final, already_frozen=True, warnings=warnings)
+
+    info = _info(manifest_hash, pairs, [label for label, _ in sources])
+    # Both files go into a staging folder that is renamed into place in one step, so a
+    # manifest folder is either complete and gated or absent.
+    staging = work.manifests / f".staging-{manifest_hash[:16]}-{uuid.uuid4().hex}"
+    try:
+        write_parquet_atomic(table, staging / MANIFEST_FILE)
+        write_json_atomic(info.model_dump(mode="json"), staging / MANIFEST_INFO_FILE)
+        _, stored = _read_dir(staging, manifest_hash)
+        gate_manifest(stored, expected_hash=manifest_hash)
+        try:
+            os.rename(staging, final)
+        except OSError:
+            # Another writer published the same hash first (rename never replaces a
+            # non-empty folder): theirs stands if it verifies.
+            if not (final / MANIFEST_FILE).exists():
+                raise
+            info = _verify_existing(work, manifest_hash)
+            return FrozenManifest(info, final, already_frozen=True, warnings=warnings)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return FrozenManifest(info, final, already_frozen=False, warnings=warnings)
+
+
+def resolve_manifest_hash(work: WorkDir, prefix: str) -> str:
+    """The stored manifest hash that `prefix` names uniquely (a full hash names itself)."""
+    prefix = prefix.strip().lower()
+    if not prefix:
+        raise InputError("empty manifest hash")
+    root = work.root / "manifests"
+    names = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+    names = [n for n in names if not n.startswith(".")]
+    if prefix in names:
+        return prefix
+    matches = [n for n in names if n.startswith(prefix)]
+    if not matches:
+        raise InputError(f"no manifest {prefix!r} in {root}")
+    if len(matches) > 1:
+        raise InputError(f"manifest hash prefix {prefix!r} is ambiguous: {', '.join(matches)}")
+    return matches[0]
+
+
+def read_manifest(
+    work: WorkDir, manifest_hash: str, *, gate: bool = True
+) -> tuple[ManifestInfo, pa.Table]:
+    """Read a stored manifest, conformed to ManifestRow, and (by default) gate it."""
+    if not _HASH.fullmatch(manifest_hash):
+        raise InputError(f"{manifest_hash!r} is not a manifest hash (64 hex digits)")
+    folder = work.root / "manifests" / manifest_hash
+    if not folder.is_dir():
+        raise InputError(f"no manifest {manifest_hash} in {work.root / 'manifests'}")
+    info, table = _read_dir(folder, manifest_hash)
+    if gate:
+        gate_manifest(table, expected_hash=manifest_hash)
+    if info.pairs != table.num_rows:
+        raise IntegrityError(
+            f"manifest {manifest_hash}: sidecar says {info.pairs} pairs, table has {table.num_rows}"
+        )
+    return info, table
+
+
+def list_manifests(work: WorkDir) -> list[ManifestInfo]:
+    """The sidecars of every stored manifest, oldest first."""
+    root = work.root / "manifests"
+    if not root.is_dir():
+        return []
+    infos = []
+    for folder in sorted(root.iterdir()):
+        if folder.is_dir() and not folder.name.startswith("."):
+            infos.append(_read_dir(folder, folder.name)[0])
+    return sorted(infos, key=lambda i: (i.created_at, i.manifest_hash))

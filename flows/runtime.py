@@ -17,3 +17,7 @@ def configure_prefect(work: WorkDir) -> None:
     os.environ.setdefault("PREFECT_RESULTS_LOCAL_STORAGE_PATH", str(home / "results"))
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    # Prefect's 20 s default is too short for a fresh database on a busy 2-core machine.
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    # Prefect creates its home at import but not the home's parents (a new work dir).
+    home.mkdir(parents=True, exist_ok=True)

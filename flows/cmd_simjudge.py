@@ -2,4 +2,153 @@
 
 from __future__ import annotations
 
-from flows.cli import app  # noqa: F401
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from flows.cli import app, console, state
+from tasks.errors import InputError
+
+
+def _load_personas(path: Path) -> list[Any]:
+    """Persona dicts from a YAML or JSON file: a list, or a mapping with `personas`."""
+    from pydantic import ValidationError
+
+    from tasks.simjudge_persona import Persona
+
+    try:
+        text = path.read_text("utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot read personas file: {exc.strerror}", file=str(path)) from None
+    try:
+        if path.suffix.lower() in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(text)
+        else:
+            data = json.loads(text)
+    except Exception as exc:  # yaml and json raise different error types
+        raise InputError(f"not valid YAML/JSON: {exc}", file=str(path)) from None
+    if isinstance(data, dict) and "personas" in data:
+        data = data["personas"]
+    if not isinstance(data, list) or not data:
+        raise InputError("expected a non-empty list of personas", file=str(path))
+    personas = []
+    for number, item in enumerate(data, start=1):
+        try:
+            personas.append(Persona.model_validate(item))
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'persona'}: {e['msg']}"
+                for e in exc.errors()
+            )
+            raise InputError(f"bad persona: {problems}", file=str(path), row=number) from None
+    return personas
+
+
+@app.command("serve-judge")
+def serve_judge(
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0: a free port).")] = 0,
+    persona: Annotated[
+        list[str] | None,
+        typer.Option("--persona", help="Serve only these personas (repeatable)."),
+    ] = None,
+    personas: Annotated[
+        Path | None, typer.Option("--personas", help="YAML or JSON file of personas.")
+    ] = None,
+    manifest: Annotated[
+        str | None, typer.Option("--manifest", help="Manifest hash (or prefix) in the work dir.")
+    ] = None,
+    latency_ms: Annotated[
+        float | None, typer.Option("--latency-ms", help="Think time per reply (ms).")
+    ] = None,
+    fault_429: Annotated[float | None, typer.Option("--fault-429", help="Rate of 429s.")] = None,
+    fault_5xx: Annotated[float | None, typer.Option("--fault-5xx", help="Rate of 5xx.")] = None,
+    fault_stall: Annotated[
+        float | None, typer.Option("--fault-stall", help="Rate of stalls.")
+    ] = None,
+    stall_s: Annotated[
+        float | None, typer.Option("--stall-s", help="How long a stall sleeps (s).")
+    ] = None,
+    fault_malformed: Annotated[
+        float | None, typer.Option("--fault-malformed", help="Rate of non-JSON bodies.")
+    ] = None,
+    fault_truncated: Annotated[
+        float | None, typer.Option("--fault-truncated", help="Rate of cut-short bodies.")
+    ] = None,
+    max_faults: Annotated[
+        int | None,
+        typer.Option("--max-faults-per-request", help="Faults at most this often per request."),
+    ] = None,
+    api_key_env: Annotated[
+        str | None,
+        typer.Option("--api-key-env", help="Require the key held in this environment variable."),
+    ] = None,
+) -> None:
+    """Serve the simulated judge (OpenAI and Anthropic style) until interrupted."""
+    from pydantic import ValidationError
+
+    from tasks.simjudge import SimJudge, bind_loopback, make_server
+    from tasks.simjudge_persona import PRESETS
+
+    chosen = _load_personas(personas) if personas is not None else list(PRESETS)
+    if persona:
+        known = {p.name: p for p in chosen}
+        unknown = [n for n in persona if n not in known]
+        if unknown:
+            raise InputError(f"unknown persona(s) {unknown}; known: {sorted(known)}")
+        chosen = [known[n] for n in persona]
+    overrides: dict[str, Any] = {
+        k: v
+        for k, v in {
+            "rate_429": fault_429,
+            "rate_5xx": fault_5xx,
+            "rate_stall": fault_stall,
+            "stall_s": stall_s,
+            "rate_malformed": fault_malformed,
+            "rate_truncated": fault_truncated,
+            "max_faults_per_request": max_faults,
+        }.items()
+        if v is not None
+    }
+    try:
+        chosen = [
+            p.model_copy(
+                update={
+                    "faults": p.faults.model_validate({**p.faults.model_dump(), **overrides}),
+                    **({"latency_ms": latency_ms} if latency_ms is not None else {}),
+                }
+            )
+            for p in chosen
+        ]
+        for p in chosen:
+            type(p).model_validate(p.model_dump())
+    except ValidationError as exc:
+        raise InputError(f"bad serve-judge option: {exc.errors()[0]['msg']}") from None
+
+    api_key = None
+    if api_key_env is not None:
+        api_key = os.environ.get(api_key_env)
+        if not api_key:
+            raise InputError(f"--api-key-env {api_key_env}: the variable is unset or empty")
+
+    table = None
+    if manifest is not None:
+        from tasks.manifest import read_manifest, resolve_manifest_hash
+
+        _, table = read_manifest(state.work, resolve_manifest_hash(state.work, manifest))
+
+    try:
+        sock = bind_loopback(port)
+    except OSError as exc:
+        raise InputError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}") from None
+    judge = SimJudge(chosen, manifest=table, api_key=api_key)
+    bound = sock.getsockname()[1]
+    console.print(f"judge: http://127.0.0.1:{bound}/v1", highlight=False, soft_wrap=True)
+    sys.stdout.flush()
+    # uvicorn in the main thread handles SIGINT and SIGTERM with a graceful stop.
+    make_server(judge).run(sockets=[sock])

@@ -1,0 +1,389 @@
+"""The simulated judge's HTTP app: OpenAI- and Anthropic-style endpoints and their state.
+
+Replies come from personas (`tasks.simjudge_persona`) in the verdict format of whichever
+template rendered the prompt. With a manifest the app knows which slot holds the keyed
+answer (answers are indexed by SHA-256); otherwise a stable latent preference is derived
+from the two answer hashes. Replies and faults are pure functions of the request body
+(and, for faults, of how many times that same body was seen), so a retried request can
+succeed after a fault and a test can predict every reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from schemas import ManifestRow, conform
+from tasks.simjudge_persona import (
+    PRESETS,
+    Faults,
+    Persona,
+    Slot,
+    choose_fault,
+    latent_slot,
+    rng_for,
+    simulate_reply,
+)
+from tasks.templates import DEFAULT_TEMPLATE, identify_template, message_text, slot_texts
+
+__all__ = ["CALL_KEY_HEADER", "SimJudge"]
+
+CALL_KEY_HEADER = "x-judgeline-call-key"
+
+
+class _DeliberateTruncation(Exception):
+    """Raised after sending a short body so the server drops the connection."""
+
+
+class _QuietTruncation(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, _DeliberateTruncation)
+
+
+class _TruncatedResponse(Response):
+    """Announces a Content-Length, sends half of it, then aborts the connection."""
+
+    def __init__(self, content: bytes) -> None:
+        super().__init__(content, media_type="application/json")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = [(k, v) for k, v in self.raw_headers if k != b"content-length"]
+        headers.append((b"content-length", str(len(self.body)).encode()))
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        cut = self.body[: len(self.body) // 2]
+        await send({"type": "http.response.body", "body": cut, "more_body": True})
+        raise _DeliberateTruncation
+
+
+def _index_manifest(manifest: pa.Table) -> dict[tuple[str, str], str | None]:
+    """(left sha, right sha) in either order -> SHA-256 of the keyed answer (None: no key)."""
+    table = conform(manifest, ManifestRow, where="simulated judge manifest")
+    index: dict[tuple[str, str], str | None] = {}
+    columns = table.select(["answer_a_sha256", "answer_b_sha256", "key"]).to_pydict()
+    for a, b, key in zip(
+        columns["answer_a_sha256"], columns["answer_b_sha256"], columns["key"], strict=True
+    ):
+        keyed = {"A": a, "B": b}.get(key) if key else None
+        for pair in ((a, b), (b, a)):
+            # Two pairs with the same two answers but different keys: the key is unknown.
+            if pair in index and index[pair] != keyed:
+                index[pair] = None
+            else:
+                index[pair] = keyed
+    return index
+
+
+class SimJudge:
+    """The simulated judge's state and its Starlette app (`.app`)."""
+
+    def __init__(
+        self,
+        personas: Sequence[Persona] = PRESETS,
+        *,
+        manifest: pa.Table | None = None,
+        api_key: str | None = None,
+    ) -> None:
+        names = [p.name for p in personas]
+        if not names or len(set(names)) != len(names):
+            raise ValueError(f"persona names must be present and unique: {names}")
+        self.personas: dict[str, Persona] = {p.name: p for p in personas}
+        self.faults: dict[str, Faults] = {p.name: p.faults for p in personas}
+        self._key_of = _index_manifest(manifest) if manifest is not None else {}
+        self._api_key = api_key
+        self._log: list[dict[str, Any]] = []
+        self._attempts: dict[str, int] = {}
+        self._faulted: dict[str, int] = {}
+        self.closing = False
+        logging.getLogger("uvicorn.error").addFilter(_QuietTruncation())
+        self.app = Starlette(
+            routes=[
+                Route("/v1/chat/completions", self._openai, methods=["POST"]),
+                Route("/v1/messages", self._anthropic, methods=["POST"]),
+                Route("/v1/models", self._models, methods=["GET"]),
+                Route("/_judgeline/health", self._health, methods=["GET"]),
+                Route("/_judgeline/log", self._get_log, methods=["GET"]),
+                Route("/_judgeline/log", self._delete_log, methods=["DELETE"]),
+                Route("/_judgeline/faults", self._set_faults, methods=["POST"]),
+            ]
+        )
+
+    # --- Python-side admin ----------------------------------------------------------------
+
+    def request_log(self) -> list[dict[str, Any]]:
+        """A copy of the request log, oldest first."""
+        return [dict(entry) for entry in list(self._log)]
+
+    def clear_log(self) -> None:
+        self._log.clear()
+
+    def set_faults(self, persona: str | None = None, **rates: Any) -> dict[str, Faults]:
+        """Change fault settings of one persona (or all), e.g. `set_faults(rate_429=0)`."""
+        targets = [persona] if persona is not None else list(self.faults)
+        for name in targets:
+            if name not in self.faults:
+                raise ValueError(f"unknown persona {name!r}; known: {sorted(self.faults)}")
+        updated = {
+            name: Faults.model_validate({**self.faults[name].model_dump(), **rates})
+            for name in targets
+        }
+        self.faults.update(updated)
+        return dict(self.faults)
+
+    # --- request handling -----------------------------------------------------------------
+
+    def _record(self, request: Request, model: Any, status: int | None, fault: str | None,
+                started: float, attempt: int | None) -> None:  # fmt: skip
+        self._log.append(
+            {
+                "time": time.time(),
+                "path": request.url.path,
+                "model": model if isinstance(model, str) else None,
+                "status": status,
+                "fault": fault,
+                "attempt": attempt,
+                "latency_ms": round((time.perf_counter() - started) * 1000, 3),
+                "call_key": request.headers.get(CALL_KEY_HEADER),
+            }
+        )
+
+    def _authorized(self, request: Request, anthropic: bool) -> bool:
+        if self._api_key is None:
+            return True
+        if anthropic:
+            return request.headers.get("x-api-key") == self._api_key
+        return request.headers.get("authorization") == f"Bearer {self._api_key}"
+
+    def _preferred_slot(
+        self, messages: Sequence[Mapping[str, Any]], digest: str
+    ) -> tuple[str, Slot]:
+        """(template id, slot holding the preferred answer) for the rendered messages."""
+        found = slot_texts(messages)
+        if found is None:
+            template_id = identify_template(messages) or DEFAULT_TEMPLATE
+            return template_id, ("Left" if int(digest[0], 16) % 2 == 0 else "Right")
+        template_id, left, right = found
+        left_sha = hashlib.sha256(left.encode("utf-8")).hexdigest()
+        right_sha = hashlib.sha256(right.encode("utf-8")).hexdigest()
+        keyed = self._key_of.get((left_sha, right_sha))
+        if keyed is not None:
+            return template_id, ("Left" if keyed == left_sha else "Right")
+        return template_id, latent_slot(left_sha, right_sha)
+
+    async def _sleep(self, seconds: float) -> None:
+        """Sleep, but wake early when the server is shutting down."""
+        end = time.perf_counter() + seconds
+        while not self.closing:
+            left = end - time.perf_counter()
+            if left <= 0:
+                return
+            await asyncio.sleep(min(left, 0.05))
+
+    async def _handle(self, request: Request, anthropic: bool) -> Response:
+        started = time.perf_counter()
+        err = _anthropic_error if anthropic else _openai_error
+        if not self._authorized(request, anthropic):
+            self._record(request, None, 401, None, started, None)
+            return err(401, "authentication", "invalid or missing API key")
+        raw = await request.body()
+        try:
+            body = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            self._record(request, None, 400, None, started, None)
+            return err(400, "invalid_request", "request body is not JSON")
+        model = body.get("model") if isinstance(body, dict) else None
+        persona = self.personas.get(model) if isinstance(model, str) else None
+        if persona is None or not isinstance(model, str):
+            self._record(request, model, 404, None, started, None)
+            return err(404, "not_found", f"The model `{model}` does not exist", param="model")
+        messages, problem = _messages_of(body, anthropic)
+        effort = body.get("reasoning_effort")
+        if problem is None and effort is not None:
+            try:
+                persona.shifted(str(effort))
+            except ValueError as exc:
+                problem = str(exc)
+        if problem is not None or messages is None:
+            self._record(request, model, 400, None, started, None)
+            return err(400, "invalid_request", problem or "no messages")
+
+        # The request's identity is its exact body (model, messages, seed, temperature and
+        # every extra parameter); re-encoding it canonically would cost more than the rest
+        # of the handler. Without a seed (the Messages API has none) the call key tells
+        # repeats apart.
+        salt = b"" if "seed" in body else request.headers.get(CALL_KEY_HEADER, "").encode()
+        digest = hashlib.sha256(raw + b"\x1f" + salt).hexdigest()
+        attempt = self._attempts.get(digest, 0) + 1
+        self._attempts[digest] = attempt
+        faults = self.faults[persona.name]
+        fault = None
+        limit = faults.max_faults_per_request
+        if limit is None or self._faulted.get(digest, 0) < limit:
+            fault = choose_fault(faults, digest, attempt)
+        if fault is not None:
+            self._faulted[digest] = self._faulted.get(digest, 0) + 1
+
+        rng = rng_for(persona.name, digest)
+        if persona.latency_ms or persona.latency_jitter_ms:
+            jitter = (rng.random() * 2 - 1) * persona.latency_jitter_ms
+            await self._sleep(max(0.0, persona.latency_ms + jitter) / 1000)
+        if fault == "rate_limited":
+            self._record(request, model, 429, fault, started, attempt)
+            response = err(429, "rate_limit", "Rate limit reached (simulated)")
+            response.headers["retry-after"] = str(faults.retry_after_s)
+            return response
+        if fault == "server_error":
+            status = (500, 502, 503)[rng_for(digest, "status", str(attempt)).randrange(3)]
+            self._record(request, model, status, fault, started, attempt)
+            return err(status, "server", f"simulated server error {status}")
+        if fault == "stall":
+            # Logged before sleeping (status None): the client usually gives up first.
+            self._record(request, model, None, fault, started, attempt)
+            await self._sleep(faults.stall_s)
+
+        template_id, preferred = self._preferred_slot(messages, digest)
+        text, _ = simulate_reply(persona, template_id, preferred, effort, rng)
+        prompt_tokens = sum(len(message_text(m.get("content")) or "") for m in messages) // 4
+        usage = (prompt_tokens, len(text) // 4 + 1)
+        payload = (
+            _anthropic_reply(digest, model, text, usage)
+            if anthropic
+            else _openai_reply(digest, model, text, usage)
+        )
+        data = json.dumps(payload).encode("ascii")
+        if fault != "stall":
+            self._record(request, model, 200, fault, started, attempt)
+        if fault == "malformed":
+            return Response(
+                data[: len(data) // 2] + b"<!-- upstream", media_type="application/json"
+            )
+        if fault == "truncated":
+            return _TruncatedResponse(data)
+        return Response(data, media_type="application/json")
+
+    async def _openai(self, request: Request) -> Response:
+        return await self._handle(request, anthropic=False)
+
+    async def _anthropic(self, request: Request) -> Response:
+        return await self._handle(request, anthropic=True)
+
+    async def _models(self, request: Request) -> Response:
+        if not (self._authorized(request, False) or self._authorized(request, True)):
+            return _openai_error(401, "authentication", "invalid or missing API key")
+        data = [
+            {"id": name, "object": "model", "created": 0, "owned_by": "judgeline-simjudge"}
+            for name in self.personas
+        ]
+        return JSONResponse({"object": "list", "data": data})
+
+    async def _health(self, request: Request) -> Response:
+        return JSONResponse({"ok": True, "personas": sorted(self.personas)})
+
+    async def _get_log(self, request: Request) -> Response:
+        return JSONResponse(self.request_log())
+
+    async def _delete_log(self, request: Request) -> Response:
+        self.clear_log()
+        return JSONResponse({"cleared": True})
+
+    async def _set_faults(self, request: Request) -> Response:
+        try:
+            rates = json.loads(await request.body())
+            if not isinstance(rates, dict):
+                raise ValueError("expected a JSON object of fault settings")
+            persona = rates.pop("persona", None)
+            faults = self.set_faults(persona, **rates)
+        except ValueError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        return JSONResponse({name: f.model_dump() for name, f in faults.items()})
+
+
+def _messages_of(body: Any, anthropic: bool) -> tuple[list[dict[str, Any]] | None, str | None]:
+    """The request's messages with any Anthropic `system` put first, or a problem."""
+    if not isinstance(body, dict):
+        return None, "request body must be a JSON object"
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return None, "messages: a non-empty list is required"
+    if not all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages):
+        return None, "messages: each message needs a role"
+    if not anthropic:
+        return messages, None
+    if not isinstance(body.get("max_tokens"), int):
+        return None, "max_tokens: Field required"
+    system = body.get("system")
+    if system is None:
+        return messages, None
+    text = message_text(system)
+    if text is None:
+        return None, "system: must be a string or a list of text blocks"
+    return [{"role": "system", "content": text}, *messages], None
+
+
+_OPENAI_TYPES = {
+    "authentication": ("invalid_request_error", "invalid_api_key"),
+    "invalid_request": ("invalid_request_error", None),
+    "not_found": ("invalid_request_error", "model_not_found"),
+    "rate_limit": ("requests", "rate_limit_exceeded"),
+    "server": ("server_error", None),
+}
+_ANTHROPIC_TYPES = {
+    "authentication": "authentication_error",
+    "invalid_request": "invalid_request_error",
+    "not_found": "not_found_error",
+    "rate_limit": "rate_limit_error",
+    "server": "api_error",
+}
+
+
+def _openai_error(status: int, kind: str, message: str, param: str | None = None) -> Response:
+    kind_type, code = _OPENAI_TYPES[kind]
+    error = {"message": message, "type": kind_type, "param": param, "code": code}
+    return JSONResponse({"error": error}, status_code=status)
+
+
+def _anthropic_error(status: int, kind: str, message: str, param: str | None = None) -> Response:
+    error = {"type": _ANTHROPIC_TYPES[kind], "message": message}
+    return JSONResponse({"type": "error", "error": error}, status_code=status)
+
+
+def _openai_reply(digest: str, model: str, text: str, usage: tuple[int, int]) -> dict[str, Any]:
+    message = {"role": "assistant", "content": text, "refusal": None}
+    return {
+        "id": f"chatcmpl-sim{digest[:24]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "system_fingerprint": "judgeline-simjudge-1",
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": "stop"}],
+        "usage": {
+            "prompt_tokens": usage[0],
+            "completion_tokens": usage[1],
+            "total_tokens": usage[0] + usage[1],
+        },
+    }
+
+
+def _anthropic_reply(digest: str, model: str, text: str, usage: tuple[int, int]) -> dict[str, Any]:
+    return {
+        "id": f"msg_sim{digest[:24]}",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": usage[0], "output_tokens": usage[1]},
+    }

@@ -1,0 +1,236 @@
+"""Simulated judge personas: what a persona prefers, how it errs, and which faults it injects.
+
+Everything here is pure: a verdict and a fault are functions of the persona, a request
+digest and (for faults) the attempt number, drawn from RNGs seeded by SHA-256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from schemas.vocabulary import SlotLabel, Strength
+from tasks.templates import format_verdict
+
+__all__ = [
+    "PRESETS",
+    "FaultKind",
+    "Faults",
+    "Persona",
+    "ReasoningShift",
+    "Slot",
+    "choose_fault",
+    "invalid_reply",
+    "latent_slot",
+    "persona_file_text",
+    "rng_for",
+    "simulate_reply",
+]
+
+Slot = Literal["Left", "Right"]
+FaultKind = Literal["rate_limited", "server_error", "stall", "malformed", "truncated"]
+
+
+class Faults(BaseModel):
+    """Fault-injection rates per attempt (their sum is at most 1) and their parameters."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rate_429: float = Field(default=0.0, ge=0, le=1, description="429 with Retry-After.")
+    retry_after_s: int = Field(default=1, ge=0, description="Retry-After header value.")
+    rate_5xx: float = Field(default=0.0, ge=0, le=1, description="500, 502 or 503.")
+    rate_stall: float = Field(default=0.0, ge=0, le=1, description="Sleep before replying.")
+    stall_s: float = Field(default=30.0, ge=0, description="How long a stall sleeps.")
+    rate_malformed: float = Field(default=0.0, ge=0, le=1, description="200, body not JSON.")
+    rate_truncated: float = Field(
+        default=0.0, ge=0, le=1, description="Body cut short of its Content-Length."
+    )
+    max_faults_per_request: int | None = Field(
+        default=None, ge=0, description="At most this many faults per distinct request."
+    )
+
+    @model_validator(mode="after")
+    def _rates_fit(self) -> Faults:
+        if self.total() > 1 + 1e-9:
+            raise ValueError(f"fault rates sum to {self.total():.3f} > 1")
+        return self
+
+    def total(self) -> float:
+        return (
+            self.rate_429 + self.rate_5xx + self.rate_stall + self.rate_malformed
+            + self.rate_truncated
+        )  # fmt: skip
+
+
+class ReasoningShift(BaseModel):
+    """How one `reasoning_effort` value moves a persona (added, then clipped to [0, 1])."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    skill: float = 0.0
+    left_bias: float = 0.0
+
+
+def _default_reasoning() -> dict[str, ReasoningShift]:
+    return {
+        "low": ReasoningShift(skill=-0.05, left_bias=0.05),
+        "medium": ReasoningShift(),
+        "high": ReasoningShift(skill=0.05, left_bias=-0.1),
+    }
+
+
+class Persona(BaseModel):
+    """A simulated judge, selected by the request's `model`.
+
+    A reply is invalid with `invalid_rate`, else an abstention with `abstain_rate`, else a
+    tie with `tie_rate`, else decisive: the left slot with probability `left_bias`
+    whatever the content, otherwise the preferred (keyed) answer with probability `skill`.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1)
+    skill: float = Field(default=0.8, ge=0, le=1)
+    left_bias: float = Field(default=0.0, ge=0, le=1)
+    tie_rate: float = Field(default=0.0, ge=0, le=1)
+    abstain_rate: float = Field(default=0.0, ge=0, le=1)
+    invalid_rate: float = Field(default=0.0, ge=0, le=1)
+    strong_rate: float = Field(default=0.5, ge=0, le=1, description="Share of `>>` verdicts.")
+    latency_ms: float = Field(default=0.0, ge=0, description="Mean think time.")
+    latency_jitter_ms: float = Field(default=0.0, ge=0, description="Uniform +- jitter.")
+    reasoning: dict[str, ReasoningShift] = Field(default_factory=_default_reasoning)
+    faults: Faults = Field(default_factory=Faults)
+
+    @model_validator(mode="after")
+    def _rates_fit(self) -> Persona:
+        if self.tie_rate + self.abstain_rate + self.invalid_rate > 1 + 1e-9:
+            raise ValueError("tie_rate + abstain_rate + invalid_rate must be at most 1")
+        return self
+
+    def shifted(self, effort: str | None) -> tuple[float, float]:
+        """(skill, left_bias) under a reasoning effort; unknown efforts are a ValueError."""
+        if effort is None:
+            return self.skill, self.left_bias
+        if effort not in self.reasoning:
+            known = ", ".join(sorted(self.reasoning)) or "none"
+            raise ValueError(f"reasoning_effort {effort!r} not supported (supported: {known})")
+        shift = self.reasoning[effort]
+        return (
+            min(1.0, max(0.0, self.skill + shift.skill)),
+            min(1.0, max(0.0, self.left_bias + shift.left_bias)),
+        )
+
+
+PRESETS: tuple[Persona, ...] = (
+    Persona(name="strong", skill=0.9, left_bias=0.0, tie_rate=0.03),
+    Persona(name="left-biased", skill=0.8, left_bias=0.6, tie_rate=0.03),
+    Persona(
+        name="noisy", skill=0.65, left_bias=0.05, tie_rate=0.15, abstain_rate=0.03,
+        invalid_rate=0.12, strong_rate=0.3,
+    ),
+)  # fmt: skip
+
+
+def rng_for(*parts: str) -> random.Random:
+    """A Random seeded from the SHA-256 of the parts: the same parts, the same draws."""
+    seed = hashlib.sha256("\x1f".join(parts).encode("utf-8")).digest()
+    return random.Random(int.from_bytes(seed[:8], "big"))
+
+
+def latent_slot(left_sha256: str, right_sha256: str) -> Slot:
+    """A stable preference without a key: depends on the two answers, not on their order."""
+    low, high = sorted((left_sha256, right_sha256))
+    pick = hashlib.sha256(f"{low}:{high}".encode()).digest()[0] & 1
+    preferred = (low, high)[pick]
+    return "Left" if preferred == left_sha256 else "Right"
+
+
+_REASONS = {
+    "Left": (
+        "The first answer is more accurate and addresses the question directly.",
+        "The answer shown first follows the instructions; the second one misses a step.",
+        "The first answer is correct where the second one makes an error.",
+    ),
+    "Right": (
+        "The second answer is more accurate and addresses the question directly.",
+        "The answer shown second follows the instructions; the first one misses a step.",
+        "The second answer is correct where the first one makes an error.",
+    ),
+    "Tie": ("Both answers reach the same result with similar quality.",),
+    "Abstain": ("I cannot verify either answer from the information given.",),
+}
+
+
+def invalid_reply(template_id: str, rng: random.Random) -> str:
+    """A reply outside the template's contract: no verdict, or two conflicting verdicts."""
+    conflicting = rng.random() < 0.5
+    if template_id == "judgebench-vanilla-v1":
+        return "Output (a) or Output (b)" if conflicting else "Both outputs are good."
+    if template_id == "json-strict-v1":
+        if conflicting:
+            return '{"verdict": "left", "verdict": "right", "strength": null, "reason": "?"}'
+        return "I think the left answer is better overall."
+    if conflicting:
+        return (
+            "At first the first answer looks better: [[A>B]]. On reflection the second one "
+            "is better: [[B>A]]."
+        )
+    return "Both answers have merit and I will not pick one."
+
+
+def simulate_reply(
+    persona: Persona,
+    template_id: str,
+    preferred: Slot,
+    effort: str | None,
+    rng: random.Random,
+) -> tuple[str, SlotLabel]:
+    """The persona's reply text for one presentation and the label it means to give."""
+    skill, left_bias = persona.shifted(effort)
+    draw = rng.random()
+    if draw < persona.invalid_rate:
+        return invalid_reply(template_id, rng), "Invalid"
+    draw -= persona.invalid_rate
+    label: SlotLabel
+    strength: Strength | None = None
+    if draw < persona.abstain_rate:
+        label = "Abstain"
+    elif draw < persona.abstain_rate + persona.tie_rate:
+        label = "Tie"
+    else:
+        if rng.random() < left_bias:
+            label = "Left"
+        elif rng.random() < skill:
+            label = preferred
+        else:
+            label = "Right" if preferred == "Left" else "Left"
+        strength = "strong" if rng.random() < persona.strong_rate else "weak"
+    rationale = rng.choice(_REASONS[label])
+    return format_verdict(template_id, label, strength, rationale), label
+
+
+def choose_fault(faults: Faults, request_digest: str, attempt: int) -> FaultKind | None:
+    """The fault (if any) for this attempt at this request: fixed per (request, attempt)."""
+    if faults.total() <= 0:
+        return None
+    draw = rng_for(request_digest, "fault", str(attempt)).random()
+    for kind, rate in (
+        ("rate_limited", faults.rate_429),
+        ("server_error", faults.rate_5xx),
+        ("stall", faults.rate_stall),
+        ("malformed", faults.rate_malformed),
+        ("truncated", faults.rate_truncated),
+    ):
+        if draw < rate:
+            return kind  # type: ignore[return-value]
+        draw -= rate
+    return None
+
+
+def persona_file_text(personas: tuple[Persona, ...]) -> str:
+    """The personas as JSON (the format `serve-judge --personas` reads)."""
+    return json.dumps([p.model_dump() for p in personas], indent=2)

@@ -52,6 +52,18 @@ def write_parquet_atomic(table: pa.Table, path: Path, *, overwrite: bool = False
     return _publish(tmp, path, overwrite=overwrite)
 
 
+def write_text_atomic(text: str, path: Path, *, overwrite: bool = False) -> bool:
+    """Write a UTF-8 text file atomically; returns False if it existed and overwrite is off."""
+    tmp = _temp_beside(path)
+    try:
+        tmp.write_text(text, "utf-8")
+        _fsync(tmp)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return _publish(tmp, path, overwrite=overwrite)
+
+
 def write_json_atomic(value: Any, path: Path, *, overwrite: bool = False) -> bool:
     """Write a JSON file atomically; returns False if it existed and overwrite is off."""
     tmp = _temp_beside(path)

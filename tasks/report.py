@@ -1,0 +1,680 @@
+"""The run's self-contained HTML report: sections, sortable tables and inline SVG charts."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import pandas as pd
+
+from schemas import DesignRow, DisclosureRow, SummaryRow, column_names
+from schemas.vocabulary import DESIGNS, POLICIES
+from tasks.errors import InputError
+from tasks.report_charts import (
+    CHANGE_COLORS,
+    DESIGN_COLORS,
+    POLICY_COLORS,
+    SLOT_COLORS,
+    PolicyPoint,
+    Row,
+    change_chart,
+    cost_agreement_chart,
+    dot_rows_chart,
+    esc,
+    interval_chart,
+    pct,
+    share_bar_chart,
+    signed_pct,
+)
+from tasks.report_page import page
+from tasks.storage import write_text_atomic
+
+__all__ = ["ReportData", "render_report", "validate_report_data", "write_report"]
+
+GROUP = ("judge", "config", "dataset")
+
+
+@dataclass
+class ReportData:
+    """Everything the report shows; each frame comes from one warehouse query."""
+
+    header: dict[str, str]
+    disclosure: pd.DataFrame
+    scores: pd.DataFrame
+    summary: pd.DataFrame
+    components: pd.DataFrame
+    design: pd.DataFrame
+    position_bias: pd.DataFrame
+    realised: pd.DataFrame | None = None
+
+
+_COLUMNS: dict[str, tuple[str, ...]] = {
+    "disclosure": tuple(column_names(DisclosureRow)),
+    "scores": (*GROUP, "design", "policy", "score", "ci_low", "ci_high", "pairs"),
+    "summary": tuple(column_names(SummaryRow)),
+    "components": (*GROUP, "design", "component", "cost", "agreement"),
+    "design": tuple(column_names(DesignRow)),
+    "position_bias": (*GROUP, "conflicts", "left_left", "right_right"),
+    "realised": (*GROUP, "policy", "realised_calls", "planned_calls", "realised_savings"),
+}
+_TEXT = {"judge", "config", "dataset", "pair_id", "design", "policy", "component"}
+# Shares must lie in [0, 1]: a chart would silently clip anything else.
+_SHARES = {
+    "consistency",
+    "accuracy_of_stable",
+    "p_change",
+    "p_neutral_to_decisive",
+    "p_decisive_to_neutral",
+    "p_reversal",
+    "p_neutral",
+    "agreement",
+    "expected_agreement",
+    "expected_score",
+    "reference_score",
+    "score",
+    "ci_low",
+    "ci_high",
+}
+_COUNTS = {
+    "planned", "valid", "missing", "invalid", "abstained", "tied", "conflicting", "mixed",
+    "stable", "stable_tie", "incomplete", "stable_correct", "stable_wrong", "pairs",
+    "conflicts", "left_left", "right_right", "realised_calls", "planned_calls",
+}  # fmt: skip
+_NULLABLE = {"consistency", "accuracy_of_stable", "match_cost", "match_extra", "ci_low", "ci_high"}
+
+
+def _where(name: str, frame: pd.DataFrame, pos: int) -> str:
+    row = frame.iloc[pos]
+    keys = [f"{c}={row[c]!s}" for c in (*GROUP, "design", "policy", "pair_id") if c in frame]
+    return f"row {pos + 1} ({', '.join(keys)})"
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar as the Python value it holds, so messages read `1.7`, not `np.float64`."""
+    return value.item() if hasattr(value, "item") else value
+
+
+def _check_frame(name: str, frame: object) -> None:
+    if not isinstance(frame, pd.DataFrame):
+        raise InputError(f"expected a pandas DataFrame, got {type(frame).__name__}", file=name)
+    missing = [c for c in _COLUMNS[name] if c not in frame.columns]
+    if missing:
+        raise InputError(f"missing columns {missing}", file=f"report input `{name}`")
+    for col in _COLUMNS[name]:
+        if col in _TEXT:
+            bad = frame[col].isna()
+            if bad.any():
+                pos = int(bad.to_numpy().nonzero()[0][0])
+                raise InputError(f"`{col}` is empty", file=f"report input `{name}`", row=pos + 1)
+            continue
+        values = pd.to_numeric(frame[col], errors="coerce")
+        problems = [
+            (values.isna() & frame[col].notna(), "is not a number"),
+            (values.isna() & frame[col].isna() & (col not in _NULLABLE), "is missing"),
+        ]
+        if col in _SHARES:
+            problems.append(((values < -1e-9) | (values > 1 + 1e-9), "is outside [0, 1]"))
+        if col in _COUNTS:
+            problems.append((values < 0, "is negative"))
+        for mask, what in problems:
+            if mask.any():
+                pos = int(mask.to_numpy().nonzero()[0][0])
+                value = _plain(frame[col].iloc[pos])
+                raise InputError(
+                    f"{_where(name, frame, pos)}: `{col}` = {value!r} {what}",
+                    file=f"report input `{name}`",
+                )
+
+
+def validate_report_data(data: ReportData) -> None:
+    """Raise InputError naming the frame, row and column of the first bad value."""
+    if not isinstance(data.header, dict):
+        raise InputError("header must be a dict of str to str", file="report input `header`")
+    for name in _COLUMNS:
+        frame = getattr(data, name)
+        if frame is None and name == "realised":
+            continue
+        _check_frame(name, frame)
+
+
+# ---------------------------------------------------------------- tables
+
+Kind = Literal["text", "int", "pct", "pct2", "score", "calls", "extra", "var"]
+
+
+@dataclass(frozen=True)
+class Col:
+    """One table column: where its values come from and how they read."""
+
+    key: str
+    label: str
+    kind: Kind = "text"
+    group: str = ""
+    bar: bool = False
+    tip: str = ""
+
+
+def _cell(value: Any, col: Col) -> str:
+    if col.kind == "text":
+        return f"<td>{esc(value)}</td>"
+    number = float(value) if value is not None and not pd.isna(value) else math.nan
+    if math.isnan(number):
+        return '<td class="num" data-v="">—</td>'
+    shown = {
+        "int": lambda v: f"{round(v):,}",
+        "pct": lambda v: pct(v, 1),
+        "pct2": lambda v: pct(v, 2),
+        "score": lambda v: f"{v:.3f}",
+        "calls": lambda v: f"{v:.2f}",
+        "extra": lambda v: signed_pct(v, 1),
+        "var": lambda v: f"{v:.5f}",
+    }[col.kind](number)
+    style = f' style="--v:{min(max(number, 0.0), 1.0):.4f}"' if col.bar else ""
+    cls = "num bar" if col.bar else "num"
+    return f'<td class="{cls}" data-v="{number:.10g}"{style}>{shown}</td>'
+
+
+def _table(frame: pd.DataFrame, cols: Sequence[Col], *, table_id: str) -> str:
+    # A key column with one value for every row (often the dataset) costs width a laptop
+    # screen lacks: state it once above the table instead.
+    constant = [
+        c
+        for c in cols
+        if c.key in GROUP and len(frame) > 1 and frame[c.key].astype(str).nunique() == 1
+    ]
+    cols = [c for c in cols if c not in constant]
+    note = ""
+    if constant:
+        said = "; ".join(f"{c.label.lower()} {esc(frame[c.key].iloc[0])}" for c in constant)
+        note = f'<p class="note">Every row: {said}.</p>'
+    groups: list[tuple[str, int]] = []
+    for col in cols:
+        if groups and groups[-1][0] == col.group:
+            groups[-1] = (col.group, groups[-1][1] + 1)
+        else:
+            groups.append((col.group, 1))
+    head = ""
+    if any(g for g, _ in groups):
+        head += (
+            "<tr class='groups'>"
+            + "".join(
+                f'<th colspan="{n}" scope="colgroup" class="{"grp" if g else ""}">{esc(g)}</th>'
+                for g, n in groups
+            )
+            + "</tr>"
+        )
+    head += (
+        "<tr>"
+        + "".join(
+            f'<th scope="col" class="{"num" if c.kind != "text" else ""}"'
+            + (f' title="{esc(c.tip)}"' if c.tip else "")
+            + f">{esc(c.label)}</th>"
+            for c in cols
+        )
+        + "</tr>"
+    )
+    body = "".join(
+        "<tr>" + "".join(_cell(rec.get(c.key), c) for c in cols) + "</tr>"
+        for rec in frame.to_dict("records")
+    )
+    return (
+        f'{note}<div class="table-wrap"><table class="sortable" id="{table_id}">'
+        f"<thead>{head}</thead><tbody>{body}</tbody></table></div>"
+    )
+
+
+_KEY_COLS = [Col("judge", "Judge"), Col("config", "Config"), Col("dataset", "Dataset")]
+
+
+def _ordered(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows in a fixed order whatever the input order: the report must be deterministic."""
+    if frame.empty:
+        return frame.reset_index(drop=True)
+    keys = [c for c in (*GROUP, "design", "policy", "component", "pair_id") if c in frame]
+    rank: dict[str, Callable[[pd.Series], pd.Series]] = {
+        "design": lambda s: s.map({d: i for i, d in enumerate(DESIGNS)}).fillna(99),
+        "policy": lambda s: s.map({p: i for i, p in enumerate(POLICIES)}).fillna(99),
+    }
+    sort_frame = pd.DataFrame(
+        {k: rank[k](frame[k]) if k in rank else frame[k].astype(str) for k in keys}
+    )
+    order = sort_frame.sort_values(keys, kind="mergesort").index
+    return frame.loc[order].reset_index(drop=True)
+
+
+def _present(frame: pd.DataFrame, col: str, vocab: Sequence[str]) -> list[str]:
+    seen = set(frame[col].astype(str)) if not frame.empty else set()
+    return [v for v in vocab if v in seen] + sorted(seen - set(vocab))
+
+
+def _legend(items: Sequence[tuple[str, str]], *, hollow: Sequence[str] = ()) -> str:
+    spans = "".join(
+        f'<span class="key"><i style="{"border-color" if n in hollow else "background"}:'
+        f'{color}" class="{"hollow" if n in hollow else ""}"></i>{esc(n)}</span>'
+        for n, color in items
+    )
+    return f'<div class="legend">{spans}</div>'
+
+
+def _section(sid: str, title: str, lead: str, body: str) -> str:
+    return f'<section id="{sid}"><h2>{esc(title)}</h2><p class="lead">{lead}</p>{body}</section>'
+
+
+def _empty(what: str) -> str:
+    return f'<p class="empty">No {esc(what)} in this run.</p>'
+
+
+def _group_rows(frame: pd.DataFrame) -> list[tuple[tuple[str, str, str], pd.DataFrame]]:
+    out = []
+    for key, part in frame.groupby(list(GROUP), sort=True):
+        judge, config, dataset = (str(k) for k in key)
+        out.append(((judge, config, dataset), part))
+    return out
+
+
+def _title(key: tuple[str, str, str]) -> tuple[str, str]:
+    return key[0], f"{key[1]} · {key[2]}"
+
+
+# ---------------------------------------------------------------- sections
+
+
+def _header(header: dict[str, str]) -> str:
+    run = next((header[k] for k in ("run_id", "run id", "run") if k in header), None)
+    items = "".join(
+        f'<div class="{"wide" if len(str(v)) > 36 else ""}"><dt>{esc(k.replace("_", " "))}</dt>'
+        '<dd class="'
+        f"{'mono' if any(w in k.lower() for w in ('hash', 'commit', 'version', 'id')) else ''}"
+        f'">{esc(v)}</dd></div>'
+        for k, v in header.items()
+    )
+    title = f"Run {esc(run)}" if run is not None else "judgeline run"
+    return (
+        f'<header id="header"><p class="kicker">judgeline report</p><h1>{title}</h1>'
+        f'<dl class="meta">{items}</dl></header>'
+    )
+
+
+def _glance(data: ReportData) -> str:
+    tiles: list[tuple[str, str, str]] = []
+    dis = data.disclosure
+    if not dis.empty:
+        planned = float(dis["planned"].sum())
+        valid = float(dis["valid"].sum())
+        groups = len(dis.groupby(list(GROUP)))
+        tiles.append((f"{groups}", "judge × config × dataset groups", ""))
+        tiles.append((f"{round(planned):,}", "planned calls", f"{pct(valid / planned)} valid"))
+    pu = data.summary[
+        (data.summary["policy"] == "paired_unanimity") & (data.summary["design"] == "balanced")
+    ]
+    if not pu.empty:
+        lo, hi = float(pu["savings"].min()), float(pu["savings"].max())
+        tiles.append((f"{pct(lo, 0)}–{pct(hi, 0)}", "expected calls saved by paired unanimity", ""))
+        tiles.append(
+            (f"≤ {pct(float(pu['p_change'].max()), 2)}", "of reference decisions it changes", "")
+        )
+        extra = pd.to_numeric(pu["match_extra"], errors="coerce").dropna()
+        if not extra.empty:
+            tiles.append(
+                (
+                    f"{pct(float(extra.min()), 0)}–{pct(float(extra.max()), 0)}",
+                    "more calls for the best nonadaptive mixture to match it",
+                    "",
+                )
+            )
+    if not tiles:
+        return ""
+    cells = "".join(
+        f'<div class="tile"><b>{esc(v)}</b><span>{esc(lbl)}</span>'
+        + (f"<small>{esc(note)}</small>" if note else "")
+        + "</div>"
+        for v, lbl, note in tiles
+    )
+    return f'<div class="tiles" id="glance">{cells}</div>'
+
+
+def _disclosure(frame: pd.DataFrame) -> str:
+    lead = (
+        "Every planned call is counted; nothing leaves a denominator. Slots are single calls; "
+        "dispositions are (pair, seed) judged in both orders. <b>Consistency</b> (stable "
+        "among decisive-or-tied pairs) and <b>accuracy of stable</b> (stable decisions "
+        "matching the key) are separate columns: a judge can be consistent and wrong."
+    )
+    if frame.empty:
+        return _section("disclosure", "Disclosure", lead, _empty("disclosure rows"))
+    calls, disp, right = "Calls (slots)", "Two-order dispositions", "Correctness"
+    cols = [
+        *_KEY_COLS,
+        Col("planned", "planned", "int", calls),
+        Col("valid", "valid", "int", calls, tip="A, B or T"),
+        Col("missing", "missing", "int", calls),
+        Col("invalid", "invalid", "int", calls),
+        Col("abstained", "abstained", "int", calls),
+        Col("tied", "tied", "int", calls),
+        Col("conflicting", "conflicting", "int", disp, tip="order_conflict"),
+        Col("mixed", "mixed", "int", disp),
+        Col("stable", "stable", "int", disp, tip="stable_A or stable_B"),
+        Col("stable_tie", "stable tie", "int", disp),
+        Col("incomplete", "incomplete", "int", disp),
+        Col("consistency", "consistency", "pct", disp, bar=True),
+        Col("stable_correct", "stable correct", "int", right),
+        Col("stable_wrong", "stable wrong", "int", right, tip="consistent but wrong"),
+        Col("accuracy_of_stable", "accuracy of stable", "pct", right, bar=True),
+    ]
+    return _section("disclosure", "Disclosure", lead, _table(frame, cols, table_id="t-disclosure"))
+
+
+def _scores(frame: pd.DataFrame) -> str:
+    lead = (
+        "Mean decision score against the key (1 correct, ½ neutral, 0 wrong) with its 95% "
+        "interval, per reference design and stopping policy."
+    )
+    if frame.empty:
+        return _section("scores", "Scores", lead, _empty("scores"))
+    designs = _present(frame, "design", DESIGNS)
+    policies = _present(frame, "policy", POLICIES)
+    rows = []
+    for key, part in _group_rows(frame):
+        row = Row(*_title(key))
+        for rec in part.to_dict("records"):
+            row.values.setdefault(str(rec["design"]), {})[str(rec["policy"])] = (
+                float(rec["score"]),
+                _float(rec["ci_low"]),
+                _float(rec["ci_high"]),
+            )
+        rows.append(row)
+    chart = interval_chart(rows, designs, policies, "decision score (95% interval)")
+    cols = [
+        *_KEY_COLS,
+        Col("design", "Design"),
+        Col("policy", "Policy"),
+        Col("pairs", "pairs", "int"),
+        Col("score", "score", "score"),
+        Col("ci_low", "95% low", "score"),
+        Col("ci_high", "95% high", "score"),
+    ]
+    legend = _legend([(p, POLICY_COLORS.get(p, "#333")) for p in policies])
+    body = f"<figure>{legend}{chart}</figure>{_table(frame, cols, table_id='t-scores')}"
+    return _section("scores", "Scores", lead, body)
+
+
+def _float(value: Any) -> float:
+    return math.nan if value is None or pd.isna(value) else float(value)
+
+
+def _cost(summary: pd.DataFrame, components: pd.DataFrame) -> str:
+    lead = (
+        "Each adaptive policy against nonadaptive baselines that decide from a fixed random "
+        "subset of the reference calls (grey: k calls, or one order-balanced pair). The dashed "
+        "line is their upper concave envelope: the best agreement any mixture of them reaches "
+        "at that expected cost. A policy's horizontal line ends where a mixture first matches "
+        "its agreement; the label is the extra calls that mixture needs."
+    )
+    adaptive = summary[summary["policy"] != "full"]
+    designs = _present(pd.concat([adaptive, components]), "design", DESIGNS)
+    if not designs or components.empty:
+        return _section("cost", "Cost versus agreement", lead, _empty("baseline components"))
+    shown = "balanced" if "balanced" in designs else designs[0]
+    charts = []
+    comp = components[components["design"] == shown]
+    for key, part in _group_rows(comp):
+        judge, config, dataset = key
+        pols = adaptive[
+            (adaptive["judge"] == judge)
+            & (adaptive["config"] == config)
+            & (adaptive["dataset"] == dataset)
+            & (adaptive["design"] == shown)
+        ]
+        points = [
+            PolicyPoint(
+                policy=str(r["policy"]),
+                cost=float(r["expected_calls"]),
+                agreement=1.0 - float(r["p_change"]),
+                match_cost=_opt(r["match_cost"]),
+                match_extra=_opt(r["match_extra"]),
+            )
+            for r in pols.to_dict("records")
+        ]
+        comps = [
+            (str(r["component"]), float(r["cost"]), float(r["agreement"]))
+            for r in part.sort_values(["cost", "component"]).to_dict("records")
+        ]
+        k = max(round(max(c for _, c, _ in comps)), 2)
+        charts.append(cost_agreement_chart(judge, f"{config} · {dataset}", comps, points, k))
+    policies = _present(adaptive, "policy", POLICIES)
+    legend = _legend(
+        [(p, POLICY_COLORS.get(p, "#333")) for p in policies] + [("nonadaptive", "#6b7280")],
+        hollow=["nonadaptive"],
+    )
+    note = f'<p class="note">Charts show the <b>{esc(shown)}</b> reference design; the table '
+    note += "below lists every design.</p>"
+    cols = [
+        *_KEY_COLS,
+        Col("design", "Design"),
+        Col("policy", "Policy"),
+        Col("pairs", "pairs", "int"),
+        Col("expected_calls", "expected calls", "calls"),
+        Col("savings", "savings", "pct", bar=True),
+        Col("p_change", "decisions changed", "pct2"),
+        Col("match_cost", "cost to match", "calls"),
+        Col("match_extra", "extra to match", "extra"),
+        Col("expected_score", "expected score", "score"),
+        Col("reference_score", "reference score", "score"),
+        Col("added_variance", "added variance", "var"),
+    ]
+    body = f"{legend}{note}<div class='grid-charts'>{''.join(charts)}</div>" + _table(
+        summary, cols, table_id="t-policies"
+    )
+    return _section("cost", "Cost versus agreement", lead, body)
+
+
+def _opt(value: Any) -> float | None:
+    return None if value is None or pd.isna(value) else float(value)
+
+
+def _bias(frame: pd.DataFrame) -> str:
+    lead = (
+        "Among two-order conflicts (the same seed judged in both orders gave opposite "
+        "identities), which slot won both times. A judge without position bias splits "
+        "evenly; a left-biased judge shows mostly <b>Left</b>."
+    )
+    if frame.empty:
+        return _section("bias", "Position bias", lead, _empty("position-bias rows"))
+    rows = [
+        (
+            *_title((str(r["judge"]), str(r["config"]), str(r["dataset"]))),
+            float(r["left_left"]),
+            float(r["right_right"]),
+            round(float(r["conflicts"])),
+        )
+        for r in frame.to_dict("records")
+    ]
+    shares = frame.assign(
+        left_share=frame["left_left"] / frame["conflicts"].where(frame["conflicts"] > 0),
+        right_share=frame["right_right"] / frame["conflicts"].where(frame["conflicts"] > 0),
+    )
+    cols = [
+        *_KEY_COLS,
+        Col("conflicts", "order conflicts", "int"),
+        Col("left_left", "Left won both", "int"),
+        Col("right_right", "Right won both", "int"),
+        Col("left_share", "Left share", "pct", bar=True),
+        Col("right_share", "Right share", "pct", bar=True),
+    ]
+    legend = _legend(
+        [("Left slot won both orders", SLOT_COLORS["left_left"]),
+         ("Right slot won both orders", SLOT_COLORS["right_right"])]
+    )  # fmt: skip
+    body = f"<figure>{legend}{share_bar_chart(rows)}</figure>" + _table(
+        shares, cols, table_id="t-bias"
+    )
+    return _section("bias", "Position bias", lead, body)
+
+
+def _changes(summary: pd.DataFrame) -> str:
+    lead = (
+        "How often a stopping policy's decision differs from the full reference decision on "
+        "the same assignment, by kind. A neutral→decisive change keeps the expected score "
+        "but adds variance; a reversal flips the winner."
+    )
+    adaptive = summary[summary["policy"] != "full"]
+    if adaptive.empty:
+        return _section("changes", "Decision changes", lead, _empty("adaptive policies"))
+    designs = _present(adaptive, "design", DESIGNS)
+    policies = _present(adaptive, "policy", POLICIES)
+    rows = []
+    for key, part in _group_rows(adaptive):
+        row = Row(*_title(key))
+        for rec in part.to_dict("records"):
+            row.values.setdefault(str(rec["design"]), {})[str(rec["policy"])] = (
+                float(rec["p_neutral_to_decisive"]),
+                float(rec["p_decisive_to_neutral"]),
+                float(rec["p_reversal"]),
+            )
+        rows.append(row)
+    names = {
+        "p_neutral_to_decisive": "neutral → decisive",
+        "p_decisive_to_neutral": "decisive → neutral",
+        "p_reversal": "reversal",
+    }
+    legend = _legend([(names[k], c) for k, c in CHANGE_COLORS.items()])
+    chart = change_chart(rows, designs, policies)
+    return _section("changes", "Decision changes", lead, f"<figure>{legend}{chart}</figure>")
+
+
+def _designs(frame: pd.DataFrame) -> str:
+    lead = (
+        "The three reference designs spend the same expected calls but differ in the joint "
+        "assignment of orders to seeds. Expected score, P(neutral) and expected pairwise call "
+        "agreement, averaged over pairs. With K = 4 and decisive outcomes, independent orders "
+        "capture exactly ¾ of the agreement gap between common and balanced."
+    )
+    if frame.empty:
+        return _section("designs", "Reference designs", lead, _empty("design rows"))
+    means = (
+        frame.groupby([*GROUP, "design"], sort=True)
+        .agg(
+            pairs=("pair_id", "nunique"),
+            expected_score=("expected_score", "mean"),
+            p_neutral=("p_neutral", "mean"),
+            expected_agreement=("expected_agreement", "mean"),
+        )
+        .reset_index()
+    )
+    wide = means.pivot_table(
+        index=list(GROUP),
+        columns="design",
+        values=["expected_score", "p_neutral", "expected_agreement"],
+        aggfunc="first",
+    )
+    wide.columns = [f"{pair[0]}:{pair[1]}" for pair in wide.columns.to_flat_index()]
+    wide = wide.reset_index()
+    pairs = means.groupby(list(GROUP), sort=True)["pairs"].max().reset_index()
+    wide = wide.merge(pairs, on=list(GROUP))
+    designs = _present(means, "design", DESIGNS)
+    if {"common", "independent", "balanced"} <= set(designs):
+        gap = wide["expected_agreement:balanced"] - wide["expected_agreement:common"]
+        wide["captured"] = (
+            wide["expected_agreement:independent"] - wide["expected_agreement:common"]
+        ) / gap.where(gap.abs() > 1e-12)
+    cols: list[Col] = [*_KEY_COLS, Col("pairs", "pairs", "int")]
+    for metric, label, kind in (
+        ("expected_score", "Expected score", "score"),
+        ("p_neutral", "P(neutral)", "pct"),
+        ("expected_agreement", "Expected agreement", "pct"),
+    ):
+        cols += [Col(f"{metric}:{d}", d, kind, label) for d in designs]  # type: ignore[arg-type]
+    if "captured" in wide:
+        cols.append(
+            Col("captured", "share captured", "pct", "Independent",
+                tip="(independent − common) / (balanced − common) agreement")
+        )  # fmt: skip
+    rows = [
+        (
+            *_title((str(r["judge"]), str(r["config"]), str(r["dataset"]))),
+            {d: _float(r.get(f"expected_agreement:{d}")) for d in designs},
+        )
+        for r in wide.to_dict("records")
+    ]
+    chart = dot_rows_chart(rows, DESIGN_COLORS, "expected pairwise call agreement")
+    legend = _legend([(d, DESIGN_COLORS.get(d, "#333")) for d in designs])
+    body = f"<figure>{legend}{chart}</figure>" + _table(wide, cols, table_id="t-designs")
+    return _section("designs", "Reference designs", lead, body)
+
+
+def _realised(realised: pd.DataFrame, summary: pd.DataFrame) -> str:
+    lead = (
+        "Savings the live run realised against the savings replay expects for the same "
+        "policy (balanced design where the summary has several)."
+    )
+    if realised.empty:
+        return _section("realised", "Realised savings", lead, _empty("live-run rows"))
+    if "design" in realised:
+        expected = summary[[*GROUP, "design", "policy", "savings"]]
+        joined = realised.merge(expected, on=[*GROUP, "design", "policy"], how="left")
+    else:
+        rank = {d: i for i, d in enumerate(("balanced", "independent", "common"))}
+        best = summary.assign(_r=summary["design"].map(rank).fillna(9))
+        best = best.sort_values([*GROUP, "policy", "_r"], kind="mergesort")
+        best = best.drop_duplicates([*GROUP, "policy"])[[*GROUP, "policy", "design", "savings"]]
+        joined = realised.merge(best, on=[*GROUP, "policy"], how="left")
+    joined = _ordered(joined)
+    joined["gap"] = joined["realised_savings"] - joined["savings"]
+    rows = [
+        (
+            str(r["judge"]),
+            f"{r['config']} · {r['dataset']} · {r['policy']}",
+            {"expected": _float(r["savings"]), "realised": _float(r["realised_savings"])},
+        )
+        for r in joined.to_dict("records")
+    ]
+    colors = {"expected": "#6b7280", "realised": "#009e73"}
+    chart = dot_rows_chart(
+        rows, colors, "share of planned calls saved", hollow=["expected"], from_zero=True
+    )
+    legend = _legend(list(colors.items()), hollow=["expected"])
+    cols = [
+        *_KEY_COLS,
+        Col("policy", "Policy"),
+        Col("design", "Design"),
+        Col("planned_calls", "planned calls", "int"),
+        Col("realised_calls", "realised calls", "int"),
+        Col("realised_savings", "realised savings", "pct", bar=True),
+        Col("savings", "expected savings", "pct", bar=True),
+        Col("gap", "realised − expected", "extra"),
+    ]
+    body = f"<figure>{legend}{chart}</figure>" + _table(joined, cols, table_id="t-realised")
+    return _section("realised", "Realised savings", lead, body)
+
+
+def render_report(data: ReportData) -> str:
+    """The report as one self-contained HTML document (same input, same bytes)."""
+    validate_report_data(data)
+    summary = _ordered(data.summary)
+    sections = [
+        ("disclosure", "Disclosure", _disclosure(_ordered(data.disclosure))),
+        ("scores", "Scores", _scores(_ordered(data.scores))),
+        ("cost", "Cost vs agreement", _cost(summary, _ordered(data.components))),
+        ("bias", "Position bias", _bias(_ordered(data.position_bias))),
+        ("changes", "Decision changes", _changes(summary)),
+        ("designs", "Reference designs", _designs(_ordered(data.design))),
+    ]
+    if data.realised is not None:
+        sections.append(("realised", "Realised savings", _realised(data.realised, summary)))
+    run = next((data.header[k] for k in ("run_id", "run id", "run") if k in data.header), "")
+    return page(
+        title=f"judgeline report {run}".strip(),
+        header=_header(data.header) + _glance(data),
+        nav=[(sid, label) for sid, label, _ in sections],
+        body="".join(html for _, _, html in sections),
+    )
+
+
+def write_report(data: ReportData, path: Path) -> Path:
+    """Render and write the report atomically (a re-run replaces the previous report)."""
+    write_text_atomic(render_report(data), path, overwrite=True)
+    path.chmod(0o644)  # a report is for sharing; the temp file was created owner-only
+    return path

@@ -23,7 +23,7 @@ from schemas.vocabulary import DESIGNS, POLICIES
 from tasks.errors import InputError
 from tasks.match import cost_to_match
 from tasks.replay_designs import POLICY_DESIGNS, POLICY_METRICS, component_costs, evaluate_patterns
-from tasks.replay_grid import ReplayGrid, build_grid
+from tasks.replay_grid import ReplayGrid, build_grid, dense_codes
 from tasks.storage import write_parquet_atomic
 
 __all__ = [
@@ -95,98 +95,126 @@ def _pack(classes: np.ndarray) -> np.ndarray:
     return code
 
 
+def _unpack(codes: np.ndarray, k: int) -> np.ndarray:
+    """The (P, K, 2) int8 class grids of packed codes."""
+    shifts = (2 * np.arange(2 * k)).astype(np.uint64)
+    cells = (codes.astype(np.uint64)[:, None] >> shifts[None, :]) & np.uint64(3)
+    return cells.astype(np.int8).reshape(len(codes), k, 2)
+
+
 @dataclass
 class _PairMetrics:
-    """Per-pair engine output before it becomes tables (A-scores flipped for key B)."""
+    """Per-pair engine output before it becomes tables (A-scores flipped for key B).
 
-    values: np.ndarray  # (columns, pairs, combos)
-    design: np.ndarray  # (3, pairs, designs): expected_score, p_neutral, expected_agreement
-    components: dict[str, np.ndarray]  # design -> (pairs, Kmax + 1) component agreements
+    Pairs are the last axis, so each (column, combo, group) run is one contiguous slice.
+    """
+
+    values: np.ndarray  # (VALUE_COLUMNS, combos, pairs)
+    design: np.ndarray  # (3, designs, pairs): expected_score, p_neutral, expected_agreement
+    components: dict[str, np.ndarray]  # design -> (Kmax + 1, pairs) component agreements
 
 
 def _evaluate(grid: ReplayGrid, designs: list[str], combos: list[tuple[str, str]]) -> _PairMetrics:
     n_pairs, k_max, _ = grid.classes.shape
-    values = np.empty((len(VALUE_COLUMNS), n_pairs, len(combos)))
-    design_values = np.empty((3, n_pairs, len(designs)))
-    components = {d: np.full((n_pairs, k_max + 1), np.nan) for d in designs}
+    values = np.empty((len(VALUE_COLUMNS), len(combos), n_pairs))
+    design_values = np.empty((3, len(designs), n_pairs))
+    components = {d: np.full((k_max + 1, n_pairs), np.nan) for d in designs}
     policies = tuple(dict.fromkeys(p for _, p in combos))
     pair_k = grid.pair_k
     for k in np.unique(grid.group_k).tolist():
         rows = np.flatnonzero(pair_k == k)
-        classes = grid.classes[rows, :k, :]
-        _, first, inverse = np.unique(_pack(classes), return_index=True, return_inverse=True)
-        patterns = classes[first]
+        everyone = len(rows) == n_pairs
+        classes = grid.classes if everyone and k == k_max else grid.classes[rows, :k, :]
+        packed = _pack(classes)
+        inverse, codes = dense_codes(packed, 4 ** (2 * k))
+        patterns = _unpack(codes, k)
+        per_value = np.empty((len(VALUE_COLUMNS), len(combos), len(patterns)))
+        per_design = np.empty((3, len(designs), len(patterns)))
         for di, design in enumerate(designs):
             metrics = evaluate_patterns(patterns, design, policies)
-            design_values[0, rows, di] = metrics.reference_score[inverse]
-            design_values[1, rows, di] = metrics.p_neutral[inverse]
-            design_values[2, rows, di] = metrics.expected_agreement[inverse]
-            n_comp = metrics.component_agreement.shape[1]
-            components[design][rows, :n_comp] = metrics.component_agreement[inverse]
+            per_design[:, di] = [
+                metrics.reference_score,
+                metrics.p_neutral,
+                metrics.expected_agreement,
+            ]
+            agreement = metrics.component_agreement.T
+            components[design][: len(agreement), rows] = agreement[:, inverse]
             for ci, (d, policy) in enumerate(combos):
-                if d != design:
-                    continue
-                per_pattern = metrics.policy[policy]
-                for vi, source in enumerate(_FROM_POLICY):
-                    column = metrics.reference_score if source < 0 else per_pattern[:, source]
-                    values[vi, rows, ci] = column[inverse]
+                if d == design:
+                    per_pattern = metrics.policy[policy]
+                    for vi, source in enumerate(_FROM_POLICY):
+                        per_value[vi, ci] = (
+                            metrics.reference_score if source < 0 else per_pattern[:, source]
+                        )
+        # Scatter pattern results back to pairs in one gather per table.
+        if everyone:
+            values = np.take(per_value, inverse, axis=2)
+            design_values = np.take(per_design, inverse, axis=2)
+        else:
+            values[:, :, rows] = np.take(per_value, inverse, axis=2)
+            design_values[:, :, rows] = np.take(per_design, inverse, axis=2)
     # Against key B the score is 1 - A-score; key A and no key both use the A-score.
-    flip = grid.key_b
+    flip = np.broadcast_to(grid.key_b, values.shape[1:])
     for vi in _SCORES:
-        values[vi, flip] = 1.0 - values[vi, flip]
-    design_values[0, flip] = 1.0 - design_values[0, flip]
+        np.subtract(1.0, values[vi], out=values[vi], where=flip)
+    np.subtract(1.0, design_values[0], out=design_values[0], where=flip[: len(designs)])
     return _PairMetrics(values=values, design=design_values, components=components)
 
 
-def _group_columns(grid: ReplayGrid, per_pair: int) -> list[pa.Array]:
-    """judge, config, dataset, pair_id columns with each pair repeated `per_pair` times."""
-    pair_index = pa.array(np.repeat(np.arange(len(grid.pair_group)), per_pair))
-    group_index = pa.array(np.repeat(grid.pair_group, per_pair))
-    columns = [
-        pa.array([g[i] for g in grid.groups], pa.string()).take(group_index) for i in range(3)
+def _runs(
+    grid: ReplayGrid, labels: Sequence[tuple[str, ...]], floats: np.ndarray
+) -> list[pa.ChunkedArray]:
+    """Table columns in row order group -> label -> pair, built from zero-copy slices.
+
+    `labels` are the per-run label columns (design, or design and policy); `floats` has
+    shape (columns, labels, pairs).
+    """
+    starts = grid.group_starts.tolist() + [len(grid.pair_group)]
+    text: list[list[pa.Array]] = [[] for _ in range(4 + len(labels[0]))]
+    numbers: list[list[pa.Array]] = [[] for _ in range(floats.shape[0])]
+    for g, names in enumerate(grid.groups):
+        lo, hi = starts[g], starts[g + 1]
+        # One constant array per value and group, shared by every run that repeats it.
+        constant = {
+            name: pa.repeat(pa.scalar(name, pa.string()), hi - lo)
+            for name in dict.fromkeys((*names, *(n for label in labels for n in label)))
+        }
+        pair_ids = grid.pair_ids.slice(lo, hi - lo)
+        for li, label in enumerate(labels):
+            for i, name in enumerate(names):
+                text[i].append(constant[name])
+            text[3].append(pair_ids)
+            for i, name in enumerate(label):
+                text[4 + i].append(constant[name])
+            for vi in range(floats.shape[0]):
+                numbers[vi].append(pa.array(floats[vi, li, lo:hi]))
+    return [pa.chunked_array(c, pa.string()) for c in text] + [
+        pa.chunked_array(c, pa.float64()) for c in numbers
     ]
-    return [*columns, grid.pair_ids.take(pair_index)]
 
 
 def _replay_table(grid: ReplayGrid, combos: list[tuple[str, str]], m: _PairMetrics) -> pa.Table:
-    n_pairs, n_combos = len(grid.pair_group), len(combos)
-    tiled = pa.array(np.tile(np.arange(n_combos), n_pairs))
-    labels = [pa.array([c[i] for c in combos], pa.string()).take(tiled) for i in range(2)]
-    floats = [pa.array(m.values[vi].reshape(-1)) for vi in range(len(VALUE_COLUMNS))]
-    return pa.Table.from_arrays(
-        [*_group_columns(grid, n_combos), *labels, *floats], schema=arrow_schema(ReplayRow)
-    )
+    return pa.Table.from_arrays(_runs(grid, combos, m.values), schema=arrow_schema(ReplayRow))
 
 
 def _design_table(grid: ReplayGrid, designs: list[str], m: _PairMetrics) -> pa.Table:
-    n_pairs = len(grid.pair_group)
-    tiled = pa.array(np.tile(np.arange(len(designs)), n_pairs))
-    label = pa.array(designs, pa.string()).take(tiled)
-    floats = [pa.array(m.design[i].reshape(-1)) for i in range(3)]
-    return pa.Table.from_arrays(
-        [*_group_columns(grid, len(designs)), label, *floats], schema=arrow_schema(DesignRow)
-    )
+    columns = _runs(grid, [(d,) for d in designs], m.design)
+    return pa.Table.from_arrays(columns, schema=arrow_schema(DesignRow))
 
 
 def _summary_table(grid: ReplayGrid, combos: list[tuple[str, str]], m: _PairMetrics) -> pa.Table:
-    n_groups = len(grid.groups)
-    pairs = np.bincount(grid.pair_group, minlength=n_groups)
-
-    def group_mean(column: np.ndarray) -> np.ndarray:
-        return np.bincount(grid.pair_group, weights=column, minlength=n_groups) / pairs
-
+    starts = grid.group_starts
+    pairs = np.diff(np.append(starts, len(grid.pair_group)))
+    means = np.add.reduceat(m.values, starts, axis=2) / pairs  # (columns, combos, groups)
     component_means = {
-        design: np.stack([group_mean(col) for col in agreement.T], axis=1)
+        design: np.add.reduceat(agreement, starts, axis=1) / pairs
         for design, agreement in m.components.items()
     }
     rows = []
     for g, (judge, config, dataset) in enumerate(grid.groups):
         k = int(grid.group_k[g])
         for ci, (design, policy) in enumerate(combos):
-            means = {
-                name: float(group_mean(m.values[vi, :, ci])[g])
-                for vi, name in enumerate(VALUE_COLUMNS)
-            }
+            mean = {name: float(means[vi, ci, g]) for vi, name in enumerate(VALUE_COLUMNS)}
             row: dict[str, object] = {
                 "judge": judge,
                 "config": config,
@@ -194,18 +222,18 @@ def _summary_table(grid: ReplayGrid, combos: list[tuple[str, str]], m: _PairMetr
                 "design": design,
                 "policy": policy,
                 "pairs": int(pairs[g]),
-                **means,
-                "savings": 1.0 - means["expected_calls"] / k,
+                **mean,
+                "savings": 1.0 - mean["expected_calls"] / k,
                 "match_cost": None,
                 "match_extra": None,
             }
             if policy != "full":
                 costs = component_costs(design, k)
-                agreements = component_means[design][g, : len(costs)]
-                cost = cost_to_match(costs.tolist(), agreements.tolist(), 1.0 - means["p_change"])
+                agreements = component_means[design][: len(costs), g]
+                cost = cost_to_match(costs.tolist(), agreements.tolist(), 1.0 - mean["p_change"])
                 if not math.isnan(cost):
                     row["match_cost"] = cost
-                    row["match_extra"] = cost / means["expected_calls"] - 1.0
+                    row["match_extra"] = cost / mean["expected_calls"] - 1.0
             rows.append(row)
     return pa.Table.from_pylist(rows, schema=arrow_schema(SummaryRow))
 

@@ -9,10 +9,12 @@ pair and what is missing, duplicated or malformed.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from schemas.outcomes import REPLAY_INPUT_COLUMNS
 from tasks.errors import InputError
@@ -30,18 +32,20 @@ ORDER_INDEX = {"AB": 0, "BA": 1}
 KEY_CODE = {"A": 0, "B": 1}
 _KEY_NULL = 2
 _SHOWN = 5  # offending pairs listed in one error
+_SMALL_TEXT = ["judge", "config", "dataset", "order", "outcome", "key"]
 
 
 @dataclass(frozen=True)
 class ReplayGrid:
-    """The validated input: one row per pair, pairs numbered by first appearance."""
+    """The validated input: one row per pair, pairs ordered by group (groups in order of
+    their judge, config and dataset first appearing), then by first appearance."""
 
     groups: list[tuple[str, str, str]]
     """(judge, config, dataset) of each group."""
     group_k: np.ndarray
     """K of each group."""
     pair_group: np.ndarray
-    """Group index of each pair."""
+    """Group index of each pair (non-decreasing)."""
     pair_ids: pa.Array
     """pair_id of each pair."""
     key_b: np.ndarray
@@ -54,21 +58,63 @@ class ReplayGrid:
     def pair_k(self) -> np.ndarray:
         return self.group_k[self.pair_group]
 
+    @property
+    def group_starts(self) -> np.ndarray:
+        """Index of each group's first pair (pairs are contiguous per group)."""
+        return np.searchsorted(self.pair_group, np.arange(len(self.groups)))
 
-def _indices(array: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, pa.Array]:
-    """Hash-encode a column: (int64 index per row, -1 for null; distinct values in order of
-    first appearance)."""
-    if isinstance(array, pa.ChunkedArray):
-        array = array.combine_chunks()
-    encoded = pc.dictionary_encode(array)
+
+def read_replay_input(path: str | Path) -> pa.Table:
+    """Read the replay input columns of a parquet file (a run's outcomes.parquet works too).
+
+    Small-vocabulary text columns are read dictionary-encoded, as parquet stores them.
+    """
+    try:
+        names = pq.read_schema(path).names
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise InputError(f"cannot read parquet: {exc}", file=str(path)) from exc
+    missing = [c for c in REPLAY_INPUT_COLUMNS if c not in names]
+    if missing:
+        raise InputError(f"not a replay input: missing columns {missing}", file=str(path))
+    try:
+        return pq.read_table(path, columns=list(REPLAY_INPUT_COLUMNS), read_dictionary=_SMALL_TEXT)
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise InputError(f"cannot read parquet: {exc}", file=str(path)) from exc
+
+
+def _indices(column: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
+    """Hash-encode a column: (int64 index per row, -1 for null; distinct values).
+
+    Rows of one pair usually sit together, so only the first row of each run of equal
+    values is hashed; the run's other rows copy its code.
+    """
+    array = column.combine_chunks()
+    if pa.types.is_dictionary(array.type):
+        indices = array.indices.fill_null(-1) if array.null_count else array.indices
+        return indices.to_numpy().astype(np.int64, copy=False), array.dictionary
+    n = len(array)
+    changed = pc.not_equal(array.slice(1), array.slice(0, max(n - 1, 0)))
+    head = np.ones(n, dtype=bool)
+    head[1:] = changed.fill_null(True).to_numpy(zero_copy_only=False)
+    heads = np.flatnonzero(head)
+    encoded = pc.dictionary_encode(array.take(pa.array(heads)) if len(heads) < n else array)
     codes = encoded.indices.fill_null(-1).to_numpy().astype(np.int64, copy=False)
+    if len(heads) < n:
+        codes = codes[np.cumsum(head) - 1]
     return codes, encoded.dictionary
 
 
-def _first_rows(codes: np.ndarray) -> np.ndarray:
-    """Row of each code's first appearance (codes are numbered by first appearance)."""
-    running = np.maximum.accumulate(codes)
-    return np.flatnonzero(np.diff(running, prepend=-1) > 0)
+def dense_codes(codes: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Renumber codes 0..size-1 to 0..n-1 keeping their order: (new code per row, old code
+    of each new one)."""
+    if size <= max(4 * len(codes), 1 << 16):
+        codes = codes.astype(np.int64, copy=False)
+        present = np.flatnonzero(np.bincount(codes, minlength=size))
+        rank = np.zeros(size, dtype=np.int64)
+        rank[present] = np.arange(len(present))
+        return rank[codes], present
+    present, inverse = np.unique(codes, return_inverse=True)
+    return inverse.astype(np.int64, copy=False), present
 
 
 class _Namer:
@@ -92,18 +138,23 @@ class _Namer:
 def _coded(
     column: pa.ChunkedArray, mapping: dict[str, int], name: str, namer: _Namer, *, null: int = -1
 ) -> np.ndarray:
-    """Map a small-vocabulary string column to codes; a foreign value names its first row."""
+    """Map a small-vocabulary text column to int8 codes; a foreign value names its first row."""
     codes, dictionary = _indices(column)
     values = dictionary.to_pylist()
-    lookup = np.empty(len(values) + 1, dtype=np.int64)
+    lookup = np.full(len(values) + 1, -1, dtype=np.int8)
+    foreign = [i for i, value in enumerate(values) if value not in mapping]
     for i, value in enumerate(values):
-        if value not in mapping:
-            row = int(np.flatnonzero(codes == i)[0])
+        if value in mapping:
+            lookup[i] = mapping[value]
+    if foreign:  # a dictionary may hold values no row uses: only a used one is an error
+        rows = np.flatnonzero(np.isin(codes, foreign))
+        if rows.size:
+            row = int(rows[0])
+            value = values[int(codes[row])]
             allowed = "|".join(mapping)
             raise namer.fail(
                 f"{namer.pair(row)}: {name} {value!r} is not one of {allowed}", row=row
             )
-        lookup[i] = mapping[value]
     lookup[-1] = null  # code -1 marks a null
     return lookup[codes]
 
@@ -115,20 +166,24 @@ def select_input(table: pa.Table, where: str) -> pa.Table:
         raise InputError(f"not a replay input: missing columns {missing}", file=where)
     table = table.select(list(REPLAY_INPUT_COLUMNS))
     for name in REPLAY_INPUT_COLUMNS:
-        if name == "key":
-            continue
         nulls = table[name].null_count
-        if nulls:
+        if nulls and name != "key":
             row = int(np.flatnonzero(table[name].is_null().to_numpy(zero_copy_only=False))[0])
             raise InputError(f"column {name!r} is null ({nulls} rows)", file=where, row=row + 1)
+    columns = {}
     try:
-        seed_type = pa.int64()
-        casts = {n: pa.string() for n in REPLAY_INPUT_COLUMNS if n != "seed"}
-        return pa.table(
-            {n: table[n].cast(seed_type if n == "seed" else casts[n]) for n in REPLAY_INPUT_COLUMNS}
-        )
+        for name in REPLAY_INPUT_COLUMNS:
+            column = table[name]
+            if name == "seed":
+                column = column.cast(pa.int64())
+            elif name == "pair_id" or not pa.types.is_dictionary(column.type):
+                # Many distinct pair ids: unifying per-chunk dictionaries costs more than
+                # hashing the decoded text once.
+                column = column.cast(pa.string())
+            columns[name] = column
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
         raise InputError(f"replay input columns have the wrong types: {exc}", file=where) from exc
+    return pa.table(columns).unify_dictionaries()
 
 
 def _group_k(
@@ -161,6 +216,30 @@ def _group_k(
     return k
 
 
+def _grid_errors(
+    counts: np.ndarray, expected: np.ndarray, wrong: np.ndarray, pair: np.ndarray, namer: _Namer
+) -> InputError:
+    """One error listing the first offending pairs and their missing or duplicated cells."""
+    lines = []
+    for p in wrong[:_SHOWN]:
+        problems = []
+        for s in np.flatnonzero(counts[p] != expected[p]):
+            cell = f"seed {s // 2} order {('AB', 'BA')[s % 2]}"
+            if counts[p, s] == 0:
+                problems.append(f"missing {cell}")
+            else:
+                problems.append(f"duplicate {cell} ({counts[p, s]} rows)")
+        row = int(np.flatnonzero(pair == p)[0])
+        k = int(expected[p].sum()) // 2
+        lines.append(f"{namer.pair(row)} (K = {k}): {', '.join(problems)}")
+    more = f"; and {wrong.size - _SHOWN} more pairs" if wrong.size > _SHOWN else ""
+    return namer.fail(
+        f"{wrong.size} pairs do not hold exactly the 2K rows of the full grid: "
+        + "; ".join(lines)
+        + more
+    )
+
+
 def build_grid(table: pa.Table, *, where: str = "replay input") -> ReplayGrid:
     """Validate a replay input table and encode it; raise InputError naming offending pairs."""
     table = select_input(table, where)
@@ -172,20 +251,23 @@ def build_grid(table: pa.Table, *, where: str = "replay input") -> ReplayGrid:
     config, configs = _indices(table["config"])
     dataset, datasets = _indices(table["dataset"])
     n_c, n_d = len(configs), len(datasets)
-    group, _ = _indices(pa.array((judge * n_c + config) * n_d + dataset))
-    group_rows = _first_rows(group)
+    group, group_codes = dense_codes(
+        (judge * n_c + config) * n_d + dataset, len(judges) * n_c * n_d
+    )
     names = [
         (
-            str(judges[int(judge[r])].as_py()),
-            str(configs[int(config[r])].as_py()),
-            str(datasets[int(dataset[r])].as_py()),
+            str(judges[int(c) // (n_c * n_d)].as_py()),
+            str(configs[(int(c) // n_d) % n_c].as_py()),
+            str(datasets[int(c) % n_d].as_py()),
         )
-        for r in group_rows.tolist()
+        for c in group_codes
     ]
     pid, pid_values = _indices(table["pair_id"])
-    pair, _ = _indices(pa.array(group * len(pid_values) + pid))
-    first_row = _first_rows(pair)
-    n_pairs = len(first_row)
+    n_pid = len(pid_values)
+    # Codes group-major, so each group's pairs are contiguous.
+    pair, pair_codes = dense_codes(group * n_pid + pid, len(names) * n_pid)
+    n_pairs = len(pair_codes)
+    pair_group = pair_codes // n_pid
 
     seed = table["seed"].to_numpy().astype(np.int64, copy=False)
     order = _coded(table["order"], ORDER_INDEX, "order", namer)
@@ -193,34 +275,15 @@ def build_grid(table: pa.Table, *, where: str = "replay input") -> ReplayGrid:
     key = _coded(table["key"], KEY_CODE, "key", namer, null=_KEY_NULL)
 
     group_k = _group_k(group, seed, names, namer)
-    pair_group = group[first_row]
     pair_k = group_k[pair_group]
-    k_max = int(group_k.max())
-    width = 2 * k_max
+    width = 2 * int(group_k.max())
 
-    slot = seed * 2 + order
-    counts = np.bincount(pair * width + slot, minlength=n_pairs * width).reshape(n_pairs, width)
+    cell = pair * width + (seed * 2 + order)
+    counts = np.bincount(cell, minlength=n_pairs * width).reshape(n_pairs, width)
     expected = (np.arange(width)[None, :] < 2 * pair_k[:, None]).astype(np.int64)
     wrong = np.flatnonzero((counts != expected).any(axis=1))
     if wrong.size:
-        lines = []
-        for p in wrong[:_SHOWN]:
-            problems = []
-            for s in np.flatnonzero(counts[p] != expected[p]):
-                cell = f"seed {s // 2} order {('AB', 'BA')[s % 2]}"
-                if counts[p, s] == 0:
-                    problems.append(f"missing {cell}")
-                else:
-                    problems.append(f"duplicate {cell} ({counts[p, s]} rows)")
-            lines.append(
-                f"{namer.pair(int(first_row[p]))} (K = {pair_k[p]}): {', '.join(problems)}"
-            )
-        more = f" and {wrong.size - _SHOWN} more pairs" if wrong.size > _SHOWN else ""
-        raise namer.fail(
-            f"{wrong.size} pairs do not hold exactly the 2K rows of the full grid: "
-            + "; ".join(lines)
-            + more
-        )
+        raise _grid_errors(counts, expected, wrong, pair, namer)
 
     pair_key = np.empty(n_pairs, dtype=np.int64)
     pair_key[pair] = key
@@ -229,13 +292,14 @@ def build_grid(table: pa.Table, *, where: str = "replay input") -> ReplayGrid:
         row = int(clash[0])
         raise namer.fail(f"{namer.pair(row)}: rows of the pair disagree on the key", row=row)
 
-    classes = np.full((n_pairs, width), -1, dtype=np.int8)
-    classes[pair, slot] = outcome
+    classes = np.full(n_pairs * width, -1, dtype=np.int8)
+    classes[cell] = outcome
+    pair_ids = pid_values.take(pa.array(pair_codes % n_pid))
     return ReplayGrid(
         groups=names,
         group_k=group_k,
         pair_group=pair_group,
-        pair_ids=table["pair_id"].combine_chunks().take(pa.array(first_row)),
+        pair_ids=pair_ids.cast(pa.string()),
         key_b=pair_key == KEY_CODE["B"],
-        classes=classes.reshape(n_pairs, k_max, 2),
+        classes=classes.reshape(n_pairs, width // 2, 2),
     )

@@ -199,7 +199,7 @@ def test_replies_follow_each_template_and_the_key(
 def test_unkeyed_latent_preference_is_order_consistent(
     unkeyed: SimJudgeServer, client: httpx.Client
 ) -> None:
-    stable = Counter()
+    stable: Counter[str] = Counter()
     for i in range(40):
         outcomes = [
             identity_of(

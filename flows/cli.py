@@ -57,4 +57,11 @@ def main() -> None:
 
 
 # Each cmd_* module registers its subcommands on `app` when imported.
-from flows import cmd_judge, cmd_prepare, cmd_remap, cmd_replay, cmd_simjudge  # noqa: E402,F401
+from flows import (  # noqa: E402,F401
+    cmd_judge,
+    cmd_prepare,
+    cmd_remap,
+    cmd_replay,
+    cmd_run,
+    cmd_simjudge,
+)

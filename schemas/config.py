@@ -33,17 +33,6 @@ class DatasetSpec(BaseModel):
         return self
 
 
-class LiveStopping(BaseModel):
-    """Run a stopping policy live instead of the full grid."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    policy: Literal["paired_unanimity"] = Field(
-        default="paired_unanimity", description="The policy executed live."
-    )
-    rng_seed: int = Field(default=0, description="Seed of the recorded random draws.")
-
-
 class ScheduleSpec(BaseModel):
     """When the nightly deployment runs."""
 
@@ -77,7 +66,6 @@ class RunConfig(BaseModel):
     designs: list[Design] = Field(default_factory=lambda: list(DESIGNS))
     policies: list[Policy] = Field(default_factory=lambda: list(POLICIES))
     batch_size: int = Field(default=500, ge=1, description="Calls per judge task.")
-    live: LiveStopping | None = Field(default=None, description="Live early stopping, if any.")
     schedule: ScheduleSpec = Field(default_factory=ScheduleSpec)
     work_dir: str | None = Field(default=None, description="Work directory (default ./work).")
 

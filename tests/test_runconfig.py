@@ -44,7 +44,6 @@ def test_good_config_loads_with_defaults(tmp_path: Path) -> None:
     assert config.designs == ["common", "independent", "balanced"]
     assert config.policies == ["full", "nonstrict", "strict", "paired_unanimity"]
     assert config.schedule.timezone == "Europe/Berlin"
-    assert config.live is None
     again = load_run_config(_write(tmp_path, GOOD))
     assert config_hash(config) == config_hash(again)
     changed = load_run_config(_write(tmp_path, GOOD.replace("k: 4", "k: 6")))

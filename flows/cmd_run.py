@@ -1,0 +1,153 @@
+"""Subcommands for whole runs: demo, run, runs, show and report."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from flows.cli import app, console, state
+
+
+def _run_nightly(**params: Any) -> dict[str, Any]:
+    from flows.nightly import nightly_flow
+
+    result: dict[str, Any] = asyncio.run(nightly_flow(**params))
+    return result
+
+
+def _summary_table(run_id: str) -> Table:
+    """Per judge and config: score, conflicts, and per policy savings and decision changes."""
+    from tasks.warehouse import query
+
+    work = state.work
+    disclosure = query(work, "report_disclosure", run_id=run_id)
+    scores = query(work, "report_scores", run_id=run_id)
+    table = Table(title=f"run {run_id}", header_style="bold", show_lines=False)
+    for col in ("judge", "config", "dataset", "score (95% CI)", "conflicts", "consistency"):
+        table.add_column(col, justify="left" if col in ("judge", "config", "dataset") else "right")
+    adaptive = [("nonstrict", "common"), ("strict", "common"), ("paired_unanimity", "balanced")]
+    for policy, _ in adaptive:
+        table.add_column(f"{policy}\nsavings / changed", justify="right")
+    full = scores[(scores.policy == "full") & (scores.design == "balanced")]
+    for _, d in disclosure.iterrows():
+        key = (d.judge, d.config, d.dataset)
+        row = full[(full.judge == key[0]) & (full.config == key[1]) & (full.dataset == key[2])]
+        score = "-"
+        if len(row):
+            r = row.iloc[0]
+            score = f"{r.score:.3f} ({r.ci_low:.3f}-{r.ci_high:.3f})"
+        consistency = "-" if d.consistency is None else f"{d.consistency:.1%}"
+        cells = [*key, score, str(d.conflicting), consistency]
+        for policy, design in adaptive:
+            sel = scores[
+                (scores.judge == key[0])
+                & (scores.config == key[1])
+                & (scores.dataset == key[2])
+                & (scores.policy == policy)
+                & (scores.design == design)
+            ]
+            cells.append(
+                f"{sel.iloc[0].savings:.1%} / {sel.iloc[0].p_change:.2%}" if len(sel) else "-"
+            )
+        table.add_row(*cells)
+    return table
+
+
+@app.command("demo")
+def demo(
+    latency_ms: Annotated[
+        float, typer.Option(help="Simulated think time per reply (ms); 0 is as fast as it goes.")
+    ] = 0.0,
+) -> None:
+    """Run the nightly flow on the bundled demo benchmark against three simulated judges."""
+    from flows.prepare import freeze_flow
+    from tasks.demo import DEMO_PERSONAS, demo_config
+    from tasks.simjudge import simjudge_subprocess
+
+    work = state.work
+    console.print(f"[bold]judgeline demo[/bold]: work dir {work.root}")
+    # The simulated judge learns the key from the frozen manifest, so freeze first (the
+    # nightly flow's own freeze then finds it already frozen).
+    manifest_hash = freeze_flow([{"kind": "demo"}], str(work.root))
+    console.print(f"manifest {manifest_hash[:16]} frozen; starting the simulated judge")
+    os.environ["JUDGELINE_WORK_DIR"] = str(work.root)
+    args = ["--manifest", manifest_hash, "--latency-ms", str(latency_ms)]
+    for persona in DEMO_PERSONAS:
+        args += ["--persona", persona]
+    with simjudge_subprocess(*args) as base_url:
+        console.print(f"simulated judge at {base_url} with personas {', '.join(DEMO_PERSONAS)}")
+        config = demo_config(base_url)
+        record = _run_nightly(
+            config=config.model_dump(mode="json"), work_dir=str(work.root), show_progress=True
+        )
+    run_id = record["run_id"]
+    console.print(_summary_table(run_id))
+    seconds = sum(record["stage_seconds"].values())
+    calls = record["calls"]
+    console.print(
+        f"{calls.get('planned', 0)} planned calls, {calls.get('sent', 0)} sent, "
+        f"{calls.get('failed', 0)} failed; stages took {seconds:.1f} s"
+    )
+    console.print(f"report: {record['report']}")
+
+
+@app.command("run")
+def run(
+    config: Annotated[Path, typer.Argument(help="Run configuration (YAML).")],
+    run_id: Annotated[str | None, typer.Option(help="Run id (default: new).")] = None,
+) -> None:
+    """Run the nightly flow once for a configuration, now."""
+    from tasks.runconfig import load_run_config
+
+    cfg = load_run_config(config)
+    work_dir = str(state.work.root) if cfg.work_dir is None else cfg.work_dir
+    record = _run_nightly(
+        config_path=str(config), run_id=run_id, work_dir=work_dir, show_progress=True
+    )
+    console.print(_summary_table(record["run_id"]))
+    console.print(f"report: {record['report']}")
+
+
+@app.command("runs")
+def runs() -> None:
+    """List runs with status and counts, newest first."""
+    from tasks.runrecord import list_records
+
+    table = Table(header_style="bold")
+    for col in ("run id", "name", "status", "started", "planned", "stored", "failed", "M", "I"):
+        table.add_column(col)
+    for r in list_records(state.work):
+        table.add_row(
+            r.run_id,
+            r.name,
+            r.status,
+            r.started_at.strftime("%Y-%m-%d %H:%M"),
+            str(r.calls.get("planned", "-")),
+            str(r.calls.get("stored", "-")),
+            str(r.calls.get("failed", "-")),
+            str(r.outcomes.get("M", "-")),
+            str(r.outcomes.get("I", "-")),
+        )
+    console.print(table)
+
+
+@app.command("show")
+def show(run_id: Annotated[str, typer.Argument(help="Run id.")]) -> None:
+    """Print a run's summary table in the terminal."""
+    from tasks.runrecord import read_record
+
+    read_record(state.work, run_id)
+    console.print(_summary_table(run_id))
+
+
+@app.command("report")
+def report(run_id: Annotated[str, typer.Argument(help="Run id.")]) -> None:
+    """Rebuild a run's HTML report from the warehouse, without calling any judge."""
+    from tasks.report_data import build_report
+
+    console.print(f"report: {build_report(state.work, run_id)}")

@@ -1,0 +1,44 @@
+"""The record of one pipeline run: what went in, which code ran, when, and what came out."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+RunStatus = Literal["running", "completed", "failed"]
+
+
+class CodeVersion(BaseModel):
+    """The code that ran: git commit and whether the tree had uncommitted changes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    commit: str | None = Field(description="git commit of the project, None outside git.")
+    dirty: bool | None = Field(description="Uncommitted changes in the tree at run time.")
+    packages: dict[str, str] = Field(description="Versions of the packages that decide results.")
+
+
+class RunRecord(BaseModel):
+    """`runs/<run_id>/record.json`: one per pipeline run (nightly, demo or rerun)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    version: int = Field(default=1, description="Format version of this record.")
+    run_id: str
+    name: str = Field(description="Benchmark name from the run configuration.")
+    status: RunStatus
+    config_hash: str
+    config: dict[str, object] = Field(description="The run configuration (holds no keys).")
+    manifest_hash: str | None = None
+    plan_id: str | None = None
+    code: CodeVersion
+    started_at: dt.datetime
+    ended_at: dt.datetime | None = None
+    stage_seconds: dict[str, float] = Field(default_factory=dict)
+    calls: dict[str, object] = Field(default_factory=dict, description="Judge-stage counts.")
+    outcomes: dict[str, int] = Field(default_factory=dict, description="Count per outcome code.")
+    live: dict[str, object] | None = Field(default=None, description="Live-stopping results.")
+    report: str | None = Field(default=None, description="Path of the HTML report.")
+    error: str | None = Field(default=None, description="Why the run failed, if it did.")

@@ -1,0 +1,75 @@
+"""Run records: new run ids, the code version, and reading/writing `record.json`."""
+
+from __future__ import annotations
+
+import datetime as dt
+import secrets
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+from schemas.run import CodeVersion, RunRecord
+from tasks.errors import InputError
+from tasks.storage import write_json_atomic
+from tasks.workdir import WorkDir
+
+RECORD_FILE = "record.json"
+PACKAGES = ("judgeline", "prefect", "pandas", "pyarrow", "duckdb", "httpx", "pydantic", "numpy")
+REPO = Path(__file__).resolve().parents[1]
+
+
+def new_run_id(now: dt.datetime | None = None) -> str:
+    """A sortable, unique run id: UTC time plus random hex."""
+    stamp = (now or dt.datetime.now(dt.UTC)).strftime("%Y%m%dT%H%M%SZ")
+    return f"{stamp}-{secrets.token_hex(3)}"
+
+
+def _git(*args: str) -> str | None:
+    try:
+        done = subprocess.run(
+            ["git", *args], cwd=REPO, capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def code_version() -> CodeVersion:
+    """The project's git commit and dirtiness, and the versions of packages that matter."""
+    commit = _git("rev-parse", "HEAD")
+    status = _git("status", "--porcelain", "--untracked-files=no") if commit else None
+    packages = {}
+    for name in PACKAGES:
+        try:
+            packages[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return CodeVersion(
+        commit=commit, dirty=None if status is None else bool(status), packages=packages
+    )
+
+
+def write_record(work: WorkDir, record: RunRecord) -> Path:
+    """Write (replace) a run's record.json atomically."""
+    path = work.run_dir(record.run_id) / RECORD_FILE
+    write_json_atomic(record.model_dump(mode="json"), path, overwrite=True)
+    return path
+
+
+def read_record(work: WorkDir, run_id: str) -> RunRecord:
+    """A run's record, or an error naming the run."""
+    path = work.root / "runs" / run_id / RECORD_FILE
+    if not path.is_file():
+        raise InputError(f"no run {run_id!r} in {work.root} ({path} does not exist)")
+    return RunRecord.model_validate_json(path.read_text("utf-8"))
+
+
+def list_records(work: WorkDir) -> list[RunRecord]:
+    """Every run's record, newest first; unreadable records are skipped."""
+    records = []
+    for path in sorted((work.root / "runs").glob(f"*/{RECORD_FILE}")):
+        try:
+            records.append(RunRecord.model_validate_json(path.read_text("utf-8")))
+        except ValueError:
+            continue
+    return sorted(records, key=lambda r: r.started_at, reverse=True)

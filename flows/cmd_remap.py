@@ -2,4 +2,61 @@
 
 from __future__ import annotations
 
-from flows.cli import app  # noqa: F401
+from typing import Annotated, Any
+
+import typer
+
+from flows.cli import app, console, state
+
+_DISCLOSURE_COLUMNS = (
+    "planned",
+    "valid",
+    "missing",
+    "invalid",
+    "abstained",
+    "tied",
+    "stable",
+    "conflicting",
+    "mixed",
+    "stable_tie",
+    "incomplete",
+    "stable_correct",
+    "stable_wrong",
+)
+
+
+def _share(value: Any) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+@app.command("remap")
+def remap(run_id: Annotated[str, typer.Argument(help="The run to remap.")]) -> None:
+    """Remap a run's stored replies through the trusted presentation map (no judge calls)."""
+    from rich.table import Table
+
+    from flows.remap import remap_flow
+
+    counts = remap_flow(run_id, str(state.work.root))
+    outcomes = ", ".join(f"{code} {n}" for code, n in counts["outcomes"].items())
+    console.print(
+        f"run [bold]{run_id}[/bold]: {counts['planned']} planned slots, outcomes {outcomes} "
+        f"(parser {counts['parser_version']})",
+        highlight=False,
+        soft_wrap=True,
+    )
+    disp = ", ".join(f"{name} {n}" for name, n in counts["dispositions"].items() if n)
+    console.print(f"two-order dispositions: {disp or 'none'}", highlight=False, soft_wrap=True)
+
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(state.work.run_dir(run_id) / "disclosure.parquet").to_pylist()
+    # One column per (judge, config, dataset) so the table fits a narrow terminal.
+    table = Table(title="Disclosure (consistency and accuracy apart)")
+    table.add_column("count")
+    for row in rows:
+        table.add_column(f"{row['judge']}\n{row['config']}\n{row['dataset']}", justify="right")
+    for col in _DISCLOSURE_COLUMNS:
+        table.add_row(col, *(str(row[col]) for row in rows))
+    table.add_row("consistency", *(_share(row["consistency"]) for row in rows))
+    table.add_row("accuracy of stable", *(_share(row["accuracy_of_stable"]) for row in rows))
+    console.print(table)

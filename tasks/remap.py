@@ -7,18 +7,30 @@ answers were not the manifest's bytes, or where anything else claims to know ide
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from schemas import CallRecord, LabelRecord, OutcomeRow, column_names, conform
-from tasks.errors import GateError
+from schemas.vocabulary import DISPOSITIONS, OUTCOMES
+from tasks.dispositions import (
+    compute_disclosure,
+    compute_dispositions,
+    disclosure_table,
+    dispositions_table,
+)
+from tasks.errors import GateError, InputError, IntegrityError
 from tasks.quality import Check, run_gate
+from tasks.storage import write_parquet_atomic
+from tasks.workdir import WorkDir
 
 STAGE = "remap"
 
@@ -94,9 +106,12 @@ def _claims_column(texts: Iterable[str | None]) -> list[str]:
 
 
 class ParsedLike(Protocol):
-    label: Any
-    strength: Any
-    note: Any
+    @property
+    def label(self) -> Any: ...
+    @property
+    def strength(self) -> Any: ...
+    @property
+    def note(self) -> Any: ...
 
 
 Parser = Callable[[str, str], ParsedLike]
@@ -351,3 +366,116 @@ def remap_outcomes(
     )
     table = pa.Table.from_pandas(frame.reset_index(drop=True), preserve_index=False)
     return conform(table, OutcomeRow, where="outcomes")
+
+
+# --- one run, end to end -----------------------------------------------------------------------
+
+CALLS_FILE = "calls.parquet"
+RUN_FILE = "run.json"
+OUTPUT_FILES = ("labels", "outcomes", "dispositions", "disclosure")
+
+
+@dataclass(frozen=True)
+class RemapResult:
+    """The tables one remap produced (all written only after every check passed)."""
+
+    run: RunRef
+    parser_version: str
+    labels: pa.Table
+    outcomes: pa.Table
+    dispositions: pa.Table
+    disclosure: pa.Table
+
+    def counts(self) -> dict[str, Any]:
+        """Outcome and disposition counts, for logs and the CLI."""
+        outcomes = self.outcomes.column("outcome").to_pylist()
+        dispositions = self.dispositions.column("disposition").to_pylist()
+        return {
+            "run_id": self.run.run_id,
+            "parser_version": self.parser_version,
+            "planned": len(outcomes),
+            "outcomes": {o: outcomes.count(o) for o in OUTCOMES},
+            "dispositions": {d: dispositions.count(d) for d in DISPOSITIONS},
+        }
+
+
+def read_run_ref(work: WorkDir, run_id: str) -> RunRef:
+    """The plan and manifest a run names in its `run.json`."""
+    path = work.root / "runs" / run_id / RUN_FILE
+    if not path.is_file():
+        raise InputError(f"no run {run_id!r}: {path} does not exist")
+    try:
+        info = json.loads(path.read_text("utf-8"))
+        return RunRef(run_id=run_id, plan_id=info["plan_id"], manifest_hash=info["manifest_hash"])
+    except (ValueError, KeyError, TypeError) as exc:
+        problem = f"not a run file (needs plan_id and manifest_hash): {exc}"
+        raise InputError(problem, file=str(path)) from None
+
+
+def read_calls(work: WorkDir, run: RunRef) -> pa.Table:
+    """A run's planned calls, refusing any column beyond CallRecord's and foreign run ids."""
+    path = work.root / "runs" / run.run_id / CALLS_FILE
+    if not path.is_file():
+        raise InputError(f"run {run.run_id!r} has no calls table: {path} does not exist")
+    raw = pq.read_table(path)
+    check_call_columns(raw, where=str(path))
+    try:
+        calls = conform(raw, CallRecord, where=str(path))
+    except ValueError as exc:
+        raise IntegrityError(str(exc)) from None
+    foreign = set(calls.column("run_id").to_pylist()) - {run.run_id}
+    if foreign:
+        raise IntegrityError(f"{path}: rows of other runs {sorted(foreign)[:3]}")
+    return calls
+
+
+def remap_run(work: WorkDir, run_id: str) -> RemapResult:
+    """Parse, gate and remap one run's calls; compute dispositions and disclosure.
+
+    Reads only stored data: no judge is called. Raises before anything is written.
+    """
+    from tasks.cache import read_replies
+    from tasks.manifest import read_manifest
+    from tasks.parsing import PARSER_VERSION, parse_reply
+    from tasks.plan import read_plan
+
+    run = read_run_ref(work, run_id)
+    plan_info, presentations = read_plan(work, run.plan_id)
+    if plan_info.manifest_hash != run.manifest_hash:
+        raise GateError(
+            STAGE,
+            [
+                f"plan {run.plan_id} was made from manifest {plan_info.manifest_hash}, "
+                f"but run {run_id} names manifest {run.manifest_hash}"
+            ],
+        )
+    manifest_info, manifest = read_manifest(work, run.manifest_hash)
+    if manifest_info.manifest_hash != run.manifest_hash:
+        raise GateError(
+            STAGE,
+            [f"stored manifest says {manifest_info.manifest_hash}, run names {run.manifest_hash}"],
+        )
+    calls = read_calls(work, run)
+    replies = read_replies(work, calls.column("call_key").to_pylist())
+    check_remap(run, calls, presentations, manifest, replies)
+    labels = parse_labels(calls, replies, parse_reply, PARSER_VERSION)
+    outcomes = remap_outcomes(calls, labels, presentations, manifest)
+    frame = outcomes.to_pandas()
+    disp = compute_dispositions(frame)
+    return RemapResult(
+        run=run,
+        parser_version=PARSER_VERSION,
+        labels=labels,
+        outcomes=outcomes,
+        dispositions=dispositions_table(disp),
+        disclosure=disclosure_table(compute_disclosure(frame, disp)),
+    )
+
+
+def write_remap(work: WorkDir, result: RemapResult) -> dict[str, Path]:
+    """Write the run's labels, outcomes, dispositions and disclosure (replacing old ones)."""
+    folder = work.run_dir(result.run.run_id)
+    paths = {name: folder / f"{name}.parquet" for name in OUTPUT_FILES}
+    for name, path in paths.items():
+        write_parquet_atomic(getattr(result, name), path, overwrite=True)
+    return paths

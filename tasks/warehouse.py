@@ -208,15 +208,26 @@ _POST: dict[
 }
 
 
+def _stale(work: WorkDir) -> bool:
+    """True if a stage stored as an empty table has files now."""
+    con = duckdb.connect(str(work.warehouse), read_only=True)
+    try:
+        rows = con.execute("SELECT table_name FROM duckdb_tables()").fetchall()
+    finally:
+        con.close()
+    empty = {r[0] for r in rows}
+    return any(_source(work.root, v) is not None for v in VIEWS if v.name in empty)
+
+
 def query(work: WorkDir, name: str, **params: Any) -> pd.DataFrame:
     """Run the report query `name` (e.g. `report_scores`) with bound parameters.
 
-    Builds the warehouse first if it does not exist; rebuild it with `build_warehouse`
-    after a stage writes new files.
+    Builds the warehouse first if it is missing or a stage that had no files when it was
+    built has some now (views are globs, so stages that had files see new ones anyway).
     """
     if name not in report_names():
         raise InputError(f"no report query {name!r}; known: {', '.join(report_names())}")
-    if not work.warehouse.is_file():
+    if not work.warehouse.is_file() or _stale(work):
         build_warehouse(work)
     con = duckdb.connect(str(work.warehouse), read_only=True)
     try:

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
 from schemas import (
@@ -26,6 +28,7 @@ from tasks.dispositions import compute_disclosure, compute_dispositions
 from tasks.errors import GateError
 from tasks.hashing import digest, sha256_text
 from tasks.remap import RunRef, check_call_columns, check_remap, identity_claims, remap_outcomes
+from tasks.workdir import WorkDir
 
 MANIFEST_HASH = sha256_text("test manifest")
 PLAN_ID = sha256_text("test plan")
@@ -405,3 +408,155 @@ def test_detector_is_silent_on_real_judgebench(shared_data: Path) -> None:
     # 350 + 270 pairs x 3 texts, plus 350 judge records x (3 texts + 2 replies).
     assert checked == (350 + 270) * 3 + 350 * 5
     assert hits == []
+
+
+# --- a real run: JudgeBench pairs, a real plan, o1-mini's recorded replies --------------------
+
+JUDGE_FILE = (
+    "dataset=judgebench,response_model=gpt-4o-2024-05-13,"
+    "judge_name=arena_hard,judge_model=o1-mini-2024-09-12.jsonl"
+)
+DATA_FILE = "dataset=judgebench,response_model=gpt-4o-2024-05-13.jsonl"
+# JudgeBench's own reading of each reply, about slots: first shown = "A".
+SLOT_VERDICT = {"A>B": "Left", "A>>B": "Left", "B>A": "Right", "B>>A": "Right", "A=B": "Tie"}
+
+
+@dataclass
+class RealRun:
+    work: WorkDir
+    run_id: str
+    expected: dict[tuple[str, str], str]  # (pair_id, order) -> outcome, from JudgeBench
+
+
+@pytest.fixture(scope="module")
+def real_run(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> RealRun:
+    """K = 2 full grid over the 350 GPT-4o pairs; seed 0 holds o1-mini's two recorded
+    replies per pair (first AB, then BA), seed 1 was never sent."""
+    from schemas.judge import JudgeSpec
+    from tasks.cache import stored_keys, write_replies
+    from tasks.calls import call_records, plan_calls
+    from tasks.loaders import load_judgebench
+    from tasks.manifest import freeze_manifest, read_manifest
+    from tasks.plan import make_plan, write_plan
+    from tasks.storage import write_json_atomic, write_parquet_atomic
+
+    work = WorkDir(tmp_path_factory.mktemp("real") / "work")
+    data = shared_data / "judgebench" / DATA_FILE
+    frozen = freeze_manifest([(str(data), load_judgebench(data))], work)
+    manifest_hash = frozen.info.manifest_hash
+    _, manifest = read_manifest(work, manifest_hash)
+    info, presentations = make_plan(manifest, 2, "full", None)
+    write_plan(work, info, presentations)
+    judge = JudgeSpec(name="o1-mini", base_url="http://127.0.0.1:9/v1", model="o1-mini-2024-09-12")
+    run_id = "o1-mini-replay"
+    planned = plan_calls(manifest, presentations, [judge], "arena-hard-v1", run_id)
+
+    records = {}
+    for line in (shared_data / "judgebench" / JUDGE_FILE).read_text("utf-8").splitlines():
+        record = json.loads(line)
+        records[record["pair_id"]] = record["judgments"]
+    expected: dict[tuple[str, str], str] = {}
+    replies = []
+    for call in planned:
+        if call.seed != 0:
+            continue
+        order = "AB" if call.left_sha256 == _sha(manifest, call.pair_id, "a") else "BA"
+        judgment = records[call.pair_id][0 if order == "AB" else 1]
+        slot = SLOT_VERDICT[judgment["decision"]]
+        expected[(call.pair_id, order)] = {
+            "Left": LEFT_IDENTITY[order],
+            "Right": RIGHT_IDENTITY[order],
+            "Tie": "T",
+        }[slot]
+        replies.append(
+            ReplyRecord(
+                call_key=call.call_key,
+                provider="openai",
+                model=judge.model,
+                raw_reply=judgment["judgment"]["response"],
+                latency_ms=1.0,
+                received_at=NOW,
+            )
+        )
+    write_replies(work, replies)
+    calls = call_records(planned, stored_keys(work), {})
+    write_parquet_atomic(calls, work.run_dir(run_id) / "calls.parquet")
+    write_json_atomic(
+        {"run_id": run_id, "plan_id": info.plan_id, "manifest_hash": manifest_hash},
+        work.run_dir(run_id) / "run.json",
+    )
+    return RealRun(work, run_id, expected)
+
+
+def _sha(manifest: pa.Table, pair_id: str, which: str) -> str:
+    rows = manifest.filter(pc.equal(manifest["pair_id"], pair_id))
+    return str(rows[f"answer_{which}_sha256"][0].as_py())
+
+
+def test_real_run_through_the_flow(real_run: RealRun, prefect_harness: None) -> None:
+    from flows.remap import remap_flow
+    from tasks.warehouse import query
+
+    counts = remap_flow(real_run.run_id, str(real_run.work.root))
+    assert counts["planned"] == 350 * 4
+    assert counts["outcomes"]["M"] == 350 * 2  # seed 1 was never sent
+    folder = real_run.work.run_dir(real_run.run_id)
+    outcomes = pd.read_parquet(folder / "outcomes.parquet")
+    seed0 = outcomes[outcomes["seed"] == 0]
+    got = dict(
+        zip(zip(seed0["pair_id"], seed0["order"], strict=True), seed0["outcome"], strict=True)
+    )
+    # Our parser and map agree with JudgeBench's reading of every recorded reply.
+    assert got == real_run.expected
+    disp = pd.read_parquet(folder / "dispositions.parquet")
+    seed0_disp = disp[disp["seed"] == 0].set_index("pair_id")
+    for pair_id in ("e302b0a0-28d5-5a3c-b1af-fedcf5543e72",):
+        ab, ba = real_run.expected[(pair_id, "AB")], real_run.expected[(pair_id, "BA")]
+        assert seed0_disp.loc[pair_id, "outcome_ab"] == ab
+        assert seed0_disp.loc[pair_id, "outcome_ba"] == ba
+    (row,) = query(real_run.work, "report_disclosure", run_id=real_run.run_id).to_dict("records")
+    assert row["planned"] == 1400 and row["missing"] == 700
+    assert row["stable"] + row["conflicting"] + row["mixed"] + row["stable_tie"] == 350
+    assert row["incomplete"] == 350
+    assert row["stable_correct"] + row["stable_wrong"] == row["stable"]  # every pair keyed
+    bias = query(real_run.work, "report_position_bias", run_id=real_run.run_id)
+    assert int(bias["conflicts"].iloc[0]) == row["conflicting"]
+    assert int(bias["left_left"].iloc[0] + bias["right_right"].iloc[0]) == row["conflicting"]
+    labels = pd.read_parquet(folder / "labels.parquet")
+    assert len(labels) == 700 and set(labels["parser_version"]) == {counts["parser_version"]}
+
+
+def test_cli_prints_counts_and_disclosure(real_run: RealRun, prefect_harness: None) -> None:
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    result = CliRunner().invoke(
+        app, ["--work-dir", str(real_run.work.root), "remap", real_run.run_id]
+    )
+    assert result.exit_code == 0, result.output
+    assert "1400 planned slots" in result.output
+    assert "M 700" in result.output
+    assert "Disclosure" in result.output and "o1-mini" in result.output
+
+
+def test_failed_remap_modifies_nothing(real_run: RealRun, prefect_harness: None) -> None:
+    from tasks.remap import remap_run, write_remap
+    from tasks.storage import write_parquet_atomic
+
+    work, run_id = real_run.work, real_run.run_id
+    folder = work.run_dir(run_id)
+    if not (folder / "outcomes.parquet").exists():
+        write_remap(work, remap_run(work, run_id))
+    before = {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+    calls_path = folder / "calls.parquet"
+    calls = pq.read_table(calls_path)
+    forged = calls.append_column("winner", pa.array(["A"] * calls.num_rows))
+    try:
+        write_parquet_atomic(forged, calls_path, overwrite=True)
+        with pytest.raises(GateError, match="'winner'"):
+            remap_run(work, run_id)
+    finally:
+        write_parquet_atomic(calls, calls_path, overwrite=True)
+    after = {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.name != "calls.parquet"}
+    assert after == {k: v for k, v in before.items() if k != "calls.parquet"}

@@ -287,8 +287,10 @@ def test_rebuild_sees_new_runs(work: WorkDir) -> None:
     build_warehouse(work)
     assert query(work, "report_disclosure", run_id="run-1").empty
     write_run(work, "run-1", 1, pairs=3)
-    build_warehouse(work)
+    # The disclosure stage was an empty table: query notices its files and rebuilds.
     assert len(query(work, "report_disclosure", run_id="run-1")) == 1
+    write_run(work, "run-2", 2, pairs=3)  # a glob view sees a new run without a rebuild
+    assert len(query(work, "report_disclosure", run_id="run-2")) == 1
     assert not list(work.root.glob(".warehouse.*"))  # no temporary files left
 
 

@@ -1,0 +1,42 @@
+"""The remap flow: stored replies -> labels -> identity outcomes -> dispositions, gated."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from tasks.remap import RemapResult, remap_run, write_remap
+from tasks.warehouse import build_warehouse
+from tasks.workdir import WorkDir
+
+
+@task(name="remap-run", cache_policy=NO_CACHE)
+def remap_task(work: WorkDir, run_id: str) -> RemapResult:
+    """Parse, gate and remap a run in memory (nothing written if any check fails)."""
+    return remap_run(work, run_id)
+
+
+@task(name="write-remap", cache_policy=NO_CACHE)
+def write_task(work: WorkDir, result: RemapResult) -> None:
+    """Write labels, outcomes, dispositions and disclosure into the run's folder."""
+    write_remap(work, result)
+
+
+@task(name="build-warehouse", cache_policy=NO_CACHE)
+def warehouse_task(work: WorkDir) -> None:
+    """Rebuild the DuckDB views so reports see the new tables."""
+    build_warehouse(work)
+
+
+@flow(name="remap-identities")
+def remap_flow(run_id: str, work_dir: str | None = None) -> dict[str, Any]:
+    """Remap one run's slot labels to identity outcomes through the trusted presentation map."""
+    work = WorkDir.at(work_dir)
+    result = remap_task(work, run_id)
+    write_task(work, result)
+    warehouse_task(work)
+    counts = result.counts()
+    get_run_logger().info("remap %s: %s", run_id, counts)
+    return counts

@@ -504,6 +504,11 @@ def _bias(frame: pd.DataFrame) -> str:
         Col("left_share", "Left share", "pct", bar=True),
         Col("right_share", "Right share", "pct", bar=True),
     ]
+    if "left_share_of_decisive" in frame:  # the warehouse query adds it; optional here
+        cols.append(
+            Col("left_share_of_decisive", "Left among all decisive", "pct",
+                tip="share of all decisive calls won by the left slot")
+        )  # fmt: skip
     legend = _legend(
         [("Left slot won both orders", SLOT_COLORS["left_left"]),
          ("Right slot won both orders", SLOT_COLORS["right_right"])]

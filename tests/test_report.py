@@ -374,3 +374,12 @@ def test_write_report_is_atomic_and_replaces(tmp_path: Path, data: ReportData, h
     write_report(data, target)
     assert target.read_text("utf-8") == html
     assert sorted(p.name for p in target.parent.iterdir()) == ["report.html"]
+
+
+def test_optional_left_share_of_decisive_column(data: ReportData) -> None:
+    bias = data.position_bias.assign(left_share_of_decisive=0.6125)
+    html = render_report(ReportData(**{**data.__dict__, "position_bias": bias}))
+    part = _section(html, "bias")
+    assert "Left among all decisive" in part
+    assert part.count(">61.3%</td>") == 6
+    assert "Left among all decisive" not in _section(render_report(data), "bias")

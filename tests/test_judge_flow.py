@@ -1,0 +1,304 @@
+"""The judge stage end to end: planned calls, the Prefect flow, rerun-failed, key hygiene."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from schemas.judge import JudgeSpec, ReasoningConfig
+from tasks.cache import read_attempts, read_replies, stored_keys
+from tasks.calls import call_records, plan_calls
+from tasks.demo_benchmark import demo_pairs
+from tasks.errors import InputError, IntegrityError
+from tasks.hashing import sha256_text
+from tasks.manifest import freeze_manifest, read_manifest
+from tasks.plan import make_plan, read_plan, write_plan
+from tasks.simjudge import SimJudgeServer
+from tasks.workdir import WorkDir
+
+KEY = "sk-judgeline-flowkey-7e21c9d04b"
+FAULT_KINDS = {"rate_limited", "server_error", "timeout", "malformed_response"}
+
+
+@dataclass
+class Staged:
+    work: WorkDir
+    plan_id: str
+    manifest: pa.Table
+    presentations: pa.Table
+
+
+@pytest.fixture(scope="module")
+def _stored_plan(tmp_path_factory: pytest.TempPathFactory) -> Staged:
+    """A stored manifest of 10 demo pairs and its full-grid plan with K = 2 (40 slots)."""
+    work = WorkDir(tmp_path_factory.mktemp("staged") / "work")
+    frozen = freeze_manifest([("demo", demo_pairs()[:10])], work)
+    _, manifest = read_manifest(work, frozen.info.manifest_hash)
+    info, table = make_plan(manifest, 2, "full", None)
+    write_plan(work, info, table)
+    _, presentations = read_plan(work, info.plan_id)
+    return Staged(work, info.plan_id, manifest, presentations)
+
+
+@pytest.fixture
+def staged(_stored_plan: Staged, work: WorkDir) -> Staged:
+    """The stored plan copied into a fresh work dir (an empty cache per test)."""
+    for folder in ("manifests", "plans"):
+        shutil.copytree(_stored_plan.work.root / folder, work.root / folder)
+    return Staged(work, _stored_plan.plan_id, _stored_plan.manifest, _stored_plan.presentations)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[SimJudgeServer]:
+    with SimJudgeServer(api_key=KEY) as srv:
+        yield srv
+
+
+@pytest.fixture(autouse=True)
+def _key_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JUDGELINE_TEST_KEY", KEY)
+
+
+def _judge(server: SimJudgeServer, **kw: Any) -> JudgeSpec:
+    base: dict[str, Any] = {
+        "name": "strong-judge",
+        "base_url": server.base_url,
+        "model": "strong",
+        "api_key_env": "JUDGELINE_TEST_KEY",
+        "max_concurrency": 8,
+    }
+    base.update(kw)
+    return JudgeSpec.model_validate(base)
+
+
+def _no_faults(server: SimJudgeServer) -> None:
+    server.set_faults(
+        rate_429=0, rate_5xx=0, rate_stall=0, rate_malformed=0, rate_truncated=0,
+        max_faults_per_request=None,
+    )  # fmt: skip
+
+
+def _run(staged: Staged, run_id: str, judges: list[JudgeSpec], **kw: Any) -> dict[str, Any]:
+    from flows.judge import judge_flow
+
+    return asyncio.run(
+        judge_flow(
+            run_id=run_id,
+            plan_id=staged.plan_id,
+            judges=judges,
+            work_dir=str(staged.work.root),
+            **kw,
+        )
+    )
+
+
+def _calls(staged: Staged, run_id: str) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = pq.read_table(
+        staged.work.run_dir(run_id) / "calls.parquet"
+    ).to_pylist()
+    return rows
+
+
+# --- planning (no Prefect) ---------------------------------------------------------------
+
+
+def test_plan_calls_follow_the_trusted_map(staged: Staged) -> None:
+    configs = [ReasoningConfig(name="default"), ReasoningConfig(name="hi", extra={"x": 1})]
+    judge = JudgeSpec(name="j", base_url="http://127.0.0.1:1/v1", model="m", configs=configs)
+    planned = plan_calls(staged.manifest, staged.presentations, [judge], "arena-hard-v1", "r")
+    assert len(planned) == staged.presentations.num_rows * 2
+    assert len({c.call_key for c in planned}) == len(planned)
+    answers = {r["pair_id"]: r for r in staged.manifest.to_pylist()}
+    slots = {r["presentation_id"]: r for r in staged.presentations.to_pylist()}
+    for call in planned:
+        p = slots[call.presentation_id]
+        pair = answers[p["pair_id"]]
+        text = {"A": pair["answer_a"], "B": pair["answer_b"]}
+        assert call.left_sha256 == sha256_text(text[p["left_identity"]])
+        assert call.right_sha256 == sha256_text(text[p["right_identity"]])
+        user = call.messages[-1]["content"]
+        assert user.index(text[p["left_identity"]]) < user.rindex(text[p["right_identity"]])
+        assert call.seed == p["seed"] and call.dataset == pair["dataset"]
+
+
+def test_plan_calls_reject_a_map_without_one_a_and_one_b(staged: Staged) -> None:
+    rows = staged.presentations.to_pylist()
+    rows[3]["right_identity"] = rows[3]["left_identity"]
+    bad = pa.Table.from_pylist(rows, schema=staged.presentations.schema)
+    judge = JudgeSpec(name="j", base_url="http://127.0.0.1:1/v1", model="m")
+    with pytest.raises(IntegrityError, match=rows[3]["presentation_id"]):
+        plan_calls(staged.manifest, bad, [judge], "arena-hard-v1", "r")
+
+
+def test_call_records_status_from_cache_and_attempts(staged: Staged) -> None:
+    judge = JudgeSpec(name="j", base_url="http://127.0.0.1:1/v1", model="m")
+    planned = plan_calls(staged.manifest, staged.presentations, [judge], "arena-hard-v1", "r")
+    keys = [c.call_key for c in planned]
+    table = call_records(planned, {keys[0]}, {keys[1]: "timeout"})
+    rows = table.to_pylist()
+    assert (rows[0]["status"], rows[0]["error_category"]) == ("stored", None)
+    assert (rows[1]["status"], rows[1]["error_category"]) == ("failed", "timeout")
+    assert {r["status"] for r in rows[2:]} == {"pending"}
+    assert "left_identity" not in table.column_names
+
+
+# --- the flow ------------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_full_grid_run_then_cached_rerun_sends_nothing(
+    staged: Staged, server: SimJudgeServer
+) -> None:
+    _no_faults(server)
+    server.clear_log()
+    configs = [
+        ReasoningConfig(name="default"),
+        ReasoningConfig(name="high", extra={"reasoning_effort": "high"}),
+    ]
+    judge = _judge(server, configs=configs)
+    counts = _run(staged, "run-grid", [judge], batch_size=15)
+    planned = staged.presentations.num_rows * 2
+    assert counts["planned"] == planned and counts["stored"] == planned
+    assert counts["sent"] == planned and counts["failed"] == counts["pending"] == 0
+    log = server.request_log()
+    assert len(log) == planned and len({e["call_key"] for e in log}) == planned
+    calls = _calls(staged, "run-grid")
+    assert {c["status"] for c in calls} == {"stored"}
+    assert {c["config"] for c in calls} == {"default", "high"}
+    replies = read_replies(staged.work, [c["call_key"] for c in calls])
+    assert replies.num_rows == planned
+    info = json.loads((staged.work.run_dir("run-grid") / "run.json").read_text())
+    assert info["plan_id"] == staged.plan_id and info["judges"][0]["model"] == "strong"
+
+    again = _run(staged, "run-grid", [judge])
+    assert again["sent"] == 0 and again["stored"] == planned
+    assert len(server.request_log()) == planned  # not one request more
+    # Another run id with the same judge settings shares the cache too.
+    assert _run(staged, "run-grid-2", [judge.model_copy(update={"name": "renamed"})])["sent"] == 0
+    assert len(server.request_log()) == planned
+
+    with pytest.raises(IntegrityError, match="different judges"):
+        _run(staged, "run-grid", [_judge(server, model="noisy")])
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_faulty_run_then_rerun_failed_completes_without_resending(
+    staged: Staged, server: SimJudgeServer
+) -> None:
+    server.set_faults(
+        rate_429=0.06, rate_5xx=0.06, rate_stall=0.06, rate_malformed=0.06, rate_truncated=0.06,
+        stall_s=3, max_faults_per_request=1,
+    )  # fmt: skip
+    server.clear_log()
+    judge = _judge(server, model="left-biased", max_retries=0, timeout_s=0.5)
+    counts = _run(staged, "run-faults", [judge], batch_size=16)
+    calls = _calls(staged, "run-faults")
+    failed = {c["call_key"]: c["error_category"] for c in calls if c["status"] == "failed"}
+    assert {c["status"] for c in calls} <= {"stored", "failed"}
+    assert counts["failed"] == len(failed) > 0 and counts["stored"] == len(calls) - len(failed)
+    assert set(failed.values()) <= FAULT_KINDS and len(set(failed.values())) >= 2
+    assert stored_keys(staged.work) & set(failed) == set()
+    first_log = len(server.request_log())
+
+    from flows.cli import app
+
+    result = CliRunner().invoke(
+        app, ["--work-dir", str(staged.work.root), "rerun-failed", "run-faults", "--no-progress"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "failed 0" in result.output
+    rerun = server.request_log()[first_log:]
+    assert {e["call_key"] for e in rerun} == set(failed)  # exactly the failed calls
+    assert {c["status"] for c in _calls(staged, "run-faults")} == {"stored"}
+
+    # No call key is ever requested again once it had a stored (successful) reply.
+    succeeded: set[str] = set()
+    for entry in server.request_log():
+        assert entry["call_key"] not in succeeded, entry
+        if entry["status"] == 200 and entry["fault"] is None:
+            succeeded.add(entry["call_key"])
+    # The first run's failed attempts stay in the log next to the rerun's successes.
+    attempts = read_attempts(staged.work).to_pylist()
+    for key in failed:
+        oks = sorted(a["ok"] for a in attempts if a["call_key"] == key)
+        assert oks == [False, True]
+    _no_faults(server)
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_api_key_is_never_written_or_logged(
+    staged: Staged, server: SimJudgeServer, capfd: pytest.CaptureFixture[str]
+) -> None:
+    server.set_faults(rate_5xx=0.2, rate_malformed=0.2, max_faults_per_request=1)
+    judge = _judge(server, model="noisy", max_retries=0)
+    wrong = _judge(server, name="wrong-key", api_key_env="JUDGELINE_WRONG_KEY")
+    os.environ["JUDGELINE_WRONG_KEY"] = KEY[::-1]
+    try:
+        counts = _run(staged, "run-keys", [judge, wrong])
+    finally:
+        del os.environ["JUDGELINE_WRONG_KEY"]
+    assert counts["stored"] > 0 and counts["failed_by_category"]["client_error"] == 40
+    _no_faults(server)
+    out, err = capfd.readouterr()
+    written = [p for p in staged.work.root.rglob("*") if p.is_file()]
+    homes = [p for p in Path(os.environ["PREFECT_HOME"]).rglob("*") if p.is_file()]
+    assert len(written) > 5
+    for secret in (KEY, KEY[::-1]):
+        for path in written + homes:
+            assert secret.encode() not in path.read_bytes(), path
+        assert secret not in out and secret not in err
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_key_from_a_prefect_secret_block(staged: Staged, server: SimJudgeServer) -> None:
+    from prefect.blocks.system import Secret
+
+    Secret(value=KEY).save("judgeline-test-key", overwrite=True)  # type: ignore[arg-type]
+    _no_faults(server)
+    judge = _judge(server, api_key_env=None, api_key_secret="judgeline-test-key", model="noisy")
+    counts = _run(staged, "run-secret", [judge])
+    assert counts["stored"] == staged.presentations.num_rows
+    for path in staged.work.root.rglob("*"):
+        if path.is_file():
+            assert KEY.encode() not in path.read_bytes(), path
+
+
+def test_missing_key_variable_is_an_input_error(staged: Staged, server: SimJudgeServer) -> None:
+    from tasks.client import resolve_api_key
+
+    with pytest.raises(InputError, match="JUDGELINE_NOT_SET"):
+        resolve_api_key(_judge(server, api_key_env="JUDGELINE_NOT_SET"))
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_cli_judge_with_quick_flags_and_judges_file(
+    staged: Staged, server: SimJudgeServer, tmp_path: Path
+) -> None:
+    from flows.cli import app
+
+    _no_faults(server)
+    runner = CliRunner()
+    root = str(staged.work.root)
+    args = ["--work-dir", root, "judge", staged.plan_id[:10], "--no-progress", "--run-id", "cli-1"]
+    quick = [*args, "--base-url", server.base_url, "--model", "strong"]
+    quick += ["--api-key-env", "JUDGELINE_TEST_KEY"]
+    result = runner.invoke(app, quick)
+    assert result.exit_code == 0, result.output
+    assert "stored 40" in result.output
+
+    bad = tmp_path / "judges.yaml"
+    bad.write_text("judges:\n  - name: x\n    model: strong\n", "utf-8")
+    result = runner.invoke(app, [*args[:-2], "--run-id", "cli-2", "--judges", str(bad)])
+    assert isinstance(result.exception, InputError)
+    assert "judges.yaml" in str(result.exception) and "base_url" in str(result.exception)

@@ -40,5 +40,6 @@ def prefect_harness():  # type: ignore[no-untyped-def]
     """One Prefect test database for the whole session (entering it costs ~11 s)."""
     from prefect.testing.utilities import prefect_test_harness
 
-    with prefect_test_harness():
+    # A loaded 2-core machine can need more than the default 30 s to start the server.
+    with prefect_test_harness(server_startup_timeout=120):
         yield

@@ -1,5 +1,76 @@
-"""Subcommands replay: stopping policies over cached outcomes."""
+"""Subcommand replay: stopping policies over cached outcomes."""
 
 from __future__ import annotations
 
-from flows.cli import app  # noqa: F401
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from flows.cli import app, console
+
+_SHOWN = (
+    ("expected_calls", "calls", "{:.3f}"),
+    ("savings", "savings", "{:.1%}"),
+    ("p_change", "changed", "{:.2%}"),
+    ("p_neutral_to_decisive", "N->dec", "{:.2%}"),
+    ("p_decisive_to_neutral", "dec->N", "{:.2%}"),
+    ("p_reversal", "reversed", "{:.2%}"),
+    ("expected_score", "score", "{:.4f}"),
+    ("reference_score", "ref score", "{:.4f}"),
+    ("added_variance", "+variance", "{:.4f}"),
+    ("match_cost", "match cost", "{:.3f}"),
+    ("match_extra", "match extra", "{:+.1%}"),
+)
+
+
+def summary_table(rows: list[dict[str, object]]) -> Table:
+    """The replay summary as a rich table, one line per (group, design, policy)."""
+    table = Table(title="replay summary", show_lines=False)
+    for name in ("judge", "config", "dataset", "design", "policy", "pairs"):
+        table.add_column(name, justify="right" if name == "pairs" else "left")
+    for _, header, _ in _SHOWN:
+        table.add_column(header, justify="right")
+    for row in rows:
+        cells = [str(row[n]) for n in ("judge", "config", "dataset", "design", "policy", "pairs")]
+        for name, _, fmt in _SHOWN:
+            value = row[name]
+            cells.append("-" if value is None else fmt.format(value))
+        table.add_row(*cells)
+    return table
+
+
+@app.command("replay")
+def replay_command(
+    calls: Annotated[
+        Path,
+        typer.Option(
+            "--calls", help="Outcomes parquet: the replay input, or a run's outcomes.parquet."
+        ),
+    ],
+    out: Annotated[
+        Path,
+        typer.Option("--out", help="Folder for replay.parquet, summary.parquet, design.parquet."),
+    ],
+    design: Annotated[
+        list[str] | None,
+        typer.Option("--design", help="Design to replay (repeatable); default: all three."),
+    ] = None,
+    policy: Annotated[
+        list[str] | None,
+        typer.Option("--policy", help="Policy to replay (repeatable); default: all four."),
+    ] = None,
+) -> None:
+    """Replay stopping policies exactly over cached outcomes (never calls a judge)."""
+    import pyarrow.parquet as pq
+
+    from flows.replay import replay_flow
+    from tasks.errors import InputError
+
+    if not calls.is_file():
+        raise InputError("no such outcomes file", file=str(calls))
+    paths = replay_flow(str(calls), str(out), designs=design or None, policies=policy or None)
+    console.print(summary_table(pq.read_table(paths["summary"]).to_pylist()))
+    for name, path in paths.items():
+        console.print(f"{name}: {path}", highlight=False)

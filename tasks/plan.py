@@ -233,7 +233,9 @@ def gate_plan(info: PlanInfo, table: pa.Table, work: WorkDir) -> None:
         )
     manifest_pairs: set[str] | None = None
     try:
-        _, manifest = read_manifest(work, info.manifest_hash)
+        # The manifest's own gate runs when a stage reads it to build or use a plan; here
+        # it must exist, be readable and be the one the sidecar names.
+        _, manifest = read_manifest(work, info.manifest_hash, gate=False)
         manifest_pairs = set(manifest.column("pair_id").to_pylist())
     except (InputError, IntegrityError, GateError) as exc:
         failures.append(f"plan {info.plan_id} points to manifest {info.manifest_hash}: {exc}")

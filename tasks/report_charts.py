@@ -347,10 +347,15 @@ def cost_agreement_chart(
         if not (_ok(cost) and _ok(agreement)):
             continue
         x, y = xs(cost), ys_scale(agreement)
+        # k-subsets are labelled on the right; the balanced pair shares k=2's cost, so its
+        # label goes on the left where it cannot collide with k=2's.
+        left = name == "balanced pair"
         parts.append(
             f"<g><title>{esc(name)}: {cost:g} calls, agreement {pct(agreement, 2)}</title>"
             f'<circle cx="{_n(x)}" cy="{_n(y)}" r="3.4" class="component"/>'
-            + _text(x + 6, y + 4, name, cls="note")
+            + _text(
+                x - 6 if left else x + 6, y + 4, name, cls="note", anchor="end" if left else "start"
+            )
             + "</g>"
         )
     for point in policies:
@@ -368,9 +373,12 @@ def cost_agreement_chart(
             )
             if point.match_extra is not None and _ok(point.match_extra):
                 tip += f" ({signed_pct(point.match_extra)} calls)"
-                # Left of the policy's dot: above the envelope that area is always empty.
+                # On the side away from the match line: left of the dot is empty when the
+                # policy beats the envelope; a policy below it has its line on the left.
+                ahead = point.match_cost >= point.cost
                 mark += (
-                    f'<text x="{_n(x - 8)}" y="{_n(y + 3.5)}" text-anchor="end" class="value" '
+                    f'<text x="{_n(x - 8 if ahead else x + 8)}" y="{_n(y + 3.5)}" '
+                    f'text-anchor="{"end" if ahead else "start"}" class="value" '
                     f'style="fill:{color}">{signed_pct(point.match_extra, 0)}</text>'
                 )
         mark += (

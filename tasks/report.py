@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -282,12 +283,16 @@ def _title(key: tuple[str, str, str]) -> tuple[str, str]:
 # ---------------------------------------------------------------- sections
 
 
+_MONO_WORDS = {"hash", "commit", "version", "id", "manifest", "plan"}
+"""Header keys naming identifiers: their values are set in a monospace font."""
+
+
 def _header(header: dict[str, str]) -> str:
     run = next((header[k] for k in ("run_id", "run id", "run") if k in header), None)
     items = "".join(
         f'<div class="{"wide" if len(str(v)) > 36 else ""}"><dt>{esc(k.replace("_", " "))}</dt>'
         '<dd class="'
-        f"{'mono' if any(w in k.lower() for w in ('hash', 'commit', 'version', 'id')) else ''}"
+        f"{'mono' if _MONO_WORDS & set(re.split(r'[^a-z]+', k.lower())) else ''}"
         f'">{esc(v)}</dd></div>'
         for k, v in header.items()
     )

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import pandas as pd
 
@@ -28,14 +27,24 @@ from tasks.report_charts import (
     interval_chart,
     pct,
     share_bar_chart,
-    signed_pct,
 )
 from tasks.report_page import page
+from tasks.report_tables import (
+    GROUP,
+    KEY_COLS,
+    Col,
+    empty,
+    group_rows,
+    legend,
+    ordered,
+    present,
+    row_title,
+    section,
+    table,
+)
 from tasks.storage import write_text_atomic
 
 __all__ = ["ReportData", "render_report", "validate_report_data", "write_report"]
-
-GROUP = ("judge", "config", "dataset")
 
 
 @dataclass
@@ -141,145 +150,6 @@ def validate_report_data(data: ReportData) -> None:
         _check_frame(name, frame)
 
 
-# ---------------------------------------------------------------- tables
-
-Kind = Literal["text", "int", "pct", "pct2", "score", "calls", "extra", "var"]
-
-
-@dataclass(frozen=True)
-class Col:
-    """One table column: where its values come from and how they read."""
-
-    key: str
-    label: str
-    kind: Kind = "text"
-    group: str = ""
-    bar: bool = False
-    tip: str = ""
-
-
-def _cell(value: Any, col: Col) -> str:
-    if col.kind == "text":
-        return f"<td>{esc(value)}</td>"
-    number = float(value) if value is not None and not pd.isna(value) else math.nan
-    if math.isnan(number):
-        return '<td class="num" data-v="">—</td>'
-    shown = {
-        "int": lambda v: f"{round(v):,}",
-        "pct": lambda v: pct(v, 1),
-        "pct2": lambda v: pct(v, 2),
-        "score": lambda v: f"{v:.3f}",
-        "calls": lambda v: f"{v:.2f}",
-        "extra": lambda v: signed_pct(v, 1),
-        "var": lambda v: f"{v:.5f}",
-    }[col.kind](number)
-    style = f' style="--v:{min(max(number, 0.0), 1.0):.4f}"' if col.bar else ""
-    cls = "num bar" if col.bar else "num"
-    return f'<td class="{cls}" data-v="{number:.10g}"{style}>{shown}</td>'
-
-
-def _table(frame: pd.DataFrame, cols: Sequence[Col], *, table_id: str) -> str:
-    # A key column with one value for every row (often the dataset) costs width a laptop
-    # screen lacks: state it once above the table instead.
-    constant = [
-        c
-        for c in cols
-        if c.key in GROUP and len(frame) > 1 and frame[c.key].astype(str).nunique() == 1
-    ]
-    cols = [c for c in cols if c not in constant]
-    note = ""
-    if constant:
-        said = "; ".join(f"{c.label.lower()} {esc(frame[c.key].iloc[0])}" for c in constant)
-        note = f'<p class="note">Every row: {said}.</p>'
-    groups: list[tuple[str, int]] = []
-    for col in cols:
-        if groups and groups[-1][0] == col.group:
-            groups[-1] = (col.group, groups[-1][1] + 1)
-        else:
-            groups.append((col.group, 1))
-    head = ""
-    if any(g for g, _ in groups):
-        head += (
-            "<tr class='groups'>"
-            + "".join(
-                f'<th colspan="{n}" scope="colgroup" class="{"grp" if g else ""}">{esc(g)}</th>'
-                for g, n in groups
-            )
-            + "</tr>"
-        )
-    head += (
-        "<tr>"
-        + "".join(
-            f'<th scope="col" class="{"num" if c.kind != "text" else ""}"'
-            + (f' title="{esc(c.tip)}"' if c.tip else "")
-            + f">{esc(c.label)}</th>"
-            for c in cols
-        )
-        + "</tr>"
-    )
-    body = "".join(
-        "<tr>" + "".join(_cell(rec.get(c.key), c) for c in cols) + "</tr>"
-        for rec in frame.to_dict("records")
-    )
-    return (
-        f'{note}<div class="table-wrap"><table class="sortable" id="{table_id}">'
-        f"<thead>{head}</thead><tbody>{body}</tbody></table></div>"
-    )
-
-
-_KEY_COLS = [Col("judge", "Judge"), Col("config", "Config"), Col("dataset", "Dataset")]
-
-
-def _ordered(frame: pd.DataFrame) -> pd.DataFrame:
-    """Rows in a fixed order whatever the input order: the report must be deterministic."""
-    if frame.empty:
-        return frame.reset_index(drop=True)
-    keys = [c for c in (*GROUP, "design", "policy", "component", "pair_id") if c in frame]
-    rank: dict[str, Callable[[pd.Series], pd.Series]] = {
-        "design": lambda s: s.map({d: i for i, d in enumerate(DESIGNS)}).fillna(99),
-        "policy": lambda s: s.map({p: i for i, p in enumerate(POLICIES)}).fillna(99),
-    }
-    sort_frame = pd.DataFrame(
-        {k: rank[k](frame[k]) if k in rank else frame[k].astype(str) for k in keys}
-    )
-    order = sort_frame.sort_values(keys, kind="mergesort").index
-    return frame.loc[order].reset_index(drop=True)
-
-
-def _present(frame: pd.DataFrame, col: str, vocab: Sequence[str]) -> list[str]:
-    seen = set(frame[col].astype(str)) if not frame.empty else set()
-    return [v for v in vocab if v in seen] + sorted(seen - set(vocab))
-
-
-def _legend(items: Sequence[tuple[str, str]], *, hollow: Sequence[str] = ()) -> str:
-    spans = "".join(
-        f'<span class="key"><i style="{"border-color" if n in hollow else "background"}:'
-        f'{color}" class="{"hollow" if n in hollow else ""}"></i>{esc(n)}</span>'
-        for n, color in items
-    )
-    return f'<div class="legend">{spans}</div>'
-
-
-def _section(sid: str, title: str, lead: str, body: str) -> str:
-    return f'<section id="{sid}"><h2>{esc(title)}</h2><p class="lead">{lead}</p>{body}</section>'
-
-
-def _empty(what: str) -> str:
-    return f'<p class="empty">No {esc(what)} in this run.</p>'
-
-
-def _group_rows(frame: pd.DataFrame) -> list[tuple[tuple[str, str, str], pd.DataFrame]]:
-    out = []
-    for key, part in frame.groupby(list(GROUP), sort=True):
-        judge, config, dataset = (str(k) for k in key)
-        out.append(((judge, config, dataset), part))
-    return out
-
-
-def _title(key: tuple[str, str, str]) -> tuple[str, str]:
-    return key[0], f"{key[1]} · {key[2]}"
-
-
 # ---------------------------------------------------------------- sections
 
 
@@ -349,10 +219,10 @@ def _disclosure(frame: pd.DataFrame) -> str:
         "matching the key) are separate columns: a judge can be consistent and wrong."
     )
     if frame.empty:
-        return _section("disclosure", "Disclosure", lead, _empty("disclosure rows"))
+        return section("disclosure", "Disclosure", lead, empty("disclosure rows"))
     calls, disp, right = "Calls (slots)", "Two-order dispositions", "Correctness"
     cols = [
-        *_KEY_COLS,
+        *KEY_COLS,
         Col("planned", "planned", "int", calls),
         Col("valid", "valid", "int", calls, tip="A, B or T"),
         Col("missing", "missing", "int", calls),
@@ -369,7 +239,7 @@ def _disclosure(frame: pd.DataFrame) -> str:
         Col("stable_wrong", "stable wrong", "int", right, tip="consistent but wrong"),
         Col("accuracy_of_stable", "accuracy of stable", "pct", right, bar=True),
     ]
-    return _section("disclosure", "Disclosure", lead, _table(frame, cols, table_id="t-disclosure"))
+    return section("disclosure", "Disclosure", lead, table(frame, cols, table_id="t-disclosure"))
 
 
 def _scores(frame: pd.DataFrame) -> str:
@@ -378,13 +248,13 @@ def _scores(frame: pd.DataFrame) -> str:
         "interval, per reference design and stopping policy."
     )
     if frame.empty:
-        return _section("scores", "Scores", lead, _empty("scores"))
-    designs = _present(frame, "design", DESIGNS)
-    policies = _present(frame, "policy", POLICIES)
+        return section("scores", "Scores", lead, empty("scores"))
+    designs = present(frame, "design", DESIGNS)
+    policies = present(frame, "policy", POLICIES)
     rows = []
-    for key, part in _group_rows(frame):
-        row = Row(*_title(key))
-        for rec in part.to_dict("records"):
+    for key, records in group_rows(frame).items():
+        row = Row(*row_title(key))
+        for rec in records:
             row.values.setdefault(str(rec["design"]), {})[str(rec["policy"])] = (
                 float(rec["score"]),
                 _float(rec["ci_low"]),
@@ -393,7 +263,7 @@ def _scores(frame: pd.DataFrame) -> str:
         rows.append(row)
     chart = interval_chart(rows, designs, policies, "decision score (95% interval)")
     cols = [
-        *_KEY_COLS,
+        *KEY_COLS,
         Col("design", "Design"),
         Col("policy", "Policy"),
         Col("pairs", "pairs", "int"),
@@ -401,9 +271,9 @@ def _scores(frame: pd.DataFrame) -> str:
         Col("ci_low", "95% low", "score"),
         Col("ci_high", "95% high", "score"),
     ]
-    legend = _legend([(p, POLICY_COLORS.get(p, "#333")) for p in policies])
-    body = f"<figure>{legend}{chart}</figure>{_table(frame, cols, table_id='t-scores')}"
-    return _section("scores", "Scores", lead, body)
+    key_html = legend([(p, POLICY_COLORS.get(p, "#333")) for p in policies])
+    body = f"<figure>{key_html}{chart}</figure>{table(frame, cols, table_id='t-scores')}"
+    return section("scores", "Scores", lead, body)
 
 
 def _float(value: Any) -> float:
@@ -419,20 +289,14 @@ def _cost(summary: pd.DataFrame, components: pd.DataFrame) -> str:
         "its agreement; the label is the extra calls that mixture needs."
     )
     adaptive = summary[summary["policy"] != "full"]
-    designs = _present(pd.concat([adaptive, components]), "design", DESIGNS)
+    designs = present(pd.concat([adaptive, components]), "design", DESIGNS)
     if not designs or components.empty:
-        return _section("cost", "Cost versus agreement", lead, _empty("baseline components"))
+        return section("cost", "Cost versus agreement", lead, empty("baseline components"))
     shown = "balanced" if "balanced" in designs else designs[0]
     charts = []
-    comp = components[components["design"] == shown]
-    for key, part in _group_rows(comp):
+    pols_by_group = group_rows(adaptive[adaptive["design"] == shown])
+    for key, part in group_rows(components[components["design"] == shown]).items():
         judge, config, dataset = key
-        pols = adaptive[
-            (adaptive["judge"] == judge)
-            & (adaptive["config"] == config)
-            & (adaptive["dataset"] == dataset)
-            & (adaptive["design"] == shown)
-        ]
         points = [
             PolicyPoint(
                 policy=str(r["policy"]),
@@ -441,23 +305,23 @@ def _cost(summary: pd.DataFrame, components: pd.DataFrame) -> str:
                 match_cost=_opt(r["match_cost"]),
                 match_extra=_opt(r["match_extra"]),
             )
-            for r in pols.to_dict("records")
+            for r in pols_by_group.get(key, [])
         ]
         comps = [
             (str(r["component"]), float(r["cost"]), float(r["agreement"]))
-            for r in part.sort_values(["cost", "component"]).to_dict("records")
+            for r in sorted(part, key=lambda r: (float(r["cost"]), str(r["component"])))
         ]
         k = max(round(max(c for _, c, _ in comps)), 2)
         charts.append(cost_agreement_chart(judge, f"{config} · {dataset}", comps, points, k))
-    policies = _present(adaptive, "policy", POLICIES)
-    legend = _legend(
+    policies = present(adaptive, "policy", POLICIES)
+    key_html = legend(
         [(p, POLICY_COLORS.get(p, "#333")) for p in policies] + [("nonadaptive", "#6b7280")],
         hollow=["nonadaptive"],
     )
     note = f'<p class="note">Charts show the <b>{esc(shown)}</b> reference design; the table '
     note += "below lists every design.</p>"
     cols = [
-        *_KEY_COLS,
+        *KEY_COLS,
         Col("design", "Design"),
         Col("policy", "Policy"),
         Col("pairs", "pairs", "int"),
@@ -470,10 +334,10 @@ def _cost(summary: pd.DataFrame, components: pd.DataFrame) -> str:
         Col("reference_score", "reference score", "score"),
         Col("added_variance", "added variance", "var"),
     ]
-    body = f"{legend}{note}<div class='grid-charts'>{''.join(charts)}</div>" + _table(
+    body = f"{key_html}{note}<div class='grid-charts'>{''.join(charts)}</div>" + table(
         summary, cols, table_id="t-policies"
     )
-    return _section("cost", "Cost versus agreement", lead, body)
+    return section("cost", "Cost versus agreement", lead, body)
 
 
 def _opt(value: Any) -> float | None:
@@ -487,10 +351,10 @@ def _bias(frame: pd.DataFrame) -> str:
         "evenly; a left-biased judge shows mostly <b>Left</b>."
     )
     if frame.empty:
-        return _section("bias", "Position bias", lead, _empty("position-bias rows"))
+        return section("bias", "Position bias", lead, empty("position-bias rows"))
     rows = [
         (
-            *_title((str(r["judge"]), str(r["config"]), str(r["dataset"]))),
+            *row_title((str(r["judge"]), str(r["config"]), str(r["dataset"]))),
             float(r["left_left"]),
             float(r["right_right"]),
             round(float(r["conflicts"])),
@@ -502,7 +366,7 @@ def _bias(frame: pd.DataFrame) -> str:
         right_share=frame["right_right"] / frame["conflicts"].where(frame["conflicts"] > 0),
     )
     cols = [
-        *_KEY_COLS,
+        *KEY_COLS,
         Col("conflicts", "order conflicts", "int"),
         Col("left_left", "Left won both", "int"),
         Col("right_right", "Right won both", "int"),
@@ -514,14 +378,14 @@ def _bias(frame: pd.DataFrame) -> str:
             Col("left_share_of_decisive", "Left among all decisive", "pct",
                 tip="share of all decisive calls won by the left slot")
         )  # fmt: skip
-    legend = _legend(
+    key_html = legend(
         [("Left slot won both orders", SLOT_COLORS["left_left"]),
          ("Right slot won both orders", SLOT_COLORS["right_right"])]
     )  # fmt: skip
-    body = f"<figure>{legend}{share_bar_chart(rows)}</figure>" + _table(
+    body = f"<figure>{key_html}{share_bar_chart(rows)}</figure>" + table(
         shares, cols, table_id="t-bias"
     )
-    return _section("bias", "Position bias", lead, body)
+    return section("bias", "Position bias", lead, body)
 
 
 def _changes(summary: pd.DataFrame) -> str:
@@ -532,13 +396,13 @@ def _changes(summary: pd.DataFrame) -> str:
     )
     adaptive = summary[summary["policy"] != "full"]
     if adaptive.empty:
-        return _section("changes", "Decision changes", lead, _empty("adaptive policies"))
-    designs = _present(adaptive, "design", DESIGNS)
-    policies = _present(adaptive, "policy", POLICIES)
+        return section("changes", "Decision changes", lead, empty("adaptive policies"))
+    designs = present(adaptive, "design", DESIGNS)
+    policies = present(adaptive, "policy", POLICIES)
     rows = []
-    for key, part in _group_rows(adaptive):
-        row = Row(*_title(key))
-        for rec in part.to_dict("records"):
+    for key, records in group_rows(adaptive).items():
+        row = Row(*row_title(key))
+        for rec in records:
             row.values.setdefault(str(rec["design"]), {})[str(rec["policy"])] = (
                 float(rec["p_neutral_to_decisive"]),
                 float(rec["p_decisive_to_neutral"]),
@@ -550,9 +414,9 @@ def _changes(summary: pd.DataFrame) -> str:
         "p_decisive_to_neutral": "decisive → neutral",
         "p_reversal": "reversal",
     }
-    legend = _legend([(names[k], c) for k, c in CHANGE_COLORS.items()])
+    key_html = legend([(names[k], c) for k, c in CHANGE_COLORS.items()])
     chart = change_chart(rows, designs, policies)
-    return _section("changes", "Decision changes", lead, f"<figure>{legend}{chart}</figure>")
+    return section("changes", "Decision changes", lead, f"<figure>{key_html}{chart}</figure>")
 
 
 def _designs(frame: pd.DataFrame) -> str:
@@ -563,7 +427,7 @@ def _designs(frame: pd.DataFrame) -> str:
         "capture exactly ¾ of the agreement gap between common and balanced."
     )
     if frame.empty:
-        return _section("designs", "Reference designs", lead, _empty("design rows"))
+        return section("designs", "Reference designs", lead, empty("design rows"))
     means = (
         frame.groupby([*GROUP, "design"], sort=True)
         .agg(
@@ -584,13 +448,13 @@ def _designs(frame: pd.DataFrame) -> str:
     wide = wide.reset_index()
     pairs = means.groupby(list(GROUP), sort=True)["pairs"].max().reset_index()
     wide = wide.merge(pairs, on=list(GROUP))
-    designs = _present(means, "design", DESIGNS)
+    designs = present(means, "design", DESIGNS)
     if {"common", "independent", "balanced"} <= set(designs):
         gap = wide["expected_agreement:balanced"] - wide["expected_agreement:common"]
         wide["captured"] = (
             wide["expected_agreement:independent"] - wide["expected_agreement:common"]
         ) / gap.where(gap.abs() > 1e-12)
-    cols: list[Col] = [*_KEY_COLS, Col("pairs", "pairs", "int")]
+    cols: list[Col] = [*KEY_COLS, Col("pairs", "pairs", "int")]
     for metric, label, kind in (
         ("expected_score", "Expected score", "score"),
         ("p_neutral", "P(neutral)", "pct"),
@@ -604,15 +468,15 @@ def _designs(frame: pd.DataFrame) -> str:
         )  # fmt: skip
     rows = [
         (
-            *_title((str(r["judge"]), str(r["config"]), str(r["dataset"]))),
+            *row_title((str(r["judge"]), str(r["config"]), str(r["dataset"]))),
             {d: _float(r.get(f"expected_agreement:{d}")) for d in designs},
         )
         for r in wide.to_dict("records")
     ]
     chart = dot_rows_chart(rows, DESIGN_COLORS, "expected pairwise call agreement")
-    legend = _legend([(d, DESIGN_COLORS.get(d, "#333")) for d in designs])
-    body = f"<figure>{legend}{chart}</figure>" + _table(wide, cols, table_id="t-designs")
-    return _section("designs", "Reference designs", lead, body)
+    key_html = legend([(d, DESIGN_COLORS.get(d, "#333")) for d in designs])
+    body = f"<figure>{key_html}{chart}</figure>" + table(wide, cols, table_id="t-designs")
+    return section("designs", "Reference designs", lead, body)
 
 
 def _realised(realised: pd.DataFrame, summary: pd.DataFrame) -> str:
@@ -621,7 +485,7 @@ def _realised(realised: pd.DataFrame, summary: pd.DataFrame) -> str:
         "policy (balanced design where the summary has several)."
     )
     if realised.empty:
-        return _section("realised", "Realised savings", lead, _empty("live-run rows"))
+        return section("realised", "Realised savings", lead, empty("live-run rows"))
     if "design" in realised:
         expected = summary[[*GROUP, "design", "policy", "savings"]]
         joined = realised.merge(expected, on=[*GROUP, "design", "policy"], how="left")
@@ -631,7 +495,7 @@ def _realised(realised: pd.DataFrame, summary: pd.DataFrame) -> str:
         best = best.sort_values([*GROUP, "policy", "_r"], kind="mergesort")
         best = best.drop_duplicates([*GROUP, "policy"])[[*GROUP, "policy", "design", "savings"]]
         joined = realised.merge(best, on=[*GROUP, "policy"], how="left")
-    joined = _ordered(joined)
+    joined = ordered(joined)
     joined["gap"] = joined["realised_savings"] - joined["savings"]
     rows = [
         (
@@ -645,9 +509,9 @@ def _realised(realised: pd.DataFrame, summary: pd.DataFrame) -> str:
     chart = dot_rows_chart(
         rows, colors, "share of planned calls saved", hollow=["expected"], from_zero=True
     )
-    legend = _legend(list(colors.items()), hollow=["expected"])
+    key_html = legend(list(colors.items()), hollow=["expected"])
     cols = [
-        *_KEY_COLS,
+        *KEY_COLS,
         Col("policy", "Policy"),
         Col("design", "Design"),
         Col("planned_calls", "planned calls", "int"),
@@ -656,21 +520,21 @@ def _realised(realised: pd.DataFrame, summary: pd.DataFrame) -> str:
         Col("savings", "expected savings", "pct", bar=True),
         Col("gap", "realised − expected", "extra"),
     ]
-    body = f"<figure>{legend}{chart}</figure>" + _table(joined, cols, table_id="t-realised")
-    return _section("realised", "Realised savings", lead, body)
+    body = f"<figure>{key_html}{chart}</figure>" + table(joined, cols, table_id="t-realised")
+    return section("realised", "Realised savings", lead, body)
 
 
 def render_report(data: ReportData) -> str:
     """The report as one self-contained HTML document (same input, same bytes)."""
     validate_report_data(data)
-    summary = _ordered(data.summary)
+    summary = ordered(data.summary)
     sections = [
-        ("disclosure", "Disclosure", _disclosure(_ordered(data.disclosure))),
-        ("scores", "Scores", _scores(_ordered(data.scores))),
-        ("cost", "Cost vs agreement", _cost(summary, _ordered(data.components))),
-        ("bias", "Position bias", _bias(_ordered(data.position_bias))),
+        ("disclosure", "Disclosure", _disclosure(ordered(data.disclosure))),
+        ("scores", "Scores", _scores(ordered(data.scores))),
+        ("cost", "Cost vs agreement", _cost(summary, ordered(data.components))),
+        ("bias", "Position bias", _bias(ordered(data.position_bias))),
         ("changes", "Decision changes", _changes(summary)),
-        ("designs", "Reference designs", _designs(_ordered(data.design))),
+        ("designs", "Reference designs", _designs(ordered(data.design))),
     ]
     if data.realised is not None:
         sections.append(("realised", "Realised savings", _realised(data.realised, summary)))

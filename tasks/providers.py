@@ -141,6 +141,12 @@ class Provider(ABC):
                 else "transport"
             )
             return self._fail(category, f"{type(exc).__name__}: {exc}", ms)
+        except httpx.DecodingError as exc:
+            ms = (time.perf_counter() - started) * 1000
+            return self._fail("malformed_response", f"undecodable body: {exc}", ms)
+        except httpx.RequestError as exc:
+            ms = (time.perf_counter() - started) * 1000
+            return self._fail("transport", f"{type(exc).__name__}: {exc}", ms)
         ms = (time.perf_counter() - started) * 1000
         status = response.status_code
         if status != 200:

@@ -104,7 +104,8 @@ def test_replies_round_trip_filter_and_keep_earliest(work: WorkDir) -> None:
     assert stored_keys(work) == {"k1", "k2", "k3"}
     # Readable as one table by DuckDB too.
     pattern = str(work.replies / "*.parquet")
-    n = duckdb.sql(f"select count(distinct call_key) from read_parquet('{pattern}')").fetchall()
+    query = "select count(distinct call_key) from read_parquet(?)"
+    n = duckdb.connect().execute(query, [pattern]).fetchall()
     assert n == [(3,)]
 
 

@@ -11,13 +11,14 @@ from schemas.outcomes import (
     ReplayInputRow,
 )
 from schemas.plan import PlanInfo, PresentationRow
-from schemas.replay import DesignRow, ReplayRow, SummaryRow
+from schemas.replay import ComponentRow, DesignRow, ReplayRow, SummaryRow
 
 __all__ = [
     "MANIFEST_FORMAT",
     "REPLAY_INPUT_COLUMNS",
     "AttemptRecord",
     "CallRecord",
+    "ComponentRow",
     "DesignRow",
     "DisclosureRow",
     "DispositionRow",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.vocabulary import Design, Policy
 
@@ -41,6 +41,21 @@ class ReplayRow(BaseModel):
     expected_score: float
     reference_score: float
     added_variance: float
+
+
+class ComponentRow(BaseModel):
+    """`components.parquet`: one nonadaptive component's (cost, agreement) per (judge, config,
+    dataset, design); the cost to match is read off their upper concave envelope."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    judge: str
+    config: str
+    dataset: str
+    design: Design
+    component: str = Field(description="`k=1`..`k=K` random k-subsets, or `balanced pair`.")
+    cost: float = Field(description="Calls the component executes.")
+    agreement: float = Field(description="Mean P(component decision == reference decision).")
 
 
 class SummaryRow(BaseModel):

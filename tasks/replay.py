@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from schemas import DesignRow, ReplayRow, SummaryRow, arrow_schema
+from schemas import ComponentRow, DesignRow, ReplayRow, SummaryRow, arrow_schema
 from schemas.vocabulary import DESIGNS, POLICIES
 from tasks.errors import InputError
 from tasks.match import cost_to_match
@@ -52,11 +52,12 @@ _FROM_POLICY = [POLICY_METRICS.index(c) if c in POLICY_METRICS else -1 for c in 
 
 @dataclass(frozen=True)
 class ReplayResult:
-    """The replay's three tables, conforming to ReplayRow, SummaryRow and DesignRow."""
+    """The replay's tables, conforming to ReplayRow, SummaryRow, DesignRow and ComponentRow."""
 
     replay: pa.Table
     summary: pa.Table
     design: pa.Table
+    components: pa.Table
 
 
 def design_policy_pairs(
@@ -238,6 +239,32 @@ def _summary_table(grid: ReplayGrid, combos: list[tuple[str, str]], m: _PairMetr
     return pa.Table.from_pylist(rows, schema=arrow_schema(SummaryRow))
 
 
+def _component_table(grid: ReplayGrid, designs: list[str], m: _PairMetrics) -> pa.Table:
+    """Mean agreement of each nonadaptive component per group and design."""
+    starts = grid.group_starts
+    pairs = np.diff(np.append(starts, len(grid.pair_group)))
+    rows = []
+    for design in designs:
+        means = np.add.reduceat(m.components[design], starts, axis=1) / pairs
+        for g, (judge, config, dataset) in enumerate(grid.groups):
+            k = int(grid.group_k[g])
+            costs = component_costs(design, k)
+            names = [f"k={size}" for size in range(1, k + 1)] + ["balanced pair"]
+            for ci, cost in enumerate(costs.tolist()):
+                rows.append(
+                    {
+                        "judge": judge,
+                        "config": config,
+                        "dataset": dataset,
+                        "design": design,
+                        "component": names[ci],
+                        "cost": cost,
+                        "agreement": float(means[ci, g]),
+                    }
+                )
+    return pa.Table.from_pylist(rows, schema=arrow_schema(ComponentRow))
+
+
 def replay(
     outcomes: pa.Table | pd.DataFrame,
     *,
@@ -263,13 +290,15 @@ def replay(
         replay=_replay_table(grid, combos, metrics),
         summary=_summary_table(grid, combos, metrics),
         design=_design_table(grid, used_designs, metrics),
+        components=_component_table(grid, used_designs, metrics),
     )
 
 
 def write_replay(result: ReplayResult, out_dir: str | Path) -> dict[str, Path]:
-    """Write replay.parquet, summary.parquet and design.parquet (replacing older outputs)."""
+    """Write replay, summary, design and components parquet files (replacing older ones)."""
     out = Path(out_dir)
-    paths = {name: out / f"{name}.parquet" for name in ("replay", "summary", "design")}
+    names = ("replay", "summary", "design", "components")
+    paths = {name: out / f"{name}.parquet" for name in names}
     for name, path in paths.items():
         write_parquet_atomic(getattr(result, name), path, overwrite=True)
     return paths

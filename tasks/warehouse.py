@@ -25,6 +25,7 @@ from pydantic import BaseModel
 from schemas import (
     AttemptRecord,
     CallRecord,
+    ComponentRow,
     DesignRow,
     DisclosureRow,
     DispositionRow,
@@ -75,6 +76,7 @@ VIEWS: tuple[View, ...] = (
     View("replay", ("runs", "*", "replay.parquet"), ReplayRow, True),
     View("summary", ("runs", "*", "summary.parquet"), SummaryRow, True),
     View("design", ("runs", "*", "design.parquet"), DesignRow, True),
+    View("components", ("runs", "*", "components.parquet"), ComponentRow, True),
 )
 
 _GLOB_CHARS = re.compile(r"[*?\[]")

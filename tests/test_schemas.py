@@ -17,6 +17,7 @@ def test_public_surface_is_pinned() -> None:
             "REPLAY_INPUT_COLUMNS",
             "AttemptRecord",
             "CallRecord",
+            "ComponentRow",
             "DesignRow",
             "DisclosureRow",
             "DispositionRow",

@@ -151,3 +151,20 @@ def report(run_id: Annotated[str, typer.Argument(help="Run id.")]) -> None:
     from tasks.report_data import build_report
 
     console.print(f"report: {build_report(state.work, run_id)}")
+
+
+@app.command("serve")
+def serve(
+    config: Annotated[Path, typer.Argument(help="Run configuration (YAML) for the nightly run.")],
+) -> None:
+    """Serve the nightly-benchmark, rerun-failed and replay-policies deployments.
+
+    Needs a Prefect server (PREFECT_API_URL); schedules only fire against a real server.
+    """
+    from prefect import serve as prefect_serve
+
+    from flows.deploy import build_deployments
+
+    deployments = build_deployments(config, state.work.root)
+    console.print(f"serving {', '.join(d.name for d in deployments)} (Ctrl-C stops)")
+    prefect_serve(*deployments, print_starting_message=False)

@@ -114,3 +114,44 @@ async def nightly_flow(
         write_record(work, record)
     logger.info("run %s completed: %s", run_id, record.outcomes)
     return record.model_dump(mode="json")
+
+
+def _replay_and_report(work: WorkDir, run_id: str, designs: list[str], policies: list[str]) -> str:
+    run_dir = work.run_dir(run_id)
+    replay_flow(str(run_dir / "outcomes.parquet"), str(run_dir), designs, policies)
+    return report_task(str(work.root), run_id)
+
+
+@flow(name="rerun-failed-run")
+async def rerun_run_flow(run_id: str, work_dir: str | None = None) -> dict[str, Any]:
+    """Send again the calls of a run that have no stored reply, then rebuild its tables."""
+    from flows.judge import rerun_failed_flow
+    from tasks.runrecord import read_record
+
+    work = WorkDir.at(work_dir)
+    record = read_record(work, run_id)
+    counts: dict[str, Any] = await rerun_failed_flow(run_id, str(work.root))
+    remap_flow(run_id, str(work.root))
+    record.outcomes = _outcome_counts(work.run_dir(run_id) / "outcomes.parquet")
+    record.calls = counts
+    cfg = RunConfig.model_validate(record.config)
+    record.report = _replay_and_report(work, run_id, list(cfg.designs), list(cfg.policies))
+    write_record(work, record)
+    return counts
+
+
+@flow(name="replay-run")
+def replay_policies_flow(
+    run_id: str,
+    designs: list[str] | None = None,
+    policies: list[str] | None = None,
+    work_dir: str | None = None,
+) -> str:
+    """Replay stopping policies over a run's stored outcomes and rebuild its report.
+
+    Reads outcomes only: it never calls a judge.
+    """
+    from schemas.vocabulary import DESIGNS, POLICIES
+
+    work = WorkDir.at(work_dir)
+    return _replay_and_report(work, run_id, list(designs or DESIGNS), list(policies or POLICIES))

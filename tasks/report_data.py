@@ -16,8 +16,12 @@ def _header(work: WorkDir, run_id: str) -> dict[str, str]:
     record = read_record(work, run_id)
     code = record.code
     version = (code.commit or "unknown")[:12] + (" (dirty tree)" if code.dirty else "")
-    judges = record.config.get("judges", [])
-    judge_names = ", ".join(str(j.get("name")) for j in judges if isinstance(j, dict))
+    judges = record.config.get("judges")
+    judge_names = ", ".join(
+        str(j.get("name"))
+        for j in (judges if isinstance(judges, list) else [])
+        if isinstance(j, dict)
+    )
     return {
         "run id": record.run_id,
         "benchmark": record.name,

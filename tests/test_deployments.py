@@ -1,0 +1,193 @@
+"""The deployments round trip on a real `prefect server start` on a free loopback port."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pyarrow.parquet as pq
+import pytest
+
+from schemas import OutcomeRow, rows_to_table
+from schemas.run import RunRecord
+from tasks.demo import demo_config
+from tasks.runrecord import code_version, write_record
+from tasks.storage import write_parquet_atomic
+from tasks.workdir import WorkDir
+
+BIN = Path(sys.executable).parent
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    # A served process may need a second SIGTERM to leave its runner loop.
+    for _ in range(2):
+        if proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            continue
+    proc.kill()
+    proc.wait()
+
+
+@pytest.fixture(scope="module")
+def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real Prefect server on 127.0.0.1; stopped (SIGTERM) when the module is done."""
+    home = tmp_path_factory.mktemp("prefect-server")
+    port = _free_port()
+    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    env.pop("PREFECT_API_URL", None)
+    log = open(home / "server.log", "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    api = f"http://127.0.0.1:{port}/api"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                if httpx.get(f"{api}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                log.flush()
+                pytest.fail(f"prefect server did not start:\n{(home / 'server.log').read_text()}")
+            time.sleep(0.5)
+        yield api
+    finally:
+        _stop(proc)
+        log.close()
+
+
+def _synthetic_run(work: WorkDir, config_path: Path) -> str:
+    """A run whose outcomes are stored: enough for replay-policies, which calls no judge."""
+    run_id = "20260101T000000Z-abcdef"
+    rows = []
+    for p in range(6):
+        for seed in range(4):
+            for order in ("AB", "BA"):
+                outcome = "A" if (p + seed) % 3 else ("B" if order == "AB" else "T")
+                rows.append(
+                    OutcomeRow(
+                        judge="strong",
+                        config="low",
+                        dataset="demo",
+                        pair_id=f"p{p}",
+                        seed=seed,
+                        order=order,  # type: ignore[arg-type]
+                        outcome=outcome,  # type: ignore[arg-type]
+                        key="A" if p % 2 else "B",
+                        presentation_id=f"{p}-{seed}-{order}",
+                        call_key=f"k{p}{seed}{order}",
+                        label="Left",
+                    )
+                )
+    run_dir = work.run_dir(run_id)
+    write_parquet_atomic(rows_to_table(rows, OutcomeRow), run_dir / "outcomes.parquet")
+    config = demo_config("http://127.0.0.1:9/v1")
+    write_record(
+        work,
+        RunRecord(
+            run_id=run_id,
+            name="synthetic",
+            status="completed",
+            config_hash="0" * 64,
+            config=config.model_dump(mode="json"),
+            code=code_version(),
+            started_at=dt.datetime.now(dt.UTC),
+        ),
+    )
+    return run_id
+
+
+def test_deployments_round_trip(prefect_server: str, tmp_path: Path) -> None:
+    api = prefect_server
+    work = WorkDir(tmp_path / "work")
+    config_path = tmp_path / "nightly.yaml"
+    config_path.write_text(
+        "name: nightly\n"
+        "datasets: [{kind: demo}]\n"
+        "judges: [{name: strong, base_url: 'http://127.0.0.1:9/v1', model: strong}]\n"
+        "schedule: {cron: '0 2 * * *', timezone: Europe/Berlin}\n",
+        encoding="utf-8",
+    )
+    run_id = _synthetic_run(work, config_path)
+
+    env = {
+        **os.environ,
+        "PREFECT_API_URL": api,
+        "PREFECT_HOME": str(tmp_path / "serve-home"),
+        "JUDGELINE_WORK_DIR": str(work.root),
+    }
+    log_path = tmp_path / "serve.log"
+    with open(log_path, "wb") as log:
+        served = subprocess.Popen(
+            [str(BIN / "judgeline"), "serve", str(config_path)],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            client = httpx.Client(base_url=api, timeout=10)
+            names = {"nightly-benchmark", "rerun-failed", "replay-policies"}
+            deadline = time.monotonic() + 120
+            found: dict[str, dict[str, object]] = {}
+            while set(found) != names:
+                assert served.poll() is None, log_path.read_text()
+                assert time.monotonic() < deadline, f"deployments missing: {log_path.read_text()}"
+                resp = client.post("/deployments/filter", json={})
+                found = {d["name"]: d for d in resp.json() if d["name"] in names}
+                time.sleep(0.5)
+
+            nightly = found["nightly-benchmark"]
+            schedules = client.get(f"/deployments/{nightly['id']}/schedules").json()
+            assert [s["schedule"]["cron"] for s in schedules] == ["0 2 * * *"]
+            assert schedules[0]["schedule"]["timezone"] == "Europe/Berlin"
+            for name in ("rerun-failed", "replay-policies"):
+                listed = client.get(f"/deployments/{found[name]['id']}/schedules").json()
+                assert listed == [], f"{name} must be manual"
+
+            replay = found["replay-policies"]
+            params = {"run_id": run_id, "designs": ["balanced"], "policies": ["full", "strict"]}
+            flow_run = client.post(
+                f"/deployments/{replay['id']}/create_flow_run", json={"parameters": params}
+            ).json()
+            deadline = time.monotonic() + 180
+            while True:
+                state = client.get(f"/flow_runs/{flow_run['id']}").json()["state"]
+                if state["type"] in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED"):
+                    break
+                assert time.monotonic() < deadline, f"replay run stuck: {log_path.read_text()}"
+                time.sleep(0.5)
+            assert state["type"] == "COMPLETED", log_path.read_text()
+        finally:
+            _stop(served)
+
+    summary = pq.read_table(work.run_dir(run_id) / "summary.parquet").to_pylist()
+    assert {(r["design"], r["policy"]) for r in summary} == {
+        ("balanced", "full"),
+        ("balanced", "strict"),
+    }
+    assert all(r["pairs"] == 6 for r in summary)
+    assert (work.run_dir(run_id) / "report.html").is_file()

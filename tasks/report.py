@@ -447,7 +447,7 @@ def _designs(frame: pd.DataFrame) -> str:
     wide.columns = [f"{pair[0]}:{pair[1]}" for pair in wide.columns.to_flat_index()]
     wide = wide.reset_index()
     pairs = means.groupby(list(GROUP), sort=True)["pairs"].max().reset_index()
-    wide = wide.merge(pairs, on=list(GROUP))
+    wide = ordered(wide.merge(pairs, on=list(GROUP)))
     designs = present(means, "design", DESIGNS)
     if {"common", "independent", "balanced"} <= set(designs):
         gap = wide["expected_agreement:balanced"] - wide["expected_agreement:common"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -103,6 +104,19 @@ def table(frame: pd.DataFrame, cols: Sequence[Col], *, table_id: str) -> str:
 KEY_COLS = [Col("judge", "Judge"), Col("config", "Config"), Col("dataset", "Dataset")]
 
 
+def _natural_key(text: str) -> tuple[str | int, ...]:
+    # "cfg-r2" before "cfg-r10": digit runs compare as numbers. re.split with a group
+    # alternates text and digits, so equal positions always hold the same type.
+    parts = re.split(r"(\d+)", text)
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(parts))
+
+
+def _natural_rank(values: pd.Series) -> pd.Series:
+    texts = values.astype(str)
+    rank = {v: i for i, v in enumerate(sorted(set(texts), key=_natural_key))}
+    return texts.map(rank)
+
+
 def ordered(frame: pd.DataFrame) -> pd.DataFrame:
     """Rows in a fixed order whatever the input order: the report must be deterministic."""
     if frame.empty:
@@ -113,7 +127,7 @@ def ordered(frame: pd.DataFrame) -> pd.DataFrame:
         "policy": lambda s: s.map({p: i for i, p in enumerate(POLICIES)}).fillna(99),
     }
     sort_frame = pd.DataFrame(
-        {k: rank[k](frame[k]) if k in rank else frame[k].astype(str) for k in keys}
+        {k: rank[k](frame[k]) if k in rank else _natural_rank(frame[k]) for k in keys}
     )
     order = sort_frame.sort_values(keys, kind="mergesort").index
     return frame.loc[order].reset_index(drop=True)

@@ -383,3 +383,18 @@ def test_optional_left_share_of_decisive_column(data: ReportData) -> None:
     assert "Left among all decisive" in part
     assert part.count(">61.3%</td>") == 6
     assert "Left among all decisive" not in _section(render_report(data), "bias")
+
+
+def test_rows_follow_natural_order(data: ReportData) -> None:
+    # configs "r2" and "r10": numbers inside names sort as numbers in every table and chart
+    def rename(frame: pd.DataFrame) -> pd.DataFrame:
+        return frame.assign(config=frame["config"].map({"low": "r10", "high": "r2"}))
+
+    frames = {
+        name: rename(getattr(data, name))
+        for name in ("disclosure", "scores", "summary", "components", "design", "position_bias")
+    }
+    html = render_report(ReportData(header=data.header, **frames))
+    for sid in ("disclosure", "scores", "cost", "bias", "changes", "designs"):
+        part = _section(html, sid)
+        assert 0 < part.index("r2") < part.index("r10"), sid

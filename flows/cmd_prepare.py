@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,6 +18,23 @@ from tasks.errors import InputError
 def _say(text: str) -> None:
     """One output line, never wrapped (hashes and paths must stay copyable)."""
     console.print(text, highlight=False, soft_wrap=True)
+
+
+@contextmanager
+def _quiet_run_logs() -> Iterator[None]:
+    """Prefect logs a failed run's traceback before the exception reaches `main`, which
+    prints user errors as one paragraph; the exception itself still propagates, so the
+    run loggers are silenced unless --debug."""
+    loggers = [logging.getLogger(n) for n in ("prefect.flow_runs", "prefect.task_runs")]
+    levels = [lg.level for lg in loggers]
+    if not state.debug:
+        for lg in loggers:
+            lg.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
 
 
 def _sources(
@@ -71,7 +91,8 @@ def freeze(
     work = state.work
     root = work.root / "manifests"
     before = {p.name for p in root.iterdir()} if root.is_dir() else set()
-    manifest_hash = freeze_flow(sources, str(work.root))
+    with _quiet_run_logs():
+        manifest_hash = freeze_flow(sources, str(work.root))
     info, rows = read_manifest(work, manifest_hash, gate=False)
 
     status = "already frozen" if manifest_hash in before else "frozen"
@@ -117,7 +138,10 @@ def plan(
     check_design(design, PLAN_DESIGNS)
     if design == "full" or rng_seed is not None:
         check_plan_request(k, design, rng_seed)
-    plan_id = plan_flow(full_hash, k=k, design=design, rng_seed=rng_seed, work_dir=str(work.root))
+    with _quiet_run_logs():
+        plan_id = plan_flow(
+            full_hash, k=k, design=design, rng_seed=rng_seed, work_dir=str(work.root)
+        )
     info, _ = read_plan(work, plan_id, gate=False)
     _say(f"plan [bold]{plan_id}[/bold]")
     seed = "" if info.rng_seed is None else f", rng seed {info.rng_seed}"

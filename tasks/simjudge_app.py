@@ -11,6 +11,7 @@ succeed after a fault and a test can predict every reply.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import hashlib
 import json
 import logging
@@ -163,7 +164,7 @@ class SimJudge:
                 started: float, attempt: int | None) -> None:  # fmt: skip
         self._log.append(
             {
-                "time": time.time(),
+                "time": dt.datetime.now(dt.UTC).isoformat(),
                 "path": request.url.path,
                 "model": model if isinstance(model, str) else None,
                 "status": status,

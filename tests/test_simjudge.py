@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections import Counter
 from collections.abc import Iterator
@@ -311,6 +312,7 @@ def test_log_records_call_keys_and_never_the_key(
     assert [e["status"] for e in log] == [200, 401]
     assert log[0]["call_key"] == "ck-777" and log[0]["model"] == "strong"
     assert log[0]["path"] == "/v1/chat/completions" and log[0]["latency_ms"] >= 0
+    assert dt.datetime.fromisoformat(log[0]["time"]).tzinfo is not None  # others parse it
     admin = keyed.base_url.rsplit("/v1", 1)[0] + "/_judgeline/log"
     served = client.get(admin).json()
     text = json.dumps(served)

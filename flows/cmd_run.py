@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich import box
 from rich.table import Table
 
 from flows.cli import app, console, state
@@ -26,33 +27,43 @@ def _summary_table(run_id: str) -> Table:
 
     work = state.work
     disclosure = query(work, "report_disclosure", run_id=run_id)
-    scores = query(work, "report_scores", run_id=run_id)
-    table = Table(title=f"run {run_id}", header_style="bold", show_lines=False)
-    for col in ("judge", "config", "dataset", "score (95% CI)", "conflicts", "consistency"):
-        table.add_column(col, justify="left" if col in ("judge", "config", "dataset") else "right")
-    adaptive = [("nonstrict", "common"), ("strict", "common"), ("paired_unanimity", "balanced")]
-    for policy, _ in adaptive:
-        table.add_column(f"{policy}\nsavings / changed", justify="right")
-    full = scores[(scores.policy == "full") & (scores.design == "balanced")]
+    scores = query(work, "report_scores", run_id=run_id).set_index(
+        ["judge", "config", "dataset", "design", "policy"]
+    )
+    datasets = sorted(set(disclosure.dataset))
+    table = Table(
+        title=f"run {run_id} · {', '.join(datasets)}",
+        caption="policy columns: calls saved / decisions changed vs the full reference (balanced)",
+        header_style="bold",
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1),
+        pad_edge=False,
+    )
+    table.add_column("judge · config", no_wrap=True)
+    if len(datasets) > 1:
+        table.add_column("dataset")
+    for col in ("score (95% CI)", "conflicts", "consistent"):
+        table.add_column(col, justify="right", no_wrap=True)
+    policies = ("nonstrict", "strict", "paired_unanimity")
+    for policy in policies:
+        table.add_column(policy.split("_")[0], justify="right", no_wrap=True)
     for _, d in disclosure.iterrows():
+        cells = [f"{d.judge} · {d.config}"] + ([d.dataset] if len(datasets) > 1 else [])
+        full = ("balanced", "full")
         key = (d.judge, d.config, d.dataset)
-        row = full[(full.judge == key[0]) & (full.config == key[1]) & (full.dataset == key[2])]
-        score = "-"
-        if len(row):
-            r = row.iloc[0]
-            score = f"{r.score:.3f} ({r.ci_low:.3f}-{r.ci_high:.3f})"
-        consistency = "-" if d.consistency is None else f"{d.consistency:.1%}"
-        cells = [*key, score, str(d.conflicting), consistency]
-        for policy, design in adaptive:
-            sel = scores[
-                (scores.judge == key[0])
-                & (scores.config == key[1])
-                & (scores.dataset == key[2])
-                & (scores.policy == policy)
-                & (scores.design == design)
-            ]
+        if key + full in scores.index:
+            r = scores.loc[key + full]  # type: ignore[index]
+            cells.append(f"{r.score:.3f} ({r.ci_low:.2f}-{r.ci_high:.2f})")
+        else:
+            cells.append("-")
+        consistent = "-" if d.consistency is None else f"{d.consistency:.0%}"
+        cells += [str(d.conflicting), consistent]
+        for policy in policies:
+            at = key + ("balanced", policy)
             cells.append(
-                f"{sel.iloc[0].savings:.1%} / {sel.iloc[0].p_change:.2%}" if len(sel) else "-"
+                f"{scores.loc[at].savings:.0%}/{scores.loc[at].p_change:.1%}"  # type: ignore[index]
+                if at in scores.index
+                else "-"
             )
         table.add_row(*cells)
     return table

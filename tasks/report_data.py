@@ -26,7 +26,6 @@ def _header(work: WorkDir, run_id: str) -> dict[str, str]:
         "run id": record.run_id,
         "benchmark": record.name,
         "date": record.started_at.strftime("%Y-%m-%d %H:%M UTC"),
-        "status": record.status,
         "judges": judge_names,
         "K": str(record.config.get("k")),
         "template": str(record.config.get("template")),

@@ -31,10 +31,14 @@ from tasks.workdir import WorkDir
 
 @task(name="write-report", cache_policy=NO_CACHE)
 def report_task(work_dir: str, run_id: str) -> str:
-    """Rebuild the warehouse and write the run's HTML report; returns its path."""
+    """Rebuild the warehouse, write the run's HTML report and its Prefect artifacts."""
+    from tasks.artifacts import publish_artifacts
     from tasks.report_data import build_report
 
-    return str(build_report(WorkDir.at(work_dir), run_id))
+    work = WorkDir.at(work_dir)
+    path = str(build_report(work, run_id))
+    publish_artifacts(work, run_id, path)
+    return path
 
 
 def _outcome_counts(path: Path) -> dict[str, int]:

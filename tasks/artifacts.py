@@ -1,0 +1,85 @@
+"""Prefect artifacts of a run: a markdown summary and tables, visible in the Prefect UI."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from tasks.warehouse import query
+from tasks.workdir import WorkDir
+
+SUMMARY_POLICIES = ("full", "nonstrict", "strict", "paired_unanimity")
+
+
+def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """JSON-safe rows: NaN becomes None, floats are rounded for reading."""
+    rows = []
+    for row in frame.to_dict(orient="records"):
+        clean: dict[str, Any] = {}
+        for key, value in row.items():
+            if isinstance(value, float):
+                clean[str(key)] = None if math.isnan(value) else round(value, 4)
+            else:
+                clean[str(key)] = value
+        rows.append(clean)
+    return rows
+
+
+def artifact_key(run_id: str, what: str) -> str:
+    """Artifact keys allow lowercase letters, digits and dashes only."""
+    safe = "".join(c if c.isalnum() else "-" for c in run_id.lower())
+    return f"judgeline-{safe}-{what}"
+
+
+def run_artifacts(work: WorkDir, run_id: str, report_path: str | None) -> dict[str, Any]:
+    """What the run's artifacts hold: markdown text and table rows (pure, testable)."""
+    disclosure = query(work, "report_disclosure", run_id=run_id)
+    scores = query(work, "report_scores", run_id=run_id)
+    balanced = scores[(scores.design == "balanced") & scores.policy.isin(SUMMARY_POLICIES)]
+    policy_rows = balanced[
+        ["judge", "config", "dataset", "policy", "score", "ci_low", "ci_high", "savings"]
+        + ["p_change", "match_extra"]
+    ]
+    lines = [f"# judgeline run `{run_id}`", ""]
+    if report_path:
+        lines += [f"Report: `{report_path}`", ""]
+    lines += [
+        "| judge | config | dataset | planned | valid | missing | invalid | conflicting "
+        "| consistency | accuracy of stable |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for d in _records(disclosure):
+        shares = [
+            "-" if d[c] is None else f"{d[c]:.1%}" for c in ("consistency", "accuracy_of_stable")
+        ]
+        counts = [d[c] for c in ("planned", "valid", "missing", "invalid", "conflicting")]
+        cells = [d["judge"], d["config"], d["dataset"], *counts, *shares]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    lines += ["", "Consistency and agreement with the key are reported separately."]
+    return {
+        "markdown": "\n".join(lines),
+        "disclosure": _records(disclosure),
+        "policies": _records(policy_rows),
+    }
+
+
+def publish_artifacts(work: WorkDir, run_id: str, report_path: str | None) -> list[str]:
+    """Create the run's markdown and table artifacts in the current flow run; returns keys."""
+    from prefect.artifacts import create_markdown_artifact, create_table_artifact
+
+    content = run_artifacts(work, run_id, report_path)
+    keys = [artifact_key(run_id, w) for w in ("summary", "disclosure", "policies")]
+    create_markdown_artifact(
+        content["markdown"], key=keys[0], description=f"judgeline run {run_id}"
+    )
+    create_table_artifact(
+        content["disclosure"], key=keys[1], description="Disclosure counts per judge config"
+    )
+    create_table_artifact(
+        content["policies"],
+        key=keys[2],
+        description="Scores, savings and decision changes per policy (balanced design)",
+    )
+    return keys

@@ -87,6 +87,20 @@ BOOTSTRAP_SEED = 20240917
 """Fixed so a report shows the same interval every time it is rebuilt."""
 
 
+def _view_sql(view: View, source: str) -> str:
+    """A stage's view: its own file if it has one (replies), else the shared template for
+    tables that name their run (`view_stage.sql`) or take it from the path
+    (`view_run_table.sql`). The view name is one of ours, never user input."""
+    own = resources.files("tasks").joinpath("sql", f"view_{view.name}.sql")
+    template = (
+        own.name
+        if own.is_file()
+        else ("view_run_table.sql" if view.run_from_path else "view_stage.sql")
+    )
+    text = _sql(template.removesuffix(".sql"))
+    return text.replace("{{name}}", view.name).replace(_SOURCE, source)
+
+
 def _sql(name: str) -> str:
     return resources.files("tasks").joinpath("sql", f"{name}.sql").read_text("utf-8")
 
@@ -150,7 +164,7 @@ def build_warehouse(work: WorkDir) -> Path:
                     con.execute(f'CREATE TABLE "{view.name}" AS SELECT * FROM empty_stage')
                     con.unregister("empty_stage")
                 else:
-                    con.execute(_sql(f"view_{view.name}").replace(_SOURCE, source))
+                    con.execute(_view_sql(view, source))
         finally:
             con.close()
         os.replace(tmp, target)

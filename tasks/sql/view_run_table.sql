@@ -1,5 +1,5 @@
--- disclosure.parquet of every run, with the run_id taken from its folder runs/<run_id>/.
-CREATE OR REPLACE VIEW disclosure AS
+-- {{name}}.parquet of every run, with the run_id taken from its folder runs/<run_id>/.
+CREATE OR REPLACE VIEW "{{name}}" AS
 WITH files AS (
     SELECT * FROM read_parquet({{source}}, filename = true, union_by_name = true)
 ),

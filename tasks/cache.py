@@ -25,13 +25,14 @@ from pydantic import BaseModel
 from schemas.arrow import arrow_schema, conform, rows_to_table
 from schemas.calls import AttemptRecord, ReplyRecord
 from schemas.judge import JudgeSpec, ReasoningConfig
-from tasks.hashing import canonical_json, digest, sha256_text
+from tasks.hashing import canonical_json, sha256_text
 from tasks.storage import write_parquet_atomic
 from tasks.workdir import WorkDir
 
 __all__ = [
     "CALL_KEY_FORMAT",
     "CacheWriter",
+    "CallKeyer",
     "call_key",
     "call_key_from_digest",
     "compact",
@@ -73,6 +74,40 @@ def messages_sha256(messages: Sequence[dict[str, str]]) -> str:
     return sha256_text(canonical_json(list(messages)))
 
 
+class CallKeyer:
+    """Call keys for one (judge, config): the definition of a call key, in one place.
+
+    In: provider, model, decoding params, repeat index, template id and hash, messages.
+    Out: timeouts, keys, base URL, concurrency, retries, judge and config names.
+    The key is the SHA-256 of the canonical JSON of that list; the constant parts are
+    serialised once, so planning 100,000 calls costs one small hash each.
+    """
+
+    def __init__(self, spec: JudgeSpec, config: ReasoningConfig) -> None:
+        self.spec = spec
+        self.config = config
+        self._head = ",".join(
+            canonical_json(v) for v in (CALL_KEY_FORMAT, spec.provider, spec.model)
+        )
+        self._params: dict[int, str] = {}
+        self._tails: dict[tuple[int, str, str], str] = {}
+
+    def key(
+        self, *, seed: int, repeat: int, template_id: str, template_hash: str, messages_digest: str
+    ) -> str:
+        params = self._params.get(seed)
+        if params is None:
+            params = canonical_json(decoding_params(self.spec, self.config, seed))
+            self._params[seed] = params
+        tail = self._tails.get((repeat, template_id, template_hash))
+        if tail is None:
+            tail = ",".join(canonical_json(v) for v in (repeat, template_id, template_hash))
+            self._tails[(repeat, template_id, template_hash)] = tail
+        # Equal to digest(FORMAT, provider, model, params, repeat, template id, template
+        # hash, messages digest): canonical JSON of a list is its items' JSON joined by ",".
+        return sha256_text(f"[{self._head},{params},{tail},{canonical_json(messages_digest)}]")
+
+
 def call_key_from_digest(
     spec: JudgeSpec,
     config: ReasoningConfig,
@@ -83,20 +118,13 @@ def call_key_from_digest(
     template_hash: str,
     messages_digest: str,
 ) -> str:
-    """The call key given the messages' SHA-256 (lets a planner hash each prompt once).
-
-    In: provider, model, decoding params, repeat index, template id and hash, messages.
-    Out: timeouts, keys, base URL, concurrency, retries, judge and config names.
-    """
-    return digest(
-        CALL_KEY_FORMAT,
-        spec.provider,
-        spec.model,
-        decoding_params(spec, config, seed),
-        repeat,
-        template_id,
-        template_hash,
-        messages_digest,
+    """The call key given the messages' SHA-256 (see `CallKeyer` for what enters it)."""
+    return CallKeyer(spec, config).key(
+        seed=seed,
+        repeat=repeat,
+        template_id=template_id,
+        template_hash=template_hash,
+        messages_digest=messages_digest,
     )
 
 

@@ -17,7 +17,7 @@ from schemas.arrow import conform
 from schemas.calls import CallRecord
 from schemas.judge import JudgeSpec, ReasoningConfig
 from schemas.vocabulary import ErrorCategory
-from tasks.cache import call_key_from_digest, messages_sha256
+from tasks.cache import CallKeyer, messages_sha256
 from tasks.errors import IntegrityError
 from tasks.providers import CallRequest
 from tasks.templates import RenderedPrompt, render
@@ -72,6 +72,9 @@ def plan_calls(
     its slot identities are not one A and one B.
     """
     pairs = _manifest_rows(manifest_table)
+    keyers = [
+        (judge, config, CallKeyer(judge, config)) for judge in judges for config in judge.configs
+    ]
     prompts: dict[tuple[str, str], tuple[RenderedPrompt, str]] = {}
     cols = ["presentation_id", "manifest_hash", "pair_id", "seed", "left_identity"]
     cols += ["right_identity"]
@@ -106,34 +109,31 @@ def plan_calls(
             )
             prompts[memo_key] = (prompt, messages_sha256(prompt.messages))
         prompt, msg_digest = prompts[memo_key]
-        for judge in judges:
-            for config in judge.configs:
-                key = call_key_from_digest(
-                    judge,
-                    config,
+        for judge, config, keyer in keyers:
+            key = keyer.key(
+                seed=p["seed"],
+                repeat=REPEAT,
+                template_id=prompt.template_id,
+                template_hash=prompt.template_hash,
+                messages_digest=msg_digest,
+            )
+            out.append(
+                PlannedCall(
+                    run_id=run_id,
+                    judge=judge,
+                    config=config,
+                    dataset=pair["dataset"],
+                    presentation_id=pid,
+                    pair_id=p["pair_id"],
                     seed=p["seed"],
-                    repeat=REPEAT,
+                    call_key=key,
                     template_id=prompt.template_id,
                     template_hash=prompt.template_hash,
-                    messages_digest=msg_digest,
+                    left_sha256=prompt.left_sha256,
+                    right_sha256=prompt.right_sha256,
+                    messages=prompt.messages,
                 )
-                out.append(
-                    PlannedCall(
-                        run_id=run_id,
-                        judge=judge,
-                        config=config,
-                        dataset=pair["dataset"],
-                        presentation_id=pid,
-                        pair_id=p["pair_id"],
-                        seed=p["seed"],
-                        call_key=key,
-                        template_id=prompt.template_id,
-                        template_hash=prompt.template_hash,
-                        left_sha256=prompt.left_sha256,
-                        right_sha256=prompt.right_sha256,
-                        messages=prompt.messages,
-                    )
-                )
+            )
     return out
 
 

@@ -17,14 +17,17 @@ from schemas.judge import JudgeSpec, ReasoningConfig
 from tasks import cache
 from tasks.cache import (
     CacheWriter,
+    CallKeyer,
     call_key,
     compact,
+    messages_sha256,
     read_attempts,
     read_replies,
     stored_keys,
     write_attempts,
     write_replies,
 )
+from tasks.hashing import canonical_json, sha256_text
 from tasks.workdir import WorkDir
 
 MESSAGES = ({"role": "system", "content": "judge"}, {"role": "user", "content": "Q? L | R"})
@@ -91,6 +94,29 @@ def test_call_key_covers_what_decides_the_reply_only() -> None:
     }
     for what, key in same.items():
         assert key == base, what
+
+
+def test_call_key_is_the_digest_of_its_documented_parts() -> None:
+    spec = _spec(top_p=0.5, extra={"a": [1, "é"]})
+    config = ReasoningConfig(name="c", extra={"reasoning_effort": "high"})
+    params = {
+        "temperature": 0.0,
+        "max_tokens": 1024,
+        "seed": 3,
+        "top_p": 0.5,
+        "a": [1, "é"],
+        "reasoning_effort": "high",
+    }
+    parts = [cache.CALL_KEY_FORMAT, "openai", "m", params, 2, "t", "h", messages_sha256(MESSAGES)]
+    expected = sha256_text(canonical_json(parts))
+    assert _key(spec, config, seed=3, repeat=2) == expected
+    keyer = CallKeyer(spec, config)
+    for _ in range(2):  # memoised parts give the same key
+        got = keyer.key(
+            seed=3, repeat=2, template_id="t", template_hash="h",
+            messages_digest=messages_sha256(MESSAGES),
+        )  # fmt: skip
+        assert got == expected
 
 
 def test_replies_round_trip_filter_and_keep_earliest(work: WorkDir) -> None:
@@ -219,6 +245,7 @@ def test_public_surface_is_pinned() -> None:
     assert set(cache.__all__) == {
         "CALL_KEY_FORMAT",
         "CacheWriter",
+        "CallKeyer",
         "call_key",
         "call_key_from_digest",
         "compact",

@@ -29,7 +29,7 @@ from rich.progress import (
 )
 
 from schemas.judge import JudgeSpec
-from tasks.cache import CacheWriter, read_attempts, stored_keys
+from tasks.cache import CacheWriter, compact, read_attempts, stored_keys
 from tasks.calls import PlannedCall, call_records, last_failures, plan_calls
 from tasks.client import JudgeClient, aresolve_api_key
 from tasks.errors import InputError, IntegrityError
@@ -41,6 +41,9 @@ from tasks.workdir import WorkDir
 
 CALLS_FILE = "calls.parquet"
 RUN_FILE = "run.json"
+COMPACT_AT = 256
+"""Reply files in the cache above which a run compacts it (reading many small files costs
+a few ms each; one merged file reads in one scan)."""
 
 
 class _Tally:
@@ -256,6 +259,8 @@ async def run_judge_stage(
         tally.close()
     elapsed = time.perf_counter() - started
 
+    if to_send and sum(1 for _ in work.replies.glob("*.parquet")) > COMPACT_AT:
+        compact(work)
     stored = stored_keys(work) if to_send else cached
     unstored = {c.call_key for c in planned} - stored
     failures = last_failures(read_attempts(work), unstored) if unstored else {}

@@ -188,9 +188,11 @@ def _read_folder(
     Retries the listing while files vanish under it: a compaction writes its merged file
     before deleting the small ones, so a fresh listing never misses a row.
     """
-    schema = arrow_schema(model)
-    if columns is not None:
-        schema = pa.schema([schema.field(c) for c in columns])
+    full = arrow_schema(model)
+    schema = full if columns is None else pa.schema([full.field(c) for c in columns])
+    fast = _read_fast(folder, full, columns)
+    if fast is not None:
+        return fast
     for _ in range(10):
         tables: list[pa.Table] = []
         paths: list[Path] = []
@@ -213,6 +215,28 @@ def _read_folder(
         if not vanished:
             return tables, paths
     return tables, paths
+
+
+def _read_fast(
+    folder: Path, full: pa.Schema, columns: list[str] | None
+) -> tuple[list[pa.Table], list[Path]] | None:
+    """All files in one multi-threaded scan; None if any file is odd (then read one by one).
+
+    Every file's own schema must equal the table's: a dataset scan would otherwise fill a
+    missing column with nulls instead of failing.
+    """
+    import pyarrow.dataset as ds
+
+    paths = sorted(folder.glob("*.parquet"))
+    if not paths:
+        return [], []
+    try:
+        dataset = ds.dataset([str(p) for p in paths], format="parquet", schema=full)
+        if not all(f.physical_schema.equals(full) for f in dataset.get_fragments()):
+            return None
+        return [dataset.to_table(columns=columns)], paths
+    except (OSError, ValueError, pa.ArrowException):
+        return None
 
 
 def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:

@@ -28,9 +28,12 @@ REPEAT = 0
 """Repeat index of every planned call: a seed is one call; repeats are other seeds."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class PlannedCall:
-    """One judge call to make: a presentation rendered for one judge configuration."""
+    """One judge call to make: a presentation rendered for one judge configuration.
+
+    Not frozen: a plan holds 100,000s of these and frozen dataclasses build far slower.
+    """
 
     run_id: str
     judge: JudgeSpec

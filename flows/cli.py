@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from flows.runtime import configure_prefect
 from tasks.errors import JudgelineError
@@ -52,7 +53,11 @@ def main() -> None:
     except JudgelineError as exc:
         if "--debug" in sys.argv:
             raise
-        err_console.print(f"[bold red]error:[/bold red] {exc}", highlight=False, soft_wrap=True)
+        # Messages quote file contents (values, column names, ids): escaped, a `[/x]` in
+        # them is text, not rich markup that would crash or vanish.
+        err_console.print(
+            f"[bold red]error:[/bold red] {escape(str(exc))}", highlight=False, soft_wrap=True
+        )
         raise SystemExit(2) from None
 
 

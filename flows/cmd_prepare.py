@@ -10,13 +10,16 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from flows.cli import app, console, state
 from tasks.errors import InputError
 
 
 def _say(text: str) -> None:
-    """One output line, never wrapped (hashes and paths must stay copyable)."""
+    """One output line, never wrapped (hashes and paths must stay copyable). Values from
+    input files (ids, names, paths) must be passed through `escape`: a `[/x]` in them is
+    text, not rich markup."""
     console.print(text, highlight=False, soft_wrap=True)
 
 
@@ -97,7 +100,7 @@ def freeze(
 
     status = "already frozen" if manifest_hash in before else "frozen"
     _say(f"manifest [bold]{manifest_hash}[/bold] ({status})")
-    _say(f"  {info.pairs} pairs from {', '.join(info.sources)}")
+    _say(f"  {info.pairs} pairs from {escape(', '.join(info.sources))}")
     cells = Counter(
         (d, k or "none")
         for d, k in zip(
@@ -106,13 +109,13 @@ def freeze(
     )
     for dataset in sorted(info.datasets):
         keys = ", ".join(f"key {k}: {n}" for (d, k), n in sorted(cells.items()) if d == dataset)
-        _say(f"  {dataset}: {info.datasets[dataset]} pairs ({keys})")
+        _say(f"  {escape(dataset)}: {info.datasets[dataset]} pairs ({escape(keys)})")
     for pair_id in info.identical_answer_pairs:
         _say(
-            f"  [yellow]warning[/yellow]: pair {pair_id!r} has byte-identical answers A and B "
-            "(kept)",
+            f"  [yellow]warning[/yellow]: pair {escape(repr(pair_id))} has byte-identical "
+            "answers A and B (kept)",
         )
-    _say(f"  written to {work.manifest_dir(manifest_hash)}")
+    _say(f"  written to {escape(str(work.manifest_dir(manifest_hash)))}")
 
 
 @app.command("plan")
@@ -147,4 +150,4 @@ def plan(
     seed = "" if info.rng_seed is None else f", rng seed {info.rng_seed}"
     _say(f"  manifest {info.manifest_hash}, design {info.design}, K={info.k}{seed}")
     _say(f"  {info.presentations} presentations for {info.pairs} pairs")
-    _say(f"  written to {work.plan_dir(plan_id)}")
+    _say(f"  written to {escape(str(work.plan_dir(plan_id)))}")

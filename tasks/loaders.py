@@ -40,6 +40,9 @@ _IDENTITIES: dict[str, Identity] = {"A": "A", "B": "B"}
 _JUDGEBENCH_LABELS: dict[str, Identity] = {"A>B": "A", "B>A": "B"}
 _RMBENCH_STYLES = ("concise", "detailed_plain", "detailed_markdown")
 _TABLE_SUFFIXES = (".jsonl", ".ndjson", ".csv", ".tsv", ".parquet")
+# json.loads recurses once per nesting level and raises RecursionError (not a decode
+# error) on deeply nested brackets (about a thousand levels).
+_TOO_DEEP = "malformed JSON: nested too deeply to read"
 
 
 # --- reading and checking values --------------------------------------------------------
@@ -163,6 +166,8 @@ def _iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             raise InputError(
                 f"malformed JSON line: {exc.msg} at column {exc.colno}", file=str(path), row=number
             ) from None
+        except RecursionError:
+            raise InputError(_TOO_DEEP, file=str(path), row=number) from None
         if not isinstance(record, dict):
             raise InputError(
                 f"expected a JSON object, got {_type_name(record)}", file=str(path), row=number
@@ -262,6 +267,8 @@ def _decode_json_document(path: Path) -> Any:
         raise InputError(
             f"malformed JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}", file=str(path)
         ) from None
+    except RecursionError:
+        raise InputError(_TOO_DEEP, file=str(path)) from None
 
 
 def _variants(record: dict[str, Any], field: str, *, file: Path, row: int) -> list[str]:

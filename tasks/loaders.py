@@ -518,7 +518,22 @@ def _iter_parquet(path: Path, columns: list[str]) -> Iterator[tuple[int, dict[st
         table = pq.read_table(path, columns=columns)
     except (pa.ArrowException, OSError) as exc:
         raise InputError(f"not a readable parquet file: {exc}", file=str(path)) from None
-    yield from enumerate(table.to_pylist(), start=1)
+    try:
+        rows = table.to_pylist()
+    except UnicodeDecodeError:
+        # Parquet does not check that string columns hold UTF-8; find the cell to name it.
+        for column in table.column_names:
+            for row, value in enumerate(table.column(column), start=1):
+                try:
+                    value.as_py()
+                except UnicodeDecodeError as exc:
+                    raise InputError(
+                        f"invalid UTF-8 in column {column!r} at byte {exc.start}",
+                        file=str(path),
+                        row=row,
+                    ) from None
+        raise
+    yield from enumerate(rows, start=1)
 
 
 def _iter_jsonl_columns(path: Path, columns: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import yaml
 from pydantic import ValidationError
@@ -12,16 +13,60 @@ from tasks.errors import InputError
 from tasks.hashing import canonical_json, sha256_text
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a repeated mapping key (PyYAML silently keeps the last one,
+    so `k: 4` followed by `k: 2` would run K=2 without a word)."""
+
+
+def _unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> Any:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue  # `<<: *base` may be overridden by design
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            first = seen.setdefault(key, key_node.start_mark.line + 1)
+        except TypeError:
+            continue  # an unhashable key: the constructor reports it
+        if first != key_node.start_mark.line + 1:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"repeated key {key!r} (first at line {first})", key_node.start_mark
+            )
+    return loader.construct_mapping(node, deep=True)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
+
+
+def read_yaml(path: str | Path, what: str) -> Any:
+    """A YAML file's data; unreadable, non-UTF-8 or malformed files and repeated keys are an
+    InputError naming the file (and the line), `what` saying which file it is."""
+    source = Path(path)
+    try:
+        text = source.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot read the {what}: {exc.strerror}", file=str(source)) from None
+    except UnicodeDecodeError as exc:
+        line = source.read_bytes()[: exc.start].count(b"\n") + 1
+        problem = f"the {what} is not UTF-8 text: invalid byte at line {line}"
+        raise InputError(problem, file=str(source)) from None
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        context = f" ({exc.context})" if exc.context else ""
+        raise InputError(
+            f"not valid YAML{where}: {exc.problem}{context}", file=str(source)
+        ) from None
+    except yaml.YAMLError as exc:
+        raise InputError(f"not valid YAML: {exc}", file=str(source)) from None
+
+
 def load_run_config(path: str | Path) -> RunConfig:
     """Read and validate a YAML run configuration; errors name the file and the field."""
     source = Path(path)
-    try:
-        raw = yaml.safe_load(source.read_text(encoding="utf-8"))
-    except OSError as exc:
-        problem = f"cannot read the run configuration: {exc.strerror}"
-        raise InputError(problem, file=str(source)) from None
-    except yaml.YAMLError as exc:
-        raise InputError(f"not valid YAML: {exc}", file=str(source)) from None
+    raw = read_yaml(source, "run configuration")
     if not isinstance(raw, dict):
         raise InputError("a run configuration is a YAML mapping", file=str(source))
     try:

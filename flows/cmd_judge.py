@@ -18,17 +18,12 @@ if TYPE_CHECKING:
 
 def _load_judges(path: Path) -> list[JudgeSpec]:
     """Judges from a YAML file: a run configuration, a `judges:` mapping or a bare list."""
-    import yaml
     from pydantic import ValidationError
 
     from schemas.judge import JudgeFile
+    from tasks.runconfig import read_yaml
 
-    try:
-        data = yaml.safe_load(path.read_text("utf-8"))
-    except OSError as exc:
-        raise InputError(f"cannot read judges file: {exc.strerror}", file=str(path)) from None
-    except yaml.YAMLError as exc:
-        raise InputError(f"not valid YAML: {exc}", file=str(path)) from None
+    data = read_yaml(path, "judges file")
     if isinstance(data, list):
         data = {"judges": data}
     if not isinstance(data, dict) or "judges" not in data:
@@ -37,7 +32,9 @@ def _load_judges(path: Path) -> list[JudgeSpec]:
         return list(JudgeFile.model_validate({"judges": data["judges"]}).judges)
     except ValidationError as exc:
         problems = "; ".join(
-            f"judges[{'.'.join(str(p) for p in e['loc'][1:])}]: {e['msg']}" for e in exc.errors()
+            f"judges[{'.'.join(str(p) for p in e['loc'][1:])}]: "
+            + ("unknown field" if e["type"] == "extra_forbidden" else e["msg"])
+            for e in exc.errors()
         )
         raise InputError(problems, file=str(path)) from None
 

@@ -105,7 +105,10 @@ class CallKeyer:
             self._tails[(repeat, template_id, template_hash)] = tail
         # Equal to digest(FORMAT, provider, model, params, repeat, template id, template
         # hash, messages digest): canonical JSON of a list is its items' JSON joined by ",".
-        return sha256_text(f"[{self._head},{params},{tail},{canonical_json(messages_digest)}]")
+        # A hex digest's JSON is itself in quotes; skip the encoder for the common case.
+        plain = messages_digest.isascii() and messages_digest.isalnum()
+        quoted = f'"{messages_digest}"' if plain else canonical_json(messages_digest)
+        return sha256_text(f"[{self._head},{params},{tail},{quoted}]")
 
 
 def call_key_from_digest(
@@ -320,6 +323,7 @@ class CacheWriter:
         self._lock = asyncio.Lock()
         self._timer: asyncio.TimerHandle | None = None
         self._pending: set[asyncio.Task[None]] = set()
+        self._scheduled = False
         self.files_written = 0
         self.last_flush = time.monotonic()
 
@@ -344,6 +348,9 @@ class CacheWriter:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self._scheduled:
+            return  # the flush already queued takes everything buffered when it runs
+        self._scheduled = True
         task = asyncio.get_running_loop().create_task(self.flush())
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
@@ -351,6 +358,7 @@ class CacheWriter:
     async def flush(self) -> None:
         """Write everything queued so far (one reply file and one attempts file at most)."""
         async with self._lock:
+            self._scheduled = False
             replies, self._replies = self._replies, []
             attempts, self._attempts = self._attempts, []
             if not replies and not attempts:

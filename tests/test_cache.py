@@ -6,6 +6,7 @@ import asyncio
 import datetime as dt
 import logging
 import multiprocessing
+import time
 from pathlib import Path
 
 import duckdb
@@ -222,23 +223,33 @@ def test_attempts_log_appends(work: WorkDir) -> None:
 
 
 def test_writer_flushes_by_count_by_age_and_at_close(work: WorkDir) -> None:
-    async def scenario() -> tuple[int, int, int]:
-        writer = CacheWriter(work, max_rows=50, max_age_s=0.3)
-        for i in range(120):
-            writer.add(_reply(f"c{i}"), [])
-        await asyncio.sleep(0.1)  # let the scheduled flushes run
-        by_count = len(stored_keys(work))
-        writer.add(_reply("late"), [])
-        await asyncio.sleep(0.6)  # older than max_age_s: flushed by the timer
-        by_age = len(stored_keys(work))
-        writer.add(_reply("last"), [])
-        await writer.close()
-        return by_count, by_age, len(stored_keys(work))
+    async def until(count: int, limit_s: float = 10.0) -> float:
+        """Seconds until the cache holds `count` keys (polling; the flush runs in a thread)."""
+        started = time.monotonic()
+        while len(stored_keys(work)) < count and time.monotonic() - started < limit_s:
+            await asyncio.sleep(0.02)
+        return time.monotonic() - started
 
-    by_count, by_age, total = asyncio.run(scenario())
-    assert by_count >= 100  # at least two full batches were on disk before close
-    assert by_age == 121
-    assert total == 122
+    async def scenario() -> None:
+        by_count = CacheWriter(work, max_rows=50, max_age_s=60)
+        for i in range(120):
+            by_count.add(_reply(f"c{i}"), [])
+        waited = await until(120)
+        assert len(stored_keys(work)) == 120 and waited < 10  # by count, long before age
+        assert len(by_count._pending) == 0
+        await by_count.close()
+        assert len(stored_keys(work)) == 120
+
+        by_age = CacheWriter(work, max_rows=1000, max_age_s=0.3)
+        by_age.add(_reply("late"), [])
+        assert len(stored_keys(work)) == 120
+        waited = await until(121)
+        assert len(stored_keys(work)) == 121 and waited >= 0.2
+        by_age.add(_reply("last"), [])
+        await by_age.close()
+        assert len(stored_keys(work)) == 122
+
+    asyncio.run(scenario())
 
 
 def test_public_surface_is_pinned() -> None:

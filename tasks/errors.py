@@ -8,6 +8,8 @@ JudgelineError            one readable paragraph; the CLI prints it without a tr
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class JudgelineError(Exception):
     """Base of every error meant for the user rather than for a developer."""
@@ -41,3 +43,17 @@ class GateError(JudgelineError):
         self.failures = failures
         lines = "\n".join(f"  - {f}" for f in failures)
         super().__init__(f"{stage}: data-quality gate failed:\n{lines}")
+
+
+def describe_validation(exc: Any) -> str:
+    """A pydantic ValidationError as one line, `field: problem; ...`, unknown fields named as
+    such (pydantic's own text spans lines and ends each with a documentation URL)."""
+    if not callable(getattr(exc, "errors", None)):
+        return str(exc)  # e.g. a UnicodeDecodeError met while reading the file
+    problems = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        problems.append(
+            f"{where}: {'unknown field' if err['type'] == 'extra_forbidden' else err['msg']}"
+        )
+    return "; ".join(problems)

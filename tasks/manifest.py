@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from pydantic import ValidationError
 
 from schemas import MANIFEST_FORMAT, ManifestInfo, ManifestRow, Pair, conform, rows_to_table
-from tasks.errors import GateError, InputError, IntegrityError
+from tasks.errors import GateError, InputError, IntegrityError, describe_validation
 from tasks.hashing import canonical_json, sha256_text
 from tasks.quality import Check, run_gate
 from tasks.storage import write_json_atomic, write_parquet_atomic
@@ -306,7 +306,7 @@ def _read_dir(folder: Path, name: str) -> tuple[ManifestInfo, pa.Table]:
         info = ManifestInfo.model_validate_json(info_path.read_text("utf-8"))
     except (ValidationError, ValueError) as exc:
         raise IntegrityError(
-            f"manifest {name}: {info_path} is not a manifest sidecar: {exc}"
+            f"manifest {name}: {info_path} is not a manifest sidecar: {describe_validation(exc)}"
         ) from exc
     if info.manifest_hash != name:
         raise IntegrityError(

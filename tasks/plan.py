@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from schemas import PlanInfo, PresentationRow, conform, rows_to_table
 from schemas.vocabulary import DESIGNS, LEFT_IDENTITY, ORDERS, PLAN_DESIGNS, RIGHT_IDENTITY, Order
-from tasks.errors import GateError, InputError, IntegrityError
+from tasks.errors import GateError, InputError, IntegrityError, describe_validation
 from tasks.hashing import digest, sha256_text
 from tasks.manifest import read_manifest
 from tasks.quality import Check, run_gate
@@ -355,7 +355,9 @@ def _read_dir(folder: Path, name: str) -> tuple[PlanInfo, pa.Table]:
     try:
         info = PlanInfo.model_validate_json(info_path.read_text("utf-8"))
     except (ValidationError, ValueError) as exc:
-        raise IntegrityError(f"plan {name}: {info_path} is not a plan sidecar: {exc}") from exc
+        raise IntegrityError(
+            f"plan {name}: {info_path} is not a plan sidecar: {describe_validation(exc)}"
+        ) from exc
     if info.plan_id != name:
         raise IntegrityError(f"plan {name}: {info_path} says plan_id {info.plan_id}")
     try:

@@ -78,8 +78,11 @@ def _planned(work: WorkDir, plan_id: str, judge: JudgeSpec) -> list[PlannedCall]
     return plan_calls(manifest, presentations, [judge], DEFAULT_TEMPLATE, "bench")
 
 
-async def _bare_loop(judge: JudgeSpec, planned: list[PlannedCall]) -> float:
-    """The floor: same bodies, same pool and concurrency, no records. Returns calls/s."""
+async def _bare_loop(judge: JudgeSpec, planned: list[PlannedCall]) -> tuple[float, float]:
+    """The floor: same bodies, same pool and concurrency, no records.
+
+    Returns (calls/s, client CPU ms per call).
+    """
     limits = httpx.Limits(
         max_connections=judge.max_concurrency, max_keepalive_connections=judge.max_concurrency
     )
@@ -100,23 +103,26 @@ async def _bare_loop(judge: JudgeSpec, planned: list[PlannedCall]) -> float:
                 if response.status_code == 200 and response.json()["choices"]:
                     ok += 1
 
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         await asyncio.gather(*(one(k, b) for k, b in bodies))
-        elapsed = time.perf_counter() - started
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
     assert ok == len(bodies), f"bare loop: only {ok} of {len(bodies)} calls succeeded"
-    return len(bodies) / elapsed
+    return len(bodies) / elapsed, 1000 * cpu / len(bodies)
 
 
-def _run_flow(work: WorkDir, run_id: str, plan_id: str, judge: JudgeSpec) -> tuple[dict, float]:
+def _run_flow(
+    work: WorkDir, run_id: str, plan_id: str, judge: JudgeSpec
+) -> tuple[dict, float, float]:
+    """Run the real judge flow; (counts, wall seconds, CPU seconds of this process)."""
     from flows.judge import judge_flow
 
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     counts = asyncio.run(
         judge_flow(
             run_id=run_id, plan_id=plan_id, judges=[judge], work_dir=str(work.root), batch_size=500
         )
     )
-    return counts, time.perf_counter() - started
+    return counts, time.perf_counter() - started, time.process_time() - cpu
 
 
 def _warm_prefect() -> float:
@@ -140,17 +146,26 @@ def throughput(root: Path, base_url: str, calls: int, concurrency: int) -> None:
     planned = _planned(work, plan_id, judge)
     print(f"throughput: {len(planned):,} calls, concurrency {concurrency}")
     bare = [asyncio.run(_bare_loop(judge, planned))]
-    counts, wall = _run_flow(work, "bench-tp", plan_id, judge)
+    counts, wall, cpu = _run_flow(work, "bench-tp", plan_id, judge)
     bare.append(asyncio.run(_bare_loop(judge, planned)))
     assert counts["stored"] == len(planned) and counts["sent"] == len(planned), counts
     send_rate = counts["sent"] / counts["send_seconds"]
     wall_rate = counts["sent"] / wall
-    floor = max(bare)
-    print(f"  bare httpx loop         {bare[0]:8,.0f} / {bare[1]:,.0f} calls/s (before / after)")
+    floor = max(rate for rate, _ in bare)
+    cpu_bare = min(c for _, c in bare)
+    print(
+        f"  bare httpx loop         {bare[0][0]:8,.0f} / {bare[1][0]:,.0f} calls/s (before / after)"
+        f"   client CPU {bare[0][1]:.2f} / {bare[1][1]:.2f} ms per call"
+    )
     print(f"  judge flow, send phase  {send_rate:8,.0f} calls/s   ratio {send_rate / floor:.2f}")
     print(
         f"  judge flow, whole stage {wall_rate:8,.0f} calls/s   ratio {wall_rate / floor:.2f}"
         f"   ({wall:.1f} s incl. planning, gates, records)"
+    )
+    per_call = 1000 * cpu / len(planned)
+    print(
+        f"  client CPU, whole stage {per_call:8.2f} ms per call = {per_call / cpu_bare:.2f}x the"
+        " bare loop's (includes planning, gates and records)"
     )
 
 
@@ -178,11 +193,11 @@ def cached_rerun(root: Path, base_url: str, calls: int) -> None:
         )
     files = len(list(work.replies.glob("*.parquet")))
     print(f"cached rerun: {len(planned):,} calls, cache seeded in {files} files")
-    counts, wall = _run_flow(work, "bench-cached", plan_id, judge)
+    counts, wall, _ = _run_flow(work, "bench-cached", plan_id, judge)
     assert counts["sent"] == 0 and counts["stored"] == len(planned), counts
     print(f"  judge stage, {files} reply files  {wall:6.2f} s   (sent {counts['sent']})")
     merged, _ = compact(work)
-    counts, wall = _run_flow(work, "bench-cached", plan_id, judge)
+    counts, wall, _ = _run_flow(work, "bench-cached", plan_id, judge)
     assert counts["sent"] == 0
     print(f"  judge stage, compacted ({merged} -> 1) {wall:6.2f} s   (sent {counts['sent']})")
 

@@ -2,6 +2,7 @@
 
 from schemas.arrow import arrow_schema, column_names, conform, rows_to_table
 from schemas.calls import AttemptRecord, CallRecord, LabelRecord, ReplyRecord
+from schemas.live import LiveDrawRow, LivePairRow, LiveSummaryRow
 from schemas.manifest import MANIFEST_FORMAT, ManifestInfo, ManifestRow, Pair
 from schemas.outcomes import (
     REPLAY_INPUT_COLUMNS,
@@ -23,6 +24,9 @@ __all__ = [
     "DisclosureRow",
     "DispositionRow",
     "LabelRecord",
+    "LiveDrawRow",
+    "LivePairRow",
+    "LiveSummaryRow",
     "ManifestInfo",
     "ManifestRow",
     "OutcomeRow",

@@ -53,6 +53,21 @@ class ScheduleSpec(BaseModel):
         return value
 
 
+class LiveSpec(BaseModel):
+    """Run a stopping policy live (waves of calls) instead of judging the full grid.
+
+    The draws (reference, matching, couple order) come from `rng_seed` and are recorded in
+    `runs/<run_id>/live_draws.parquet`; the same seed gives the same draws.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    policy: Literal["paired_unanimity"] = Field(
+        default="paired_unanimity", description="The stopping policy executed live."
+    )
+    rng_seed: int = Field(ge=0, description="Seed of the recorded draws.")
+
+
 class RunConfig(BaseModel):
     """Everything a run needs except credentials (those stay in the environment or Prefect)."""
 
@@ -68,6 +83,12 @@ class RunConfig(BaseModel):
     batch_size: int = Field(default=500, ge=1, description="Calls per judge task.")
     schedule: ScheduleSpec = Field(default_factory=ScheduleSpec)
     work_dir: str | None = Field(default=None, description="Work directory (default ./work).")
+    # Left out of dumps when unset, so configurations without it keep their config hash.
+    live: LiveSpec | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="Execute a stopping policy live instead of the full grid.",
+    )
 
     @field_validator("k")
     @classmethod

@@ -19,6 +19,7 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from flows.judge import judge_flow
+from flows.live import live_flow
 from flows.prepare import freeze_flow, plan_flow
 from flows.remap import remap_flow
 from flows.replay import replay_flow
@@ -94,18 +95,32 @@ async def nightly_flow(
         record.plan_id = plan_flow(record.manifest_hash, cfg.k, "full", None, root)
         lap("plan")
         write_record(work, record)
-        record.calls = await judge_flow(
-            run_id, record.plan_id, cfg.judges, cfg.template, cfg.batch_size, root, show_progress
-        )
-        lap("judge")
-        remap_flow(run_id, root)
-        lap("remap")
+        if cfg.live is None:
+            record.calls = await judge_flow(
+                run_id, record.plan_id, cfg.judges, cfg.template, cfg.batch_size, root,
+                show_progress,
+            )  # fmt: skip
+            lap("judge")
+            remap_flow(run_id, root)
+            lap("remap")
+        else:
+            # Live stopping: waves of calls instead of the full grid, remapped as they go.
+            live = await live_flow(
+                run_id, record.plan_id, cfg.judges, cfg.live.rng_seed, cfg.template,
+                cfg.batch_size, root, show_progress,
+            )  # fmt: skip
+            record.calls, record.live = live["calls"], live["live"]
+            lap("live")
         run_dir = work.run_dir(run_id)
         record.outcomes = _outcome_counts(run_dir / "outcomes.parquet")
-        replay_flow(
-            str(run_dir / "outcomes.parquet"), str(run_dir), list(cfg.designs), list(cfg.policies)
-        )
-        lap("replay")
+        if cfg.live is None:
+            # The replay needs the full grid; a live run's report takes its expected side
+            # from the latest full-grid run of the same plan and judges (tasks.report_data).
+            replay_flow(
+                str(run_dir / "outcomes.parquet"), str(run_dir), list(cfg.designs),
+                list(cfg.policies),
+            )  # fmt: skip
+            lap("replay")
         record.report = report_task(root, run_id)
         lap("report")
         record.status = "completed"
@@ -134,6 +149,14 @@ async def rerun_run_flow(run_id: str, work_dir: str | None = None) -> dict[str, 
 
     work = WorkDir.at(work_dir)
     record = read_record(work, run_id)
+    if record.live is not None:
+        from tasks.errors import InputError
+
+        # Resending a live run's failed calls would change which pairs stop after the fact.
+        raise InputError(
+            f"run {run_id} ran paired unanimity live; start a new live run instead (it "
+            "reuses every stored reply and sends the failed calls again)"
+        )
     counts: dict[str, Any] = await rerun_failed_flow(run_id, str(work.root))
     remap_flow(run_id, str(work.root))
     record.outcomes = _outcome_counts(work.run_dir(run_id) / "outcomes.parquet")

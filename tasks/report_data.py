@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
+
 from tasks.report import ReportData, write_report
 from tasks.runrecord import read_record
 from tasks.warehouse import build_warehouse, query
@@ -37,17 +39,44 @@ def _header(work: WorkDir, run_id: str) -> dict[str, str]:
     }
 
 
+def _live_side(
+    work: WorkDir, run_id: str, header: dict[str, str]
+) -> tuple[str, pd.DataFrame | None]:
+    """For a live run: its realised savings and the run whose replay gives the expected side.
+
+    A live run has no full-grid replay of its own (it executed part of the grid), so the
+    replay sections and the expected savings come from the most recent full-grid run of the
+    same plan, template and judges; without one they stay empty. Other runs: themselves.
+    """
+    from tasks.live import find_reference_run, read_live_summary
+
+    live = read_live_summary(work, run_id)
+    if live is None:
+        return run_id, None
+    reference = find_reference_run(work, run_id)
+    header["live policy"] = "paired_unanimity (balanced reference, executed live)"
+    header["replay from"] = (
+        f"run {reference} (full grid)"
+        if reference
+        else "none: no full-grid run of this plan, template and judges"
+    )
+    return reference or run_id, live.to_pandas()
+
+
 def load_report_data(work: WorkDir, run_id: str) -> ReportData:
     """Everything the report shows for one run, from the (rebuilt) warehouse."""
     build_warehouse(work)
+    header = _header(work, run_id)
+    replayed, realised = _live_side(work, run_id, header)
     return ReportData(
-        header=_header(work, run_id),
+        header=header,
         disclosure=query(work, "report_disclosure", run_id=run_id),
-        scores=query(work, "report_scores", run_id=run_id),
-        summary=query(work, "report_summary", run_id=run_id),
-        components=query(work, "report_components", run_id=run_id),
-        design=query(work, "report_design", run_id=run_id),
-        position_bias=query(work, "report_position_bias", run_id=run_id),
+        scores=query(work, "report_scores", run_id=replayed),
+        summary=query(work, "report_summary", run_id=replayed),
+        components=query(work, "report_components", run_id=replayed),
+        design=query(work, "report_design", run_id=replayed),
+        position_bias=query(work, "report_position_bias", run_id=replayed),
+        realised=realised,
     )
 
 

@@ -129,17 +129,15 @@ def runs() -> None:
     """List runs with status and counts, newest first."""
     from tasks.runrecord import list_records
 
-    table = Table(header_style="bold")
-    for col in ("run id", "name", "status", "started", "planned", "stored", "failed", "M", "I"):
-        table.add_column(col)
+    table = Table(header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in ("run id", "status", "started", "stored", "failed", "M", "I"):
+        table.add_column(col, no_wrap=True, justify="left" if col == "run id" else "right")
     for r in list_records(state.work):
         table.add_row(
             r.run_id,
-            r.name,
             r.status,
-            r.started_at.strftime("%Y-%m-%d %H:%M"),
-            str(r.calls.get("planned", "-")),
-            str(r.calls.get("stored", "-")),
+            r.started_at.strftime("%m-%d %H:%M"),
+            f"{r.calls.get('stored', '-')}/{r.calls.get('planned', '-')}",
             str(r.calls.get("failed", "-")),
             str(r.outcomes.get("M", "-")),
             str(r.outcomes.get("I", "-")),

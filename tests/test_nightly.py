@@ -107,3 +107,31 @@ def test_run_artifacts_are_published(two_nights: Any) -> None:
     assert summary.type == "markdown"
     assert "strong" in str(summary.data) and first["report"] in str(summary.data)
     assert artifacts[keys[1]].type == "table"
+
+
+def test_runs_show_and_report_commands(two_nights: Any) -> None:
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    work, (first, _), _ = two_nights
+    runner = CliRunner()
+    base = ["--work-dir", str(work.root)]
+    listed = runner.invoke(app, [*base, "runs"], terminal_width=200)
+    assert listed.exit_code == 0, listed.output
+    assert "night-1" in listed.output and "night-2" in listed.output
+    assert "completed" in listed.output
+
+    shown = runner.invoke(app, [*base, "show", "night-1"], terminal_width=200)
+    assert shown.exit_code == 0, shown.output
+    assert "strong · high" in shown.output and "paired" in shown.output
+
+    report = Path(first["report"])
+    report.unlink()
+    rebuilt = runner.invoke(app, [*base, "report", "night-1"], terminal_width=200)
+    assert rebuilt.exit_code == 0, rebuilt.output
+    assert report.is_file() and "<svg" in report.read_text("utf-8")
+
+    missing = runner.invoke(app, [*base, "show", "no-such-run"], terminal_width=200)
+    assert missing.exit_code != 0
+    assert isinstance(missing.exception, Exception) and "no-such-run" in str(missing.exception)

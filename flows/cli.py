@@ -21,7 +21,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console()
+# Tables go to terminals at their width; to files and pipes wide enough not to cut cells.
+console = Console(width=None if sys.stdout.isatty() else 160)
 err_console = Console(stderr=True)
 
 
@@ -64,6 +65,7 @@ def main() -> None:
 # Each cmd_* module registers its subcommands on `app` when imported.
 from flows import (  # noqa: E402,F401
     cmd_judge,
+    cmd_live,
     cmd_prepare,
     cmd_remap,
     cmd_replay,

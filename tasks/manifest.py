@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from schemas import MANIFEST_FORMAT, ManifestInfo, ManifestRow, Pair, conform, rows_to_table
 from tasks.errors import GateError, InputError, IntegrityError, describe_validation
 from tasks.hashing import canonical_json, sha256_text
-from tasks.quality import Check, run_gate
+from tasks.quality import Check, gate_once, run_gate
 from tasks.storage import write_json_atomic, write_parquet_atomic
 from tasks.workdir import WorkDir
 
@@ -401,7 +401,8 @@ def read_manifest(
         raise InputError(f"no manifest {manifest_hash} in {work.root / 'manifests'}")
     info, table = _read_dir(folder, manifest_hash)
     if gate:
-        gate_manifest(table, expected_hash=manifest_hash)
+        stored = [folder / MANIFEST_FILE, folder / MANIFEST_INFO_FILE]
+        gate_once(folder, stored, lambda: gate_manifest(table, expected_hash=manifest_hash))
     if info.pairs != table.num_rows:
         raise IntegrityError(
             f"manifest {manifest_hash}: sidecar says {info.pairs} pairs, table has {table.num_rows}"

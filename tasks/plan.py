@@ -23,8 +23,8 @@ from schemas import PlanInfo, PresentationRow, conform, rows_to_table
 from schemas.vocabulary import DESIGNS, LEFT_IDENTITY, ORDERS, PLAN_DESIGNS, RIGHT_IDENTITY, Order
 from tasks.errors import GateError, InputError, IntegrityError, describe_validation
 from tasks.hashing import digest, sha256_text
-from tasks.manifest import read_manifest
-from tasks.quality import Check, run_gate
+from tasks.manifest import MANIFEST_FILE, MANIFEST_INFO_FILE, read_manifest
+from tasks.quality import Check, gate_once, run_gate
 from tasks.storage import write_json_atomic, write_parquet_atomic
 from tasks.workdir import WorkDir
 
@@ -433,7 +433,10 @@ def read_plan(work: WorkDir, plan_id: str, *, gate: bool = True) -> tuple[PlanIn
         raise InputError(f"no plan {plan_id} in {work.root / 'plans'}")
     info, table = _read_dir(folder, plan_id)
     if gate:
-        gate_plan(info, table, work)
+        manifest = work.root / "manifests" / info.manifest_hash
+        stored = [folder / PLAN_FILE, folder / PLAN_INFO_FILE]
+        stored += [manifest / MANIFEST_FILE, manifest / MANIFEST_INFO_FILE]
+        gate_once(folder, stored, lambda: gate_plan(info, table, work))
     return info, table
 
 

@@ -1,0 +1,61 @@
+"""The gate runner and its memo: a gate runs again whenever the stored bytes change."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import great_expectations as gx
+import pandas as pd
+import pytest
+
+from tasks.errors import GateError
+from tasks.quality import GATE_MEMO, Check, gate_once, run_gate
+
+
+def test_run_gate_names_offending_rows() -> None:
+    df = pd.DataFrame({"pair_id": ["p1", "p2", "p2"], "ok": [True, False, True]})
+    checks = [
+        Check(gx.expectations.ExpectColumnValuesToBeUnique(column="pair_id"), "ids are unique"),
+        Check(gx.expectations.ExpectColumnValuesToBeInSet(column="ok", value_set=[True]), "ok"),
+    ]
+    with pytest.raises(GateError) as info:
+        run_gate("stage", df, checks, id_column="pair_id")
+    assert info.value.failures == [
+        "ids are unique (2 rows; pair_id p2, p2)",
+        "ok (1 row; pair_id p2)",
+    ]
+    run_gate("stage", df.iloc[:1], checks, id_column="pair_id")  # the same checks, reused
+
+
+def test_gate_once_skips_unchanged_bytes_and_reruns_on_change(tmp_path: Path) -> None:
+    stored = tmp_path / "table.parquet"
+    stored.write_bytes(b"version 1")
+    calls: list[int] = []
+
+    def gate() -> None:
+        calls.append(1)
+
+    gate_once(tmp_path, [stored], gate)
+    gate_once(tmp_path, [stored], gate)
+    assert len(calls) == 1 and (tmp_path / GATE_MEMO).is_file()
+    stored.write_bytes(b"version 2")
+    gate_once(tmp_path, [stored], gate)
+    assert len(calls) == 2
+
+
+def test_failed_gate_leaves_no_memo(tmp_path: Path) -> None:
+    stored = tmp_path / "table.parquet"
+    stored.write_bytes(b"bad")
+
+    def gate() -> None:
+        raise GateError("stage", ["bad bytes"])
+
+    for _ in range(2):
+        with pytest.raises(GateError):
+            gate_once(tmp_path, [stored], gate)
+    assert not (tmp_path / GATE_MEMO).exists()
+    missing = tmp_path / "absent.parquet"
+    runs: list[int] = []
+    gate_once(tmp_path, [missing], lambda: runs.append(1))
+    gate_once(tmp_path, [missing], lambda: runs.append(1))
+    assert runs == [1, 1]  # unreadable inputs are never memoised

@@ -1,0 +1,95 @@
+"""Subcommand live: run paired unanimity live over a full-grid plan (two waves of calls)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from flows.cli import app, console, state
+
+
+def _expected_savings(run_id: str) -> tuple[str | None, dict[tuple[str, str, str], float]]:
+    """(reference run, savings per group) of the replay's balanced paired unanimity."""
+    import pyarrow.parquet as pq
+
+    from tasks.live import LIVE_DESIGN, LIVE_POLICY, find_reference_run
+
+    reference = find_reference_run(state.work, run_id)
+    if reference is None:
+        return None, {}
+    rows = pq.read_table(state.work.run_dir(reference) / "summary.parquet").to_pylist()
+    return reference, {
+        (r["judge"], r["config"], r["dataset"]): float(r["savings"])
+        for r in rows
+        if (r["design"], r["policy"]) == (LIVE_DESIGN, LIVE_POLICY)
+    }
+
+
+@app.command("live")
+def live(
+    plan_id: Annotated[str, typer.Argument(help="A full-grid plan id (or a unique prefix).")],
+    judges_file: Annotated[Path, typer.Option("--judges", help="YAML file with judges.")],
+    rng_seed: Annotated[int, typer.Option("--rng-seed", min=0, help="Seed of the draws.")] = 0,
+    template: Annotated[str | None, typer.Option("--template", help="Template id.")] = None,
+    run_id: Annotated[
+        str | None, typer.Option("--run-id", help="Run id; derived from the inputs if omitted.")
+    ] = None,
+    batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Calls per task.")] = 500,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+) -> None:
+    """Run paired unanimity live: the first drawn couple of every pair, then the rest of the
+    reference only for pairs that did not stop. Draws are recorded and reproducible."""
+    from rich.table import Table
+
+    from flows.cmd_judge import _load_judges, _prepare_prefect
+    from tasks.hashing import digest
+    from tasks.plan import resolve_plan_id
+    from tasks.templates import DEFAULT_TEMPLATE
+
+    _prepare_prefect()
+    from flows.live import live_flow
+
+    judges = _load_judges(judges_file)
+    plan = resolve_plan_id(state.work, plan_id)
+    template_id = template or DEFAULT_TEMPLATE
+    if run_id is None:
+        specs = [j.model_dump(mode="json") for j in judges]
+        run_id = f"live-{digest(plan, template_id, specs, rng_seed)[:16]}"
+    result: dict[str, Any] = asyncio.run(
+        live_flow(
+            run_id, plan, judges, rng_seed, template_id, batch_size, str(state.work.root), progress
+        )
+    )
+    reference, expected = _expected_savings(run_id)
+    table = Table(
+        title=f"live run {run_id} · paired unanimity · rng seed {rng_seed}",
+        caption=f"expected savings: replay of run {reference}"
+        if reference
+        else "expected savings: no full-grid run of this plan, template and judges yet",
+        header_style="bold",
+    )
+    for col in ("judge · config", "dataset", "pairs", "stopped early", "calls", "saved"):
+        table.add_column(col, justify="left" if col in ("judge · config", "dataset") else "right")
+    table.add_column("expected", justify="right")
+    for g in result["live"]["groups"]:
+        saved = expected.get((g["judge"], g["config"], g["dataset"]))
+        table.add_row(
+            f"{g['judge']} · {g['config']}",
+            g["dataset"],
+            str(g["pairs"]),
+            str(g["stopped_early"]),
+            f"{g['realised_calls']} of {g['planned_calls']}",
+            f"{g['realised_savings']:.1%}",
+            "-" if saved is None else f"{saved:.1%}",
+        )
+    console.print(table)
+    calls = result["calls"]
+    console.print(
+        f"sent {calls['sent']} calls ({calls['failed']} failed); draws, outcomes and live "
+        f"tables in {state.work.run_dir(run_id)}",
+        highlight=False,
+        soft_wrap=True,
+    )

@@ -15,7 +15,10 @@ from tasks.workdir import WorkDir
 @task(name="remap-run", cache_policy=NO_CACHE)
 def remap_task(work: WorkDir, run_id: str) -> RemapResult:
     """Parse, gate and remap a run in memory (nothing written if any check fails)."""
-    return remap_run(work, run_id)
+    from tasks.live import is_live_run, remap_live
+
+    # A live run's outcomes hold its executed calls only, not M for the calls it skipped.
+    return remap_live(work, run_id) if is_live_run(work, run_id) else remap_run(work, run_id)
 
 
 @task(name="write-remap", cache_policy=NO_CACHE)

@@ -60,6 +60,7 @@ __all__ = [
     "read_live_summary",
     "record_live_info",
     "remap_executed",
+    "remap_live",
     "replay_draws",
     "slots_of",
     "wave_calls",
@@ -187,11 +188,10 @@ def slots_of(calls: Iterable[PlannedCall]) -> set[Slot]:
 
 
 def remap_executed(work: WorkDir, run_id: str, executed: set[Slot]) -> RemapResult:
-    """Remap a live run whose calls table is cut down to the executed calls.
+    """Cut a live run's calls table down to the executed calls, then remap it (`remap_live`).
 
     The judge stage records every planned call of the plan; a live run keeps only those it
-    executed, so its outcomes hold executed calls only (never an `M` for a call the policy
-    did not make). Gates, parsing and remapping are the remap stage's own.
+    executed, so its tables never hold an `M` for a call the policy did not make.
     """
     path = work.run_dir(run_id) / "calls.parquet"
     if not path.is_file():
@@ -213,6 +213,12 @@ def remap_executed(work: WorkDir, run_id: str, executed: set[Slot]) -> RemapResu
         )
     keep = pa.array([s in executed for s in slots], type=pa.bool_())
     write_parquet_atomic(calls.filter(keep), path, overwrite=True)
+    return remap_live(work, run_id)
+
+
+def remap_live(work: WorkDir, run_id: str) -> RemapResult:
+    """The remap stage for a live run: its gates, parsing and remapping, but outcomes only
+    for the calls in the run's calls table (the executed ones), and dispositions of those."""
     result = remap_run(work, run_id)
     # Slots without a call of this run are the policy's unexecuted calls, not failures.
     outcomes = result.outcomes.filter(pc.is_valid(result.outcomes.column("call_key")))

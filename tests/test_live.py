@@ -334,22 +334,6 @@ def test_live_tables_and_run_info(runs: Runs) -> None:
 
 
 @pytest.mark.slow
-def test_same_seed_reproduces_the_run_from_the_cache(runs: Runs) -> None:
-    with SimJudgeServer(PERSONAS) as server:
-        judges = [j.model_copy(update={"base_url": server.base_url}) for j in runs.judges]
-        again = _live(runs.work, "live-2", runs.plan_id, judges, 2024)
-        assert server.request_log() == []
-        assert again["calls"]["sent"] == 0
-        for name in ("live.parquet", "live_draws.parquet", "live_summary.parquet"):
-            assert pq.read_table(runs.work.run_dir("live-1") / name).equals(
-                pq.read_table(runs.work.run_dir("live-2") / name)
-            ), name
-        with pytest.raises(IntegrityError, match="holds other draws"):
-            _live(runs.work, "live-2", runs.plan_id, judges, 7)
-        assert server.request_log() == []
-
-
-@pytest.mark.slow
 def test_live_needs_a_full_grid_plan(runs: Runs) -> None:
     _, manifest = read_manifest(runs.work, read_plan_manifest(runs))
     info, table = make_plan(manifest, K, "balanced", 3)
@@ -384,28 +368,41 @@ def test_failed_calls_count_as_executed_and_never_decide(runs: Runs) -> None:
     first = outcomes.merge(draws[draws["position"] == 0], on=["pair_id", "seed", "order"])
     for pair_id in set(first.loc[first["outcome"] == "M", "pair_id"]):
         assert not live.loc[pair_id, "stopped_early"] and live.loc[pair_id, "realised_calls"] == K
-    # A failed call is not sent again by a later wave or run of the same draws.
     assert (outcomes.groupby("pair_id").size() == live["realised_calls"]).all()
+
+    # No full-grid run used this judge: the report shows realised savings, expected empty.
+    from tasks.report_data import build_report, load_report_data
+
+    _write_record(runs, "live-faults")
+    alone = load_report_data(runs.work, "live-faults")
+    assert alone.header["replay from"].startswith("none")
+    assert alone.summary.empty and alone.realised is not None and len(alone.realised) == 1
+    assert 'id="realised"' in build_report(runs.work, "live-faults").read_text("utf-8")
+
+
+def _write_record(runs: Runs, run_id: str) -> None:
+    """The run record a nightly run would have written (the report's header reads it)."""
+    import datetime as dt
+
+    from schemas.run import RunRecord
+    from tasks.runrecord import code_version, write_record
+
+    write_record(
+        runs.work,
+        RunRecord(
+            run_id=run_id, name="live-test", status="completed", config_hash="0" * 64,
+            config={"k": K, "judges": []}, code=code_version(),
+            started_at=dt.datetime.now(dt.UTC), live=runs.live["live"],
+        ),
+    )  # fmt: skip
 
 
 @pytest.mark.slow
 def test_live_report_shows_realised_next_to_expected_savings(runs: Runs) -> None:
-    import datetime as dt
-
-    from schemas.run import RunRecord
     from tasks.report_charts import signed_pct
     from tasks.report_data import build_report, load_report_data
-    from tasks.runrecord import code_version, write_record
 
-    for run_id in ("live-1", "live-faults"):
-        write_record(
-            runs.work,
-            RunRecord(
-                run_id=run_id, name="live-test", status="completed", config_hash="0" * 64,
-                config={"k": K, "judges": []}, code=code_version(),
-                started_at=dt.datetime.now(dt.UTC), live=runs.live["live"],
-            ),
-        )  # fmt: skip
+    _write_record(runs, "live-1")
     data = load_report_data(runs.work, "live-1")
     assert data.header["replay from"] == "run full-1 (full grid)"
     assert data.realised is not None and len(data.realised) == JUDGES
@@ -421,11 +418,6 @@ def test_live_report_shows_realised_next_to_expected_savings(runs: Runs) -> None
         assert f">{100 * savings:.1f}%<" in section  # expected, from the full-grid replay
         assert f">{100 * row['realised_savings']:.1f}%<" in section
         assert f">{signed_pct(row['realised_savings'] - savings)}<" in section
-    # A live run whose judges no full-grid run used: realised savings, expected left empty.
-    alone = load_report_data(runs.work, "live-faults")
-    assert alone.header["replay from"].startswith("none")
-    assert alone.summary.empty and alone.realised is not None and len(alone.realised) == 1
-    assert 'id="realised"' in build_report(runs.work, "live-faults").read_text("utf-8")
 
 
 @pytest.mark.slow
@@ -460,3 +452,45 @@ def test_nightly_runs_live_when_configured(prefect_harness: None, tmp_path: Any)
     assert 'id="realised"' in html and "no full-grid run of this plan" in html
     with pytest.raises(InputError, match="ran paired unanimity live"):
         asyncio.run(rerun_run_flow("night-live", str(work.root)))
+
+
+@pytest.mark.slow
+def test_cli_live_reproduces_a_run_and_shows_expected_savings(runs: Runs, tmp_path: Any) -> None:
+    import yaml
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    judges = tmp_path / "judges.yaml"
+    specs = [j.model_dump(mode="json") for j in runs.judges]
+    judges.write_text(yaml.safe_dump({"judges": specs}), "utf-8")
+    root = str(runs.work.root)
+    args = ["--work-dir", root, "live", runs.plan_id[:12], "--judges", str(judges)]
+    args += ["--rng-seed", "2024", "--run-id", "live-cli", "--no-progress"]
+    # Every call of these draws is cached: the judges' server is gone and nothing is sent.
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "expected savings: replay of run full-1" in result.output
+    assert "sent 0 calls" in result.output
+    # Same seed, same draws, same decisions (a call sent to the dead server would be an M).
+    for name in ("live.parquet", "live_draws.parquet", "live_summary.parquet"):
+        assert pq.read_table(runs.work.run_dir("live-1") / name).equals(
+            pq.read_table(runs.work.run_dir("live-cli") / name)
+        ), name
+    summary = _table(runs, "live-1", "live_summary.parquet").set_index("judge")
+    strong = summary.loc["strong"]
+    assert f"{strong.realised_calls} of {strong.planned_calls}" in result.output
+    bad = CliRunner().invoke(app, [*args, "--rng-seed", "5"])  # the later option wins
+    assert isinstance(bad.exception, IntegrityError), bad.output
+    assert "holds other draws" in str(bad.exception)
+
+
+@pytest.mark.slow
+def test_remapping_a_live_run_keeps_its_executed_calls_only(runs: Runs) -> None:
+    from flows.remap import remap_flow
+
+    path = runs.work.run_dir("live-1") / "outcomes.parquet"
+    before = pq.read_table(path)
+    counts = remap_flow("live-1", str(runs.work.root))
+    assert pq.read_table(path).equals(before)
+    assert counts["planned"] == before.num_rows == runs.live["live"]["realised_calls"]

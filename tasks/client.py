@@ -13,6 +13,7 @@ import datetime as dt
 import os
 import random
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from types import TracebackType
 
@@ -93,6 +94,57 @@ class RateLimiter:
             await asyncio.sleep(start - now)
 
 
+class _AdaptiveSlots:
+    """How many requests may be in flight: up to the judge's `max_concurrency`, halved by a
+    429 and regrown by successes (additive increase, multiplicative decrease, as in TCP).
+
+    A provider that answers 429 is over its limit; sending at the same rate only buys more
+    429s, so the whole client slows down, not just the throttled call. Only a 429 to a
+    request started after the last cut cuts again: one burst of 429s answering requests
+    sent together halves once, not down to 1. Waiters are served first come, first served.
+    """
+
+    def __init__(self, ceiling: int) -> None:
+        self.ceiling = ceiling
+        self.limit = float(ceiling)
+        self.in_flight = 0
+        self._epoch = 0
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    def _room(self) -> bool:
+        return self.in_flight < max(1, int(self.limit))
+
+    async def acquire(self) -> int:
+        """Wait for a slot; returns the epoch (number of cuts so far) it was granted in."""
+        if not self._waiters and self._room():
+            self.in_flight += 1
+            return self._epoch
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter  # the releasing side counts us in before waking us
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.release(self._epoch, throttled=False)
+            raise
+        return self._epoch
+
+    def release(self, epoch: int, *, throttled: bool) -> None:
+        """Give a slot back, saying whether its request was answered with a 429."""
+        self.in_flight -= 1
+        if throttled:
+            if epoch == self._epoch:
+                self.limit = max(1.0, self.limit / 2)
+                self._epoch += 1
+        elif self.limit < self.ceiling:
+            self.limit = min(float(self.ceiling), self.limit + 1 / self.limit)
+        while self._waiters and self._room():
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                self.in_flight += 1
+                waiter.set_result(None)
+
+
 @dataclass
 class CallResult:
     """The outcome of sending one call: a stored-to-be reply or the last failure."""
@@ -142,7 +194,8 @@ def _secret_value(block: object, spec: JudgeSpec) -> str:
 
 
 class JudgeClient:
-    """Sends calls to one judge: a pooled httpx client, a semaphore, an optional rate limit.
+    """Sends calls to one judge: a pooled httpx client, adaptive concurrency (fewer requests
+    in flight while the judge answers 429), an optional rate limit.
 
     async with JudgeClient(spec, api_key) as client:
         result = await client.send(CallRequest(...))
@@ -177,7 +230,7 @@ class JudgeClient:
                 f"judge {spec.name!r}: unknown provider {spec.provider!r} (known: {known})"
             ) from None
         self.provider: Provider = provider_cls(spec, self.http, api_key)
-        self._slots = asyncio.Semaphore(spec.max_concurrency)
+        self._slots = _AdaptiveSlots(spec.max_concurrency)
         self._limiter = RateLimiter(spec.requests_per_minute) if spec.requests_per_minute else None
 
     async def __aenter__(self) -> JudgeClient:
@@ -195,10 +248,16 @@ class JudgeClient:
         await self.http.aclose()
 
     async def _attempt(self, request: CallRequest) -> Reply | CallFailure:
-        async with self._slots:
+        epoch = await self._slots.acquire()
+        outcome: Reply | CallFailure | None = None
+        try:
             if self._limiter is not None:
                 await self._limiter.wait()
-            return await self.provider.call(request)
+            outcome = await self.provider.call(request)
+            return outcome
+        finally:
+            throttled = isinstance(outcome, CallFailure) and outcome.category == "rate_limited"
+            self._slots.release(epoch, throttled=throttled)
 
     async def send(self, request: CallRequest) -> CallResult:
         """Send one call with retries; every attempt is recorded, the key never is."""

@@ -1,0 +1,322 @@
+"""Judge batches on a Dask cluster (prefect-dask): each batch a self-contained worker task.
+
+A worker process cannot share the flow's clients or cache writer, so a batch carries only
+names: the work directory, plan, template, judge spec and its call keys. The worker rebuilds
+those calls from the shared work directory with `plan_calls` (and refuses keys that do not
+follow from it: a worker with other code or other files), opens its own client, sends with
+`flows.judge.send_batch` and writes replies and attempts to the shared cache as new,
+uniquely named, atomically renamed files. The flow then writes calls.parquet from the cache
+exactly as it does after a local run.
+
+A judge's `max_concurrency` and `requests_per_minute` are limits for the whole run: they
+are divided evenly across the batches that can run at once (the cluster's worker threads).
+API keys are resolved on the worker (its environment or a Prefect Secret block); they never
+travel with a task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import math
+import os
+import socket
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager, ExitStack, nullcontext
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from schemas.judge import JudgeSpec
+from tasks.calls import PlannedCall, plan_calls
+from tasks.errors import InputError, IntegrityError
+from tasks.workdir import WorkDir
+
+if TYPE_CHECKING:
+    from prefect.task_runners import TaskRunner
+
+    from flows.judge import _Tally
+
+__all__ = ["DASK_ADDRESS_ENV", "RemoteBatch", "dask_sender", "judge_batch_remote", "rebuild_calls"]
+
+DASK_ADDRESS_ENV = "JUDGELINE_DASK_ADDRESS"
+"""Environment variable naming a Dask scheduler for every judge stage of a process (the
+nightly and rerun-failed deployments read it too)."""
+
+CONNECT_TIMEOUT_S = 15
+"""How long to wait for the scheduler before the run fails with a clear error."""
+
+Sender = Callable[
+    [WorkDir, str, list[JudgeSpec], list[PlannedCall], int, "_Tally"],
+    Awaitable[list[dict[str, int]]],
+]
+
+
+class RemoteBatch:
+    """What a worker needs to rebuild and send one batch: names and call keys, no text.
+
+    A plain class so Prefect leaves it opaque (it would walk lists looking for futures);
+    picklable, so Dask ships it to any worker.
+    """
+
+    def __init__(
+        self,
+        *,
+        work_root: str,
+        run_id: str,
+        plan_id: str,
+        template_id: str,
+        spec: JudgeSpec,
+        index: int,
+        share: int,
+        calls: list[PlannedCall],
+    ) -> None:
+        self.work_root = work_root
+        self.run_id = run_id
+        self.plan_id = plan_id
+        self.template_id = template_id
+        self.spec = spec
+        self.judge = spec.name
+        self.index = index
+        self.share = share
+        """Batches of this judge that may run at once: each gets 1/share of its limits."""
+        self.call_keys = [c.call_key for c in calls]
+        self.presentation_ids = sorted({c.presentation_id for c in calls})
+
+    def __repr__(self) -> str:
+        return f"<remote batch {self.judge}#{self.index}: {len(self.call_keys)} calls>"
+
+    def client_spec(self) -> JudgeSpec:
+        """The judge spec with this batch's share of the concurrency and rate limits."""
+        update: dict[str, Any] = {
+            "max_concurrency": max(1, self.spec.max_concurrency // self.share)
+        }
+        if self.spec.requests_per_minute is not None:
+            update["requests_per_minute"] = self.spec.requests_per_minute / self.share
+        return self.spec.model_copy(update=update)
+
+
+@functools.lru_cache(maxsize=4)
+def _plan_tables(work_root: str, plan_id: str) -> tuple[pa.Table, pa.Table]:
+    """(manifest, presentations) of a plan; both are write-once, so a worker keeps them."""
+    from tasks.manifest import read_manifest
+    from tasks.plan import read_plan
+
+    work = WorkDir(Path(work_root))
+    # The flow gated both before planning; the call-key check below catches any other bytes.
+    info, presentations = read_plan(work, plan_id, gate=False)
+    _, manifest = read_manifest(work, info.manifest_hash, gate=False)
+    return manifest, presentations
+
+
+def _where() -> str:
+    return f"{socket.gethostname()}/{os.getpid()}"
+
+
+def rebuild_calls(batch: RemoteBatch) -> list[PlannedCall]:
+    """The batch's planned calls, rebuilt from the work directory, in the batch's key order.
+
+    Raises IntegrityError if a call key does not follow from the stored plan: this worker's
+    code, templates or work directory differ from the flow's, and its replies would be
+    stored under keys the flow never planned.
+    """
+    manifest, presentations = _plan_tables(batch.work_root, batch.plan_id)
+    wanted = pa.array(batch.presentation_ids, type=pa.string())
+    subset = presentations.filter(pc.is_in(presentations.column("presentation_id"), wanted))
+    planned = plan_calls(manifest, subset, [batch.spec], batch.template_id, batch.run_id)
+    by_key = {c.call_key: c for c in planned}
+    missing = [k for k in batch.call_keys if k not in by_key]
+    if missing:
+        raise IntegrityError(
+            f"batch {batch.judge}#{batch.index} on {_where()}: {len(missing)} of "
+            f"{len(batch.call_keys)} call keys do not follow from plan {batch.plan_id} in "
+            f"{batch.work_root} (e.g. {missing[0]}); the worker's code, templates or work "
+            "directory differ from the flow's"
+        )
+    return [by_key[k] for k in batch.call_keys]
+
+
+@task(
+    name="judge-batch-remote",
+    cache_policy=NO_CACHE,
+    task_run_name="judge-{batch.judge}-{batch.index}",
+)
+async def judge_batch_remote(batch: RemoteBatch) -> dict[str, Any]:
+    """Rebuild, send and store one batch in this (worker) process; returns its counts."""
+    from flows.judge import send_batch
+    from tasks.cache import CacheWriter
+    from tasks.client import JudgeClient, aresolve_api_key
+
+    work = WorkDir(Path(batch.work_root))
+    if not work.root.is_dir():
+        raise InputError(
+            f"batch {batch.judge}#{batch.index} on {_where()}: work directory {work.root} "
+            "does not exist here; every worker must see the flow's work directory"
+        )
+    calls = rebuild_calls(batch)
+    spec = batch.client_spec()
+    async with (
+        JudgeClient(spec, await aresolve_api_key(spec), run_id=batch.run_id) as client,
+        CacheWriter(work) as writer,
+    ):
+        counts = await send_batch(client, writer, calls)
+    return {"counts": counts, "worker": _where()}
+
+
+def _flow_dask_runner() -> TaskRunner[Any] | None:
+    """The current flow's task runner if it is a DaskTaskRunner (checked without importing
+    prefect_dask: a flow can only use one if its module is loaded)."""
+    import sys
+
+    from prefect.context import FlowRunContext
+
+    module = sys.modules.get("prefect_dask.task_runners")
+    ctx = FlowRunContext.get()
+    if module is None or ctx is None or ctx.task_runner is None:
+        return None
+    runner = ctx.task_runner
+    return runner if isinstance(runner, module.DaskTaskRunner) else None
+
+
+def dask_sender(address: str | None, plan_id: str) -> Sender | None:
+    """A batch sender for `flows.judge.run_judge_stage` that runs batches on Dask, or None.
+
+    Dask is used if `address` (or $JUDGELINE_DASK_ADDRESS) names a scheduler, or the
+    running flow was given a `DaskTaskRunner`; otherwise batches stay in the flow's loop.
+    """
+    address = address or os.environ.get(DASK_ADDRESS_ENV) or None
+    flow_runner = None if address else _flow_dask_runner()
+    if address is None and flow_runner is None:
+        return None
+
+    async def send(
+        work: WorkDir,
+        run_id: str,
+        judges: list[JudgeSpec],
+        to_send: list[PlannedCall],
+        batch_size: int,
+        tally: _Tally,
+    ) -> list[dict[str, int]]:
+        def on_dask() -> list[dict[str, Any]]:
+            with ExitStack() as stack:
+                stack.enter_context(_shared_api())
+                runner = flow_runner or _connect(address or "", stack)
+                return _run_batches(
+                    runner, work, run_id, plan_id, judges, to_send, batch_size, tally
+                )
+
+        # Waiting on Dask blocks: do it in a thread (contextvars, hence the Prefect flow
+        # context that task submission serialises, are copied into it).
+        results = await asyncio.to_thread(on_dask)
+        placement = Counter(r["worker"] for r in results)
+        where = address or "the flow's Dask cluster"
+        get_run_logger().info(
+            "run %s: %d batches on Dask at %s, by worker: %s",
+            run_id,
+            len(results),
+            where,
+            dict(sorted(placement.items())),
+        )
+        return [r["counts"] for r in results]
+
+    return send
+
+
+def _shared_api() -> AbstractContextManager[Any]:
+    """Point worker tasks at this flow's Prefect API, also the embedded one.
+
+    The settings travel with every submitted task; with no PREFECT_API_URL, each worker
+    process would start an embedded server of its own (tens of seconds, another database).
+    The embedded server listens on 127.0.0.1 only: workers on other machines need a real
+    Prefect server.
+    """
+    from prefect.context import FlowRunContext
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    ctx = FlowRunContext.get()
+    if PREFECT_API_URL.value() or ctx is None or ctx.client is None:
+        return nullcontext()
+    return temporary_settings({PREFECT_API_URL: str(ctx.client.api_url)})
+
+
+def _connect(address: str, stack: ExitStack) -> TaskRunner[Any]:
+    """A started DaskTaskRunner connected to `address` (closed with `stack`), or an
+    InputError saying why not."""
+    from prefect_dask import DaskTaskRunner
+
+    runner = stack.enter_context(
+        DaskTaskRunner(address=address, client_kwargs={"timeout": CONNECT_TIMEOUT_S})
+    )
+    try:
+        runner.client.nthreads()
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise InputError(
+            f"no Dask scheduler reachable at {address!r}: {type(exc).__name__}: {exc}"
+        ) from None
+    return runner
+
+
+def _threads(runner: TaskRunner[Any]) -> int:
+    client = runner.client  # type: ignore[attr-defined]
+    return max(1, sum(client.nthreads().values()))
+
+
+def _run_batches(
+    runner: TaskRunner[Any],
+    work: WorkDir,
+    run_id: str,
+    plan_id: str,
+    judges: list[JudgeSpec],
+    to_send: list[PlannedCall],
+    batch_size: int,
+    tally: _Tally,
+) -> list[dict[str, Any]]:
+    """Submit every batch, count each as it finishes; raise the first failure at the end
+    (after the others finished, so no batch is still writing when the flow moves on)."""
+    from distributed import as_completed
+
+    threads = _threads(runner)
+    specs = {j.name: j for j in judges}
+    by_judge: dict[str, list[PlannedCall]] = {}
+    for c in to_send:
+        by_judge.setdefault(c.judge.name, []).append(c)
+    batches: list[RemoteBatch] = []
+    for name, calls in by_judge.items():
+        count = math.ceil(len(calls) / batch_size)
+        for i in range(count):
+            batches.append(
+                RemoteBatch(
+                    work_root=str(work.root),
+                    run_id=run_id,
+                    plan_id=plan_id,
+                    template_id=calls[0].template_id,
+                    spec=specs[name],
+                    index=i,
+                    share=min(count, threads),
+                    calls=calls[i * batch_size : (i + 1) * batch_size],
+                )
+            )
+    futures = {}
+    for batch in batches:
+        future = runner.submit(judge_batch_remote, parameters={"batch": batch})
+        futures[future.wrapped_future.key] = future  # type: ignore[attr-defined]
+    results: list[dict[str, Any]] = []
+    errors: list[BaseException] = []
+    loop = runner.client.loop  # type: ignore[attr-defined]
+    wrapped = [f.wrapped_future for f in futures.values()]  # type: ignore[attr-defined]
+    for done in as_completed(wrapped, loop=loop):
+        try:
+            result = futures[done.key].result()
+        except Exception as exc:  # noqa: BLE001 - re-raised below, once every batch is done
+            errors.append(exc)
+            continue
+        tally.record_batch(result["counts"])
+        results.append(result)
+    if errors:
+        raise errors[0]
+    return results

@@ -12,6 +12,7 @@ import datetime as dt
 import math
 import time
 from collections import Counter
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +87,13 @@ class _Tally:
                 self._task, advance=1, failed=sum(self.failed.values()), rate=f"{rate:,.0f} calls/s"
             )
 
+    def record_batch(self, counts: Mapping[str, int]) -> None:
+        """Count a whole batch's outcomes at once (a batch that ran in another process)."""
+        for outcome, n in counts.items():
+            category = None if outcome == "stored" else outcome.removeprefix("failed_")
+            for _ in range(n):
+                self.record(outcome == "stored", category)
+
     def close(self) -> None:
         if self._progress is not None:
             self._progress.stop()
@@ -116,24 +124,40 @@ class _Batch:
         return f"<batch {self.judge}#{self.index}: {len(self.calls)} calls>"
 
 
-@task(name="judge-batch", cache_policy=NO_CACHE, task_run_name="judge-{batch.judge}-{batch.index}")
-async def judge_batch(batch: _Batch, session: _Session) -> dict[str, int]:
-    """Send one batch of uncached calls; each outcome is queued for the cache at once."""
-    client = session.clients[batch.judge]
+async def send_batch(
+    client: JudgeClient,
+    writer: CacheWriter,
+    calls: list[PlannedCall],
+    record: Callable[[bool, str | None], None] | None = None,
+) -> dict[str, int]:
+    """Send calls through one client; each outcome is queued for the cache at once.
+
+    Returns counts: `stored` and `failed_<category>`. Shared by the in-process batches and
+    the batches that run on Dask workers (`flows.judge_dask`).
+    """
 
     async def one(call: PlannedCall) -> tuple[bool, str | None]:
         result = await client.send(call.request())
-        session.writer.add(result.reply, result.attempts)
+        writer.add(result.reply, result.attempts)
         category = result.failure.category if result.failure else None
-        session.tally.record(result.reply is not None, category)
+        if record is not None:
+            record(result.reply is not None, category)
         return result.reply is not None, category
 
-    outcomes = await asyncio.gather(*(one(c) for c in batch.calls))
+    outcomes = await asyncio.gather(*(one(c) for c in calls))
     counts: Counter[str] = Counter()
     for ok, category in outcomes:
         counts["stored" if ok else f"failed_{category}"] += 1
-    await session.writer.flush()
+    await writer.flush()
     return dict(counts)
+
+
+@task(name="judge-batch", cache_policy=NO_CACHE, task_run_name="judge-{batch.judge}-{batch.index}")
+async def judge_batch(batch: _Batch, session: _Session) -> dict[str, int]:
+    """Send one batch of uncached calls; each outcome is queued for the cache at once."""
+    return await send_batch(
+        session.clients[batch.judge], session.writer, batch.calls, session.tally.record
+    )
 
 
 def _batches(calls: list[PlannedCall], batch_size: int) -> list[_Batch]:
@@ -217,8 +241,14 @@ async def run_judge_stage(
     *,
     only_keys: set[str] | None = None,
     show_progress: bool = False,
+    dask_address: str | None = None,
 ) -> dict[str, Any]:
-    """The judge stage without Prefect's flow wrapper (batches are still Prefect tasks)."""
+    """The judge stage without Prefect's flow wrapper (batches are still Prefect tasks).
+
+    Batches run in this event loop, or on a Dask cluster (`flows.judge_dask`) when
+    `dask_address` (or $JUDGELINE_DASK_ADDRESS) is given or the flow's task runner is a
+    `prefect_dask.DaskTaskRunner`.
+    """
     if batch_size < 1:
         raise InputError(f"batch size must be at least 1, not {batch_size}")
     if not judges:
@@ -254,7 +284,10 @@ async def run_judge_stage(
     started = time.perf_counter()
     try:
         if to_send:
-            await _send_all(work, run_id, judges, to_send, batch_size, tally)
+            from flows.judge_dask import dask_sender
+
+            send = dask_sender(dask_address, plan_id) or _send_all
+            await send(work, run_id, judges, to_send, batch_size, tally)
     finally:
         tally.close()
     elapsed = time.perf_counter() - started
@@ -297,11 +330,22 @@ async def judge_flow(
     batch_size: int = 500,
     work_dir: str | None = None,
     show_progress: bool = False,
+    dask_address: str | None = None,
 ) -> dict[str, Any]:
-    """Judge every planned call of a plan with every judge config; skip cached calls."""
+    """Judge every planned call of a plan with every judge config; skip cached calls.
+
+    `dask_address` (a Dask scheduler, e.g. `tcp://10.0.0.5:8786`) runs the batches there.
+    """
     work = WorkDir.at(work_dir)
     counts = await run_judge_stage(
-        work, run_id, plan_id, judges, template_id, batch_size, show_progress=show_progress
+        work,
+        run_id,
+        plan_id,
+        judges,
+        template_id,
+        batch_size,
+        show_progress=show_progress,
+        dask_address=dask_address,
     )
     get_run_logger().info("run %s: %s", run_id, counts)
     return counts
@@ -331,7 +375,10 @@ def unstored_call_keys(work: WorkDir, run_id: str) -> set[str]:
 
 @flow(name="judge-rerun-failed")
 async def rerun_failed_flow(
-    run_id: str, work_dir: str | None = None, show_progress: bool = False
+    run_id: str,
+    work_dir: str | None = None,
+    show_progress: bool = False,
+    dask_address: str | None = None,
 ) -> dict[str, Any]:
     """Send again exactly the planned calls of a run that have no stored reply."""
     work = WorkDir.at(work_dir)
@@ -345,6 +392,7 @@ async def rerun_failed_flow(
         info["template_id"],
         only_keys=unstored_call_keys(work, run_id),
         show_progress=show_progress,
+        dask_address=dask_address,
     )
     get_run_logger().info("rerun of %s: %s", run_id, counts)
     return counts

@@ -14,6 +14,7 @@ import os
 import random
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
 
@@ -153,6 +154,8 @@ class CallResult:
     reply: ReplyRecord | None
     failure: CallFailure | None
     attempts: list[AttemptRecord] = field(default_factory=list)
+    skipped: bool = False
+    """Not sent: `skip` said another process stored a reply while this call waited."""
 
 
 def resolve_api_key(spec: JudgeSpec) -> str | None:
@@ -208,8 +211,12 @@ class JudgeClient:
         *,
         run_id: str = "",
         retry: RetryPolicy | None = None,
+        skip: Callable[[str], bool] | None = None,
     ) -> None:
         self.spec = spec
+        # Asked with a slot in hand, just before a call's first attempt: a call that waited
+        # for a slot may have been stored meanwhile by another run sharing the cache.
+        self._skip = skip
         self.run_id = run_id
         self.retry = retry or RetryPolicy(max_retries=spec.max_retries)
         self._key = api_key
@@ -247,10 +254,12 @@ class JudgeClient:
     async def aclose(self) -> None:
         await self.http.aclose()
 
-    async def _attempt(self, request: CallRequest) -> Reply | CallFailure:
+    async def _attempt(self, request: CallRequest, first: bool) -> Reply | CallFailure | None:
         epoch = await self._slots.acquire()
         outcome: Reply | CallFailure | None = None
         try:
+            if first and self._skip is not None and self._skip(request.call_key):
+                return None
             if self._limiter is not None:
                 await self._limiter.wait()
             outcome = await self.provider.call(request)
@@ -266,7 +275,10 @@ class JudgeClient:
         while True:
             attempt += 1
             started = dt.datetime.now(dt.UTC)
-            outcome = await self._attempt(request)
+            outcome = await self._attempt(request, first=attempt == 1)
+            if outcome is None:
+                result.skipped = True
+                return result
             if isinstance(outcome, Reply):
                 result.reply = ReplyRecord(
                     call_key=request.call_key,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import math
+import random
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -33,6 +34,7 @@ from schemas.judge import JudgeSpec
 from tasks.cache import CacheWriter, compact, read_attempts, stored_keys
 from tasks.calls import PlannedCall, call_records, last_failures, plan_calls
 from tasks.client import JudgeClient, aresolve_api_key
+from tasks.cooperation import StoredKeyView, holding_run_lock
 from tasks.errors import InputError, IntegrityError
 from tasks.manifest import read_manifest
 from tasks.plan import read_plan
@@ -54,6 +56,7 @@ class _Tally:
         self.sent = 0
         self.stored = 0
         self.failed: Counter[str] = Counter()
+        self.skipped = 0
         self.started = time.monotonic()
         self._progress: Progress | None = None
         self._task: Any = None
@@ -94,6 +97,12 @@ class _Tally:
             for _ in range(n):
                 self.record(outcome == "stored", category)
 
+    def skip(self) -> None:
+        """A call not sent after all: another run stored its reply while it waited."""
+        self.skipped += 1
+        if self._progress is not None:
+            self._progress.update(self._task, advance=1)
+
     def close(self) -> None:
         if self._progress is not None:
             self._progress.stop()
@@ -129,6 +138,7 @@ async def send_batch(
     writer: CacheWriter,
     calls: list[PlannedCall],
     record: Callable[[bool, str | None], None] | None = None,
+    skip: Callable[[], None] | None = None,
 ) -> dict[str, int]:
     """Send calls through one client; each outcome is queued for the cache at once.
 
@@ -138,6 +148,10 @@ async def send_batch(
 
     async def one(call: PlannedCall) -> tuple[bool, str | None]:
         result = await client.send(call.request())
+        if result.skipped:
+            if skip is not None:
+                skip()
+            return True, None
         writer.add(result.reply, result.attempts)
         category = result.failure.category if result.failure else None
         if record is not None:
@@ -156,7 +170,11 @@ async def send_batch(
 async def judge_batch(batch: _Batch, session: _Session) -> dict[str, int]:
     """Send one batch of uncached calls; each outcome is queued for the cache at once."""
     return await send_batch(
-        session.clients[batch.judge], session.writer, batch.calls, session.tally.record
+        session.clients[batch.judge],
+        session.writer,
+        batch.calls,
+        session.tally.record,
+        session.tally.skip,
     )
 
 
@@ -206,15 +224,21 @@ async def _send_all(
     to_send: list[PlannedCall],
     batch_size: int,
     tally: _Tally,
+    fresh: StoredKeyView | None = None,
 ) -> list[dict[str, int]]:
-    """Run the batches, at most enough at once to keep every judge's connections busy."""
+    """Run the batches, at most enough at once to keep every judge's connections busy.
+
+    With `fresh`, a call stored meanwhile by another run sharing the cache is not sent.
+    """
+    skip = fresh.stored if fresh is not None else None
     batches = _batches(to_send, batch_size)
     needed = {b.judge for b in batches}
     clients: dict[str, JudgeClient] = {}
     limits: dict[str, asyncio.Semaphore] = {}
     for spec in judges:
         if spec.name in needed:
-            clients[spec.name] = JudgeClient(spec, await aresolve_api_key(spec), run_id=run_id)
+            key = await aresolve_api_key(spec)
+            clients[spec.name] = JudgeClient(spec, key, run_id=run_id, skip=skip)
             # One extra batch in flight lets the next batch fill slots as one drains.
             limits[spec.name] = asyncio.Semaphore(math.ceil(spec.max_concurrency / batch_size) + 1)
 
@@ -231,6 +255,7 @@ async def _send_all(
             await client.aclose()
 
 
+@holding_run_lock
 async def run_judge_stage(
     work: WorkDir,
     run_id: str,
@@ -271,13 +296,18 @@ async def run_judge_stage(
                 f"run {run_id}: {len(missing)} recorded call keys are not planned any more "
                 f"(e.g. {sorted(missing)[0]}); the plan, template or judges changed"
             )
-    cached = stored_keys(work)
+    fresh = StoredKeyView(work, lambda: stored_keys(work))
+    cached = fresh.keys
     unique: dict[str, PlannedCall] = {}
     for c in planned:
         wanted = only_keys is None or c.call_key in only_keys
         if wanted and c.call_key not in cached and c.call_key not in unique:
             unique[c.call_key] = c
     to_send = list(unique.values())
+    # A random order per run: two runs sharing the cache then rarely want the same call
+    # at the same moment, and each skips what the other stored, instead of sending the
+    # same calls in lockstep. Replies do not depend on the order.
+    random.shuffle(to_send)
     total_keys = len({c.call_key for c in planned})
 
     tally = _Tally(total_keys, total_keys - len(to_send), show_progress)
@@ -286,8 +316,11 @@ async def run_judge_stage(
         if to_send:
             from flows.judge_dask import dask_sender
 
-            send = dask_sender(dask_address, plan_id) or _send_all
-            await send(work, run_id, judges, to_send, batch_size, tally)
+            sender = dask_sender(dask_address, plan_id)
+            if sender is not None:
+                await sender(work, run_id, judges, to_send, batch_size, tally)
+            else:
+                await _send_all(work, run_id, judges, to_send, batch_size, tally, fresh)
     finally:
         tally.close()
     elapsed = time.perf_counter() - started

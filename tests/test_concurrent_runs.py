@@ -1,0 +1,266 @@
+"""Concurrent judge runs on one work dir: same run id refuses, different runs cooperate;
+corrupt cache files are quarantined without losing the others."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from schemas.calls import ReplyRecord
+from schemas.judge import JudgeSpec
+from tasks.cache import read_replies, stored_keys
+from tasks.cooperation import RunLock, StoredKeyView
+from tasks.demo_benchmark import demo_pairs
+from tasks.errors import InputError
+from tasks.manifest import freeze_manifest, read_manifest
+from tasks.plan import make_plan, write_plan
+from tasks.simjudge import SimJudgeServer
+from tasks.simjudge_persona import Persona
+from tasks.workdir import WorkDir
+
+REPO = Path(__file__).resolve().parents[1]
+PERSONA = Persona(name="slow", skill=0.8, left_bias=0.2, tie_rate=0.1, latency_ms=100)
+CONCURRENCY = 4
+FLUSH_S = 1.0  # CacheWriter's max_age_s: how late another run's replies become visible
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[SimJudgeServer]:
+    with SimJudgeServer([PERSONA]) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def staged_root(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """30 demo pairs and their full K = 2 grid (120 presentations), stored once."""
+    work = WorkDir(tmp_path_factory.mktemp("concurrent") / "work")
+    frozen = freeze_manifest([("demo", demo_pairs()[:30])], work)
+    _, manifest = read_manifest(work, frozen.info.manifest_hash)
+    info, table = make_plan(manifest, 2, "full", None)
+    write_plan(work, info, table)
+    return work.root, info.plan_id
+
+
+@pytest.fixture
+def staged(staged_root: tuple[Path, str], work: WorkDir) -> tuple[WorkDir, str]:
+    root, plan_id = staged_root
+    for folder in ("manifests", "plans"):
+        shutil.copytree(root / folder, work.root / folder)
+    return work, plan_id
+
+
+def _judge(server: SimJudgeServer, configs: int = 2) -> JudgeSpec:
+    return JudgeSpec.model_validate(
+        {
+            "name": "slow-judge",
+            "base_url": server.base_url,
+            "model": "slow",
+            "max_concurrency": CONCURRENCY,
+            "configs": [
+                {"name": e, "extra": {"reasoning_effort": e}} for e in ["low", "high"][:configs]
+            ],
+        }
+    )
+
+
+def _judges_file(path: Path, judge: JudgeSpec) -> Path:
+    import yaml
+
+    path.write_text(yaml.safe_dump({"judges": [judge.model_dump(mode="json")]}))
+    return path
+
+
+def _start(work: WorkDir, plan_id: str, judges: Path, run_id: str) -> subprocess.Popen[str]:
+    """`judgeline judge` in a subprocess, on the session's Prefect server."""
+    from prefect.settings import PREFECT_API_URL
+
+    env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value()), "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-c", "from flows.cli import main; main()"]
+    command += ["--work-dir", str(work.root), "judge", plan_id, "--judges", str(judges)]
+    command += ["--run-id", run_id, "--no-progress"]
+    return subprocess.Popen(
+        command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+
+
+def _finish(proc: subprocess.Popen[str], timeout: float = 240) -> str:
+    output, _ = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, output[-3000:]
+    return output
+
+
+def _paid(log: list[dict[str, Any]]) -> Counter[str]:
+    """Replies the judge delivered (and a provider would bill), per call key."""
+    return Counter(e["call_key"] for e in log if e["status"] == 200 and e["fault"] is None)
+
+
+# --- one run id, one process -------------------------------------------------------------
+
+
+def test_run_lock_refuses_names_the_holder_and_can_wait(work: WorkDir) -> None:
+    with RunLock(work, "r1"):
+        with pytest.raises(InputError) as refused:
+            RunLock(work, "r1").acquire()
+        message = str(refused.value)
+        assert f"pid {os.getpid()}" in message and "'r1'" in message and "--run-id" in message
+        assert "started 20" in message and ".lock" in message
+        RunLock(work, "r2").acquire().release()  # other run ids are free
+
+        with pytest.raises(InputError, match="after waiting 0.3 s"):
+            RunLock(work, "r1", wait_s=0.3).acquire()
+
+    holder = RunLock(work, "r1").acquire()
+    threading.Timer(0.4, holder.release).start()
+    started = time.monotonic()
+    with RunLock(work, "r1", wait_s=10):
+        assert 0.3 < time.monotonic() - started < 5
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_second_process_on_the_same_run_id_refuses_while_the_first_runs(
+    server: SimJudgeServer, staged: tuple[WorkDir, str], tmp_path: Path
+) -> None:
+    work, plan_id = staged
+    judges = _judges_file(tmp_path / "judges.yaml", _judge(server))
+    server.clear_log()
+    first = _start(work, plan_id, judges, "same")
+    deadline = time.monotonic() + 180
+    while not list(work.replies.glob("*.parquet")):  # the first run is sending
+        assert first.poll() is None and time.monotonic() < deadline, "first run did not send"
+        time.sleep(0.05)
+    second = _start(work, plan_id, judges, "same")
+    output, _ = second.communicate(timeout=180)
+    assert first.poll() is None, "the first run ended before the second was refused"
+    assert second.returncode == 2, output
+    assert "is being judged by another process" in output and f"pid {first.pid}" in output
+    _finish(first)
+    # The refused process sent nothing: each call was paid exactly once.
+    assert set(_paid(server.request_log()).values()) == {1}
+    assert len(_paid(server.request_log())) == 240
+    # The lock went with its holder: the same run id runs again (all cached).
+    again = _start(work, plan_id, judges, "same")
+    assert "sent 0 " in _finish(again)
+
+
+# --- different run ids, one cache -------------------------------------------------------
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_two_runs_sharing_the_cache_cooperate(
+    server: SimJudgeServer, staged: tuple[WorkDir, str], tmp_path: Path
+) -> None:
+    work, plan_id = staged
+    judges = _judges_file(tmp_path / "judges.yaml", _judge(server))
+    server.clear_log()
+    procs = [_start(work, plan_id, judges, run_id) for run_id in ("left", "right")]
+    outputs = [_finish(p) for p in procs]
+    paid = _paid(server.request_log())
+
+    # Every call is stored, every cache file is whole, nothing was quarantined.
+    calls = {r: pq.read_table(work.run_dir(r) / "calls.parquet") for r in ("left", "right")}
+    keys = set(calls["left"].column("call_key").to_pylist())
+    assert len(keys) == 240 and set(paid) == keys and stored_keys(work) == keys
+    for path in [*work.replies.glob("*.parquet"), *work.attempts.glob("*.parquet")]:
+        pq.read_table(path)
+    assert not list(work.quarantine.iterdir())
+    for table in calls.values():
+        assert set(table.column("status").to_pylist()) == {"stored"}
+    assert calls["left"].drop(["run_id"]).equals(calls["right"].drop(["run_id"]))
+
+    # Duplicates only where both wanted a call before either could see the other's reply:
+    # what is in flight, plus about one flush interval (and a refresh) of the other run.
+    duplicates = sum(n - 1 for n in paid.values())
+    rate = CONCURRENCY / (PERSONA.latency_ms / 1000)
+    bound = 2 * CONCURRENCY + 2 * rate * (FLUSH_S + 0.25 + 0.5)
+    assert duplicates <= bound, (duplicates, bound, outputs)
+    assert max(paid.values()) <= 2
+    sent = [int(o.split(" sent ")[1].split()[0]) for o in outputs]
+    assert sum(sent) == 240 + duplicates
+
+
+def test_stored_key_view_sees_files_other_processes_publish(work: WorkDir) -> None:
+    from tasks.cache import write_replies
+
+    write_replies(work, [_reply("old")])
+    view = StoredKeyView(work, lambda: stored_keys(work), interval_s=0.0)
+    assert "old" in view and "new" not in view
+    write_replies(work, [_reply("new")])
+    (work.replies / "broken.parquet").write_bytes(b"PAR1 cut short")
+    assert "new" in view and view.stored("new")
+    slow = StoredKeyView(work, lambda: stored_keys(work), interval_s=60)
+    write_replies(work, [_reply("later")])
+    assert "later" not in slow  # not refreshed yet: within its interval
+    assert slow.refresh() == 1 and "later" in slow
+
+
+# --- corrupt cache files ----------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_corrupt_cache_file_is_quarantined_reported_and_only_its_calls_resent(
+    server: SimJudgeServer,
+    staged: tuple[WorkDir, str],
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    from flows.judge import judge_flow
+
+    work, plan_id = staged
+    judge = _judge(server, configs=1)  # 120 calls over ~3 s: a reply file a second
+
+    def run(run_id: str) -> dict[str, Any]:
+        return asyncio.run(
+            judge_flow(run_id=run_id, plan_id=plan_id, judges=[judge], work_dir=str(work.root))
+        )
+
+    # Cut one of the run's reply files short; leave a temporary file as a kill would.
+    assert run("whole")["stored"] == 120
+    files = sorted(work.replies.glob("*.parquet"), key=lambda p: p.stat().st_mtime)
+    assert len(files) >= 2, "need several reply files"
+    victim = files[0]
+    lost = set(pq.read_table(victim, columns=["call_key"]).column("call_key").to_pylist())
+    kept = {k: v for k, v in _texts(work).items() if k not in lost}
+    victim.write_bytes(victim.read_bytes()[: victim.stat().st_size // 2])
+    (work.replies / ".left-by-a-kill.parquet.x1y2.tmp").write_bytes(b"half a file")
+
+    server.clear_log()
+    capfd.readouterr()
+    counts = run("after-corruption")
+    # Reported where the user sees it (Prefect's handler on stderr), naming both paths.
+    reported = capfd.readouterr().err
+    assert "could not be read" in reported and victim.name in reported
+    assert str(work.quarantine) in reported
+    assert (work.quarantine / f"replies-{victim.name}").exists() and not victim.exists()
+    # Only the calls of the broken file were sent again; every other reply is kept as it was.
+    assert sorted(e["call_key"] for e in server.request_log()) == sorted(lost)
+    assert counts["sent"] == len(lost) and counts["stored"] == 120
+    texts = _texts(work)
+    assert {k: texts[k] for k in kept} == kept and set(texts) == set(kept) | lost
+
+
+def _reply(key: str) -> ReplyRecord:
+    return ReplyRecord(
+        call_key=key,
+        provider="openai",
+        model="m",
+        raw_reply="[[A>B]]",
+        latency_ms=1.0,
+        received_at=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+    )
+
+
+def _texts(work: WorkDir) -> dict[str, str]:
+    table = read_replies(work).select(["call_key", "raw_reply"]).to_pydict()
+    return dict(zip(table["call_key"], table["raw_reply"], strict=True))

@@ -74,6 +74,16 @@ def _print_counts(run_id: str, counts: dict[str, Any]) -> None:
         )
 
 
+DaskAddress = Annotated[
+    str | None,
+    typer.Option(
+        "--dask-address",
+        envvar="JUDGELINE_DASK_ADDRESS",
+        help="Run the batches on this Dask scheduler, e.g. tcp://10.0.0.5:8786.",
+    ),
+]
+
+
 def _prepare_prefect() -> None:
     # A loaded machine can take more than Prefect's default 20 s to start its server.
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
@@ -99,6 +109,7 @@ def judge(
         str | None, typer.Option("--api-key-env", help="Quick judge: env var with the key.")
     ] = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    dask_address: DaskAddress = None,
 ) -> None:
     """Send every planned call of a plan to the judges (cached calls are never resent)."""
     _prepare_prefect()
@@ -130,6 +141,7 @@ def judge(
             batch_size=batch_size,
             work_dir=str(state.work.root),
             show_progress=progress,
+            dask_address=dask_address,
         )
     )
     _print_counts(run_id, counts)
@@ -139,12 +151,18 @@ def judge(
 def rerun_failed(
     run_id: Annotated[str, typer.Argument(help="The run whose unstored calls to send again.")],
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    dask_address: DaskAddress = None,
 ) -> None:
     """Send again exactly the planned calls of a run that have no stored reply."""
     _prepare_prefect()
     from flows.judge import rerun_failed_flow
 
     counts = asyncio.run(
-        rerun_failed_flow(run_id=run_id, work_dir=str(state.work.root), show_progress=progress)
+        rerun_failed_flow(
+            run_id=run_id,
+            work_dir=str(state.work.root),
+            show_progress=progress,
+            dask_address=dask_address,
+        )
     )
     _print_counts(run_id, counts)

@@ -98,7 +98,7 @@ async def nightly_flow(
         if cfg.live is None:
             record.calls = await judge_flow(
                 run_id, record.plan_id, cfg.judges, cfg.template, cfg.batch_size, root,
-                show_progress,
+                show_progress, dask_address=cfg.dask_address,
             )  # fmt: skip
             lap("judge")
             remap_flow(run_id, root)
@@ -157,11 +157,13 @@ async def rerun_run_flow(run_id: str, work_dir: str | None = None) -> dict[str, 
             f"run {run_id} ran paired unanimity live; start a new live run instead (it "
             "reuses every stored reply and sends the failed calls again)"
         )
-    counts: dict[str, Any] = await rerun_failed_flow(run_id, str(work.root))
+    cfg = RunConfig.model_validate(record.config)
+    counts: dict[str, Any] = await rerun_failed_flow(
+        run_id, str(work.root), dask_address=cfg.dask_address
+    )
     remap_flow(run_id, str(work.root))
     record.outcomes = _outcome_counts(work.run_dir(run_id) / "outcomes.parquet")
     record.calls = counts
-    cfg = RunConfig.model_validate(record.config)
     record.report = _replay_and_report(work, run_id, list(cfg.designs), list(cfg.policies))
     write_record(work, record)
     return counts

@@ -89,6 +89,13 @@ class RunConfig(BaseModel):
         exclude_if=lambda v: v is None,
         description="Execute a stopping policy live instead of the full grid.",
     )
+    dask_address: str | None = Field(
+        default=None,
+        min_length=1,
+        exclude_if=lambda v: v is None,
+        description="Dask scheduler that runs the full grid's judge batches, e.g. "
+        "`tcp://10.0.0.5:8786`; unset: in the flow's process.",
+    )
 
     @field_validator("k")
     @classmethod

@@ -91,11 +91,15 @@ class _Tally:
             )
 
     def record_batch(self, counts: Mapping[str, int]) -> None:
-        """Count a whole batch's outcomes at once (a batch that ran in another process)."""
+        """Count a whole batch's outcomes at once (a batch that ran in another process):
+        `stored`, `skipped` and `failed_<category>`."""
         for outcome, n in counts.items():
             category = None if outcome == "stored" else outcome.removeprefix("failed_")
             for _ in range(n):
-                self.record(outcome == "stored", category)
+                if outcome == "skipped":
+                    self.skip()
+                else:
+                    self.record(outcome == "stored", category)
 
     def skip(self) -> None:
         """A call not sent after all: another run stored its reply while it waited."""

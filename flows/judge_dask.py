@@ -147,10 +147,14 @@ def rebuild_calls(batch: RemoteBatch) -> list[PlannedCall]:
     task_run_name="judge-{batch.judge}-{batch.index}",
 )
 async def judge_batch_remote(batch: RemoteBatch) -> dict[str, Any]:
-    """Rebuild, send and store one batch in this (worker) process; returns its counts."""
+    """Rebuild, send and store one batch in this (worker) process.
+
+    Returns `{"counts": {"stored"|"skipped"|"failed_<category>": n}, "worker": host/pid}`.
+    """
     from flows.judge import send_batch
-    from tasks.cache import CacheWriter
+    from tasks.cache import CacheWriter, stored_keys
     from tasks.client import JudgeClient, aresolve_api_key
+    from tasks.cooperation import StoredKeyView
 
     work = WorkDir(Path(batch.work_root))
     if not work.root.is_dir():
@@ -160,11 +164,26 @@ async def judge_batch_remote(batch: RemoteBatch) -> dict[str, Any]:
         )
     calls = rebuild_calls(batch)
     spec = batch.client_spec()
+    # As in the flow's own loop: a call another run stored meanwhile is not sent.
+    fresh = StoredKeyView(work, lambda: stored_keys(work))
+    skipped = 0
+
+    def skip() -> None:
+        nonlocal skipped
+        skipped += 1
+
+    key = await aresolve_api_key(spec)
     async with (
-        JudgeClient(spec, await aresolve_api_key(spec), run_id=batch.run_id) as client,
+        JudgeClient(spec, key, run_id=batch.run_id, skip=fresh.stored) as client,
         CacheWriter(work) as writer,
     ):
-        counts = await send_batch(client, writer, calls)
+        counts = await send_batch(client, writer, calls, skip=skip)
+    if skipped:
+        # send_batch counts a skipped call as stored (it is); the tally tells them apart.
+        counts["stored"] -= skipped
+        counts["skipped"] = skipped
+        if not counts["stored"]:
+            del counts["stored"]
     return {"counts": counts, "worker": _where()}
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 from collections import Counter
 from collections.abc import Iterator
@@ -347,6 +348,42 @@ def test_a_batch_on_a_machine_without_the_work_dir_says_so(
         asyncio.run(judge_batch_remote.fn(batch))
 
 
+def test_a_batch_does_not_send_calls_another_run_stored_meanwhile(
+    _stored_plan: Staged, server: SimJudgeServer, tmp_path: Path
+) -> None:
+    import datetime as dt
+
+    from flows.judge_dask import judge_batch_remote
+    from schemas.calls import ReplyRecord
+    from tasks.cache import write_replies
+
+    _no_faults(server)
+    server.clear_log()
+    staged = _fresh(_stored_plan, tmp_path)
+    calls = _planned(staged, _judge(server), "r")[:10]
+    # Stored by "another run" after the flow planned this batch, before it ran.
+    write_replies(
+        staged.work,
+        [
+            ReplyRecord(
+                call_key=c.call_key,
+                provider="openai",
+                model="strong",
+                raw_reply="[[A]]",
+                latency_ms=1.0,
+                received_at=dt.datetime.now(dt.UTC),
+            )  # fmt: skip
+            for c in calls[:3]
+        ],
+    )
+    result = asyncio.run(judge_batch_remote.fn(_batch(staged, calls)))
+    assert result["counts"] == {"stored": 7, "skipped": 3}
+    assert result["worker"].endswith(f"/{os.getpid()}")
+    requested = [e["call_key"] for e in server.request_log()]
+    assert sorted(requested) == sorted(c.call_key for c in calls[3:])
+    assert sorted(_reply_file_keys(staged.work)) == sorted(c.call_key for c in calls)
+
+
 def test_a_judges_limits_are_shared_across_concurrent_batches(_stored_plan: Staged) -> None:
     judge = JudgeSpec(
         name="j", base_url="http://127.0.0.1:1/v1", model="m", max_concurrency=8,
@@ -381,3 +418,12 @@ def test_a_run_configuration_may_name_a_dask_scheduler() -> None:
     assert RunConfig.model_validate(on_dask.model_dump(mode="json")) == on_dask
     with pytest.raises(ValidationError, match="dask_address"):
         RunConfig.model_validate({**base, "dask_address": ""})
+
+
+def test_a_remote_batch_counts_into_the_runs_tally() -> None:
+    from flows.judge import _Tally
+
+    tally = _Tally(total=10, cached=0, show=False)
+    tally.record_batch({"stored": 2, "skipped": 3, "failed_timeout": 1})
+    assert (tally.sent, tally.stored, tally.skipped) == (3, 2, 3)
+    assert dict(tally.failed) == {"timeout": 1}

@@ -141,9 +141,15 @@ def test_second_process_on_the_same_run_id_refuses_while_the_first_runs(
     while not list(work.replies.glob("*.parquet")):  # the first run is sending
         assert first.poll() is None and time.monotonic() < deadline, "first run did not send"
         time.sleep(0.05)
-    second = _start(work, plan_id, judges, "same")
-    output, _ = second.communicate(timeout=180)
-    assert first.poll() is None, "the first run ended before the second was refused"
+    # Hold the first run mid-way while the second starts (a slower think time does not
+    # change any reply), then let it finish.
+    server.judge.personas["slow"] = PERSONA.model_copy(update={"latency_ms": 3000})
+    try:
+        second = _start(work, plan_id, judges, "same")
+        output, _ = second.communicate(timeout=180)
+        assert first.poll() is None, "the first run ended before the second was refused"
+    finally:
+        server.judge.personas["slow"] = PERSONA
     assert second.returncode == 2, output
     assert "is being judged by another process" in output and f"pid {first.pid}" in output
     _finish(first)
@@ -184,7 +190,7 @@ def test_two_runs_sharing_the_cache_cooperate(
     # what is in flight, plus about one flush interval (and a refresh) of the other run.
     duplicates = sum(n - 1 for n in paid.values())
     rate = CONCURRENCY / (PERSONA.latency_ms / 1000)
-    bound = 2 * CONCURRENCY + 2 * rate * (FLUSH_S + 0.25 + 0.5)
+    bound = 2 * CONCURRENCY + 2 * rate * (FLUSH_S + 0.25)
     assert duplicates <= bound, (duplicates, bound, outputs)
     assert max(paid.values()) <= 2
     sent = [int(o.split(" sent ")[1].split()[0]) for o in outputs]

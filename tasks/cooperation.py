@@ -125,13 +125,14 @@ def holding_run_lock(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]
 class StoredKeyView:
     """The call keys with a stored reply, kept fresh by reading only new reply files.
 
-    `in` refreshes at most every `interval_s`: a listing of the replies folder plus the
-    key column of the files not seen before (other processes' flushes, one a second).
+    `in` refreshes at most every `interval_s` (a call stored by another run less than that
+    ago may still be sent): a listing of the replies folder plus the key column of the
+    files not seen before (other processes' flushes, about one a second each).
     Unreadable files are left to the cache's readers, which quarantine them.
     """
 
     def __init__(
-        self, work: WorkDir, load: Callable[[], set[str]], *, interval_s: float = 0.25
+        self, work: WorkDir, load: Callable[[], set[str]], *, interval_s: float = 0.05
     ) -> None:
         """`load` reads every stored key (e.g. `tasks.cache.stored_keys`); files listed
         before it ran count as seen, later ones are read at the next refresh."""

@@ -402,7 +402,9 @@ def read_manifest(
     info, table = _read_dir(folder, manifest_hash)
     if gate:
         stored = [folder / MANIFEST_FILE, folder / MANIFEST_INFO_FILE]
-        gate_once(folder, stored, lambda: gate_manifest(table, expected_hash=manifest_hash))
+        gate_once(
+            work.gate_memos, stored, lambda: gate_manifest(table, expected_hash=manifest_hash)
+        )
     if info.pairs != table.num_rows:
         raise IntegrityError(
             f"manifest {manifest_hash}: sidecar says {info.pairs} pairs, table has {table.num_rows}"

@@ -436,7 +436,7 @@ def read_plan(work: WorkDir, plan_id: str, *, gate: bool = True) -> tuple[PlanIn
         manifest = work.root / "manifests" / info.manifest_hash
         stored = [folder / PLAN_FILE, folder / PLAN_INFO_FILE]
         stored += [manifest / MANIFEST_FILE, manifest / MANIFEST_INFO_FILE]
-        gate_once(folder, stored, lambda: gate_plan(info, table, work))
+        gate_once(work.gate_memos, stored, lambda: gate_plan(info, table, work))
     return info, table
 
 

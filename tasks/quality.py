@@ -96,10 +96,6 @@ def run_gate(stage: str, df: pd.DataFrame, checks: list[Check], *, id_column: st
         raise GateError(stage, failures)
 
 
-GATE_MEMO = ".gate-passed"
-"""A file beside gated stored tables: the SHA-256 of the exact bytes that last passed."""
-
-
 def _files_digest(files: list[Path]) -> str | None:
     digest = hashlib.sha256()
     for path in files:
@@ -117,12 +113,14 @@ def gate_once(memo_dir: Path, files: list[Path], gate: Callable[[], None]) -> No
 
     Stored manifests and plans are immutable, and every stage reads them again: the memo
     keeps a 100,000-row plan from being re-validated on every read, while any changed byte
-    (a hand edit, a tampered answer) changes the digest and the gate runs again.
+    (a hand edit, a tampered answer) changes the digest and the gate runs again. A memo is an
+    empty file named by the digest in `memo_dir`, away from the gated folders (reading a
+    manifest never changes its folder).
     """
     before = _files_digest(files)
-    memo = memo_dir / GATE_MEMO
-    if before is not None and memo.is_file() and memo.read_text("utf-8").strip() == before:
+    memo = memo_dir / before if before is not None else None
+    if memo is not None and memo.is_file():
         return
     gate()
-    if before is not None and _files_digest(files) == before:
-        write_text_atomic(before + "\n", memo, overwrite=True)
+    if memo is not None and _files_digest(files) == before:
+        write_text_atomic("", memo, overwrite=True)

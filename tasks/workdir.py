@@ -63,6 +63,11 @@ class WorkDir:
         return self._dir("cache", "quarantine")
 
     @property
+    def gate_memos(self) -> Path:
+        """Digests of stored bytes that passed their gate (see tasks.quality.gate_once)."""
+        return self._dir(".gates")
+
+    @property
     def runs(self) -> Path:
         return self._dir("runs")
 

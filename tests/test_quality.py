@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from tasks.errors import GateError
-from tasks.quality import GATE_MEMO, Check, gate_once, run_gate
+from tasks.quality import Check, gate_once, run_gate
 
 
 def test_run_gate_names_offending_rows() -> None:
@@ -35,11 +35,13 @@ def test_gate_once_skips_unchanged_bytes_and_reruns_on_change(tmp_path: Path) ->
     def gate() -> None:
         calls.append(1)
 
-    gate_once(tmp_path, [stored], gate)
-    gate_once(tmp_path, [stored], gate)
-    assert len(calls) == 1 and (tmp_path / GATE_MEMO).is_file()
+    memos = tmp_path / "memos"
+    memos.mkdir()
+    gate_once(memos, [stored], gate)
+    gate_once(memos, [stored], gate)
+    assert len(calls) == 1 and len(list(memos.iterdir())) == 1
     stored.write_bytes(b"version 2")
-    gate_once(tmp_path, [stored], gate)
+    gate_once(memos, [stored], gate)
     assert len(calls) == 2
 
 
@@ -50,12 +52,14 @@ def test_failed_gate_leaves_no_memo(tmp_path: Path) -> None:
     def gate() -> None:
         raise GateError("stage", ["bad bytes"])
 
+    memos = tmp_path / "memos"
+    memos.mkdir()
     for _ in range(2):
         with pytest.raises(GateError):
-            gate_once(tmp_path, [stored], gate)
-    assert not (tmp_path / GATE_MEMO).exists()
+            gate_once(memos, [stored], gate)
+    assert list(memos.iterdir()) == []
     missing = tmp_path / "absent.parquet"
     runs: list[int] = []
-    gate_once(tmp_path, [missing], lambda: runs.append(1))
-    gate_once(tmp_path, [missing], lambda: runs.append(1))
+    gate_once(memos, [missing], lambda: runs.append(1))
+    gate_once(memos, [missing], lambda: runs.append(1))
     assert runs == [1, 1]  # unreadable inputs are never memoised

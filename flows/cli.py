@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -21,8 +22,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-# Tables go to terminals at their width; to files and pipes wide enough not to cut cells.
-console = Console(width=None if sys.stdout.isatty() else 160)
+console = Console()
 err_console = Console(stderr=True)
 
 
@@ -42,6 +42,9 @@ def _main(
     ] = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
 ) -> None:
+    if not sys.stdout.isatty():
+        # Tables go to terminals at their width; to files and pipes wide enough not to cut.
+        os.environ.setdefault("COLUMNS", "160")
     state.work = WorkDir.at(work_dir)
     state.debug = debug
     configure_prefect(state.work)

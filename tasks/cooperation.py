@@ -125,9 +125,9 @@ def holding_run_lock(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]
 class StoredKeyView:
     """The call keys with a stored reply, kept fresh by reading only new reply files.
 
-    `in` refreshes at most every `interval_s` (a call stored by another run less than that
-    ago may still be sent): a listing of the replies folder plus the key column of the
-    files not seen before (other processes' flushes, about one a second each).
+    `in` refreshes when the replies folder changed (its mtime) or `interval_s` passed: a
+    listing of the folder plus the key column of the files not seen before (other
+    processes' flushes, about one a second each).
     Unreadable files are left to the cache's readers, which quarantine them.
     """
 
@@ -138,6 +138,7 @@ class StoredKeyView:
         before it ran count as seen, later ones are read at the next refresh."""
         self.folder = work.replies
         self.interval_s = interval_s
+        self._folder_mtime = os.stat(self.folder).st_mtime_ns
         self._seen = set(self._listing())
         self.keys = set(load())
         self._checked = time.monotonic()
@@ -149,6 +150,7 @@ class StoredKeyView:
     def refresh(self) -> int:
         """Read reply files published since the last refresh; returns keys added."""
         self._checked = time.monotonic()
+        self._folder_mtime = os.stat(self.folder).st_mtime_ns  # before listing: no gap
         before = len(self.keys)
         for name in self._listing():
             if name in self._seen:
@@ -166,7 +168,10 @@ class StoredKeyView:
     def __contains__(self, call_key: object) -> bool:
         if call_key in self.keys:
             return True
-        if time.monotonic() - self._checked >= self.interval_s:
+        # A new file changes the folder's mtime (a stat costs microseconds); the interval
+        # covers two publications within one tick of the file system's clock.
+        changed = os.stat(self.folder).st_mtime_ns != self._folder_mtime
+        if changed or time.monotonic() - self._checked >= self.interval_s:
             self.refresh()
         return call_key in self.keys
 

@@ -16,14 +16,13 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pydantic import ValidationError
 
-from schemas import MANIFEST_FORMAT, ManifestInfo, ManifestRow, Pair, conform, rows_to_table
-from tasks.errors import GateError, InputError, IntegrityError, describe_validation
+from schemas import MANIFEST_FORMAT, ManifestInfo, ManifestRow, Pair, rows_to_table
+from tasks.errors import GateError, InputError, IntegrityError
 from tasks.hashing import canonical_json, sha256_text
 from tasks.quality import Check, gate_once, run_gate
-from tasks.storage import write_json_atomic, write_parquet_atomic
+from tasks.storage import read_stored_folder, write_json_atomic, write_parquet_atomic
 from tasks.workdir import WorkDir
 
 __all__ = [
@@ -298,26 +297,16 @@ def _info(manifest_hash: str, pairs: list[Pair], sources: list[str]) -> Manifest
 
 def _read_dir(folder: Path, name: str) -> tuple[ManifestInfo, pa.Table]:
     """Read one stored manifest folder without gating it; IntegrityError if unreadable."""
-    info_path, table_path = folder / MANIFEST_INFO_FILE, folder / MANIFEST_FILE
-    for path in (info_path, table_path):
-        if not path.is_file():
-            raise IntegrityError(f"manifest {name}: {path} is missing (incomplete manifest)")
-    try:
-        info = ManifestInfo.model_validate_json(info_path.read_text("utf-8"))
-    except (ValidationError, ValueError) as exc:
-        raise IntegrityError(
-            f"manifest {name}: {info_path} is not a manifest sidecar: {describe_validation(exc)}"
-        ) from exc
-    if info.manifest_hash != name:
-        raise IntegrityError(
-            f"manifest {name}: {info_path} says manifest_hash {info.manifest_hash}, "
-            "not the folder's name"
-        )
-    try:
-        table = conform(pq.read_table(table_path), ManifestRow, where=str(table_path))
-    except (ValueError, OSError, pa.ArrowException) as exc:
-        raise IntegrityError(f"manifest {name}: {exc}") from exc
-    return info, table
+    return read_stored_folder(
+        folder,
+        kind="manifest",
+        name=name,
+        info_file=MANIFEST_INFO_FILE,
+        info_model=ManifestInfo,
+        id_field="manifest_hash",
+        table_file=MANIFEST_FILE,
+        row_model=ManifestRow,
+    )
 
 
 def _verify_existing(work: WorkDir, manifest_hash: str) -> ManifestInfo:

@@ -16,16 +16,14 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
-from pydantic import ValidationError
 
 from schemas import PlanInfo, PresentationRow, conform, rows_to_table
 from schemas.vocabulary import DESIGNS, LEFT_IDENTITY, ORDERS, PLAN_DESIGNS, RIGHT_IDENTITY, Order
-from tasks.errors import GateError, InputError, IntegrityError, describe_validation
+from tasks.errors import GateError, InputError, IntegrityError
 from tasks.hashing import digest, sha256_text
 from tasks.manifest import MANIFEST_FILE, MANIFEST_INFO_FILE, read_manifest
 from tasks.quality import Check, gate_once, run_gate
-from tasks.storage import write_json_atomic, write_parquet_atomic
+from tasks.storage import read_stored_folder, write_json_atomic, write_parquet_atomic
 from tasks.workdir import WorkDir
 
 __all__ = [
@@ -348,23 +346,17 @@ def gate_plan(info: PlanInfo, table: pa.Table, work: WorkDir) -> None:
 
 
 def _read_dir(folder: Path, name: str) -> tuple[PlanInfo, pa.Table]:
-    info_path, table_path = folder / PLAN_INFO_FILE, folder / PLAN_FILE
-    for path in (info_path, table_path):
-        if not path.is_file():
-            raise IntegrityError(f"plan {name}: {path} is missing (incomplete plan)")
-    try:
-        info = PlanInfo.model_validate_json(info_path.read_text("utf-8"))
-    except (ValidationError, ValueError) as exc:
-        raise IntegrityError(
-            f"plan {name}: {info_path} is not a plan sidecar: {describe_validation(exc)}"
-        ) from exc
-    if info.plan_id != name:
-        raise IntegrityError(f"plan {name}: {info_path} says plan_id {info.plan_id}")
-    try:
-        table = conform(pq.read_table(table_path), PresentationRow, where=str(table_path))
-    except (ValueError, OSError, pa.ArrowException) as exc:
-        raise IntegrityError(f"plan {name}: {exc}") from exc
-    return info, table
+    """Read one stored plan folder without gating it; IntegrityError if unreadable."""
+    return read_stored_folder(
+        folder,
+        kind="plan",
+        name=name,
+        info_file=PLAN_INFO_FILE,
+        info_model=PlanInfo,
+        id_field="plan_id",
+        table_file=PLAN_FILE,
+        row_model=PresentationRow,
+    )
 
 
 def _sorted(table: pa.Table) -> pa.Table:

@@ -6,10 +6,13 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pydantic import BaseModel
+
+InfoT = TypeVar("InfoT", bound=BaseModel)
 
 
 def _temp_beside(path: Path) -> Path:
@@ -74,3 +77,46 @@ def write_json_atomic(value: Any, path: Path, *, overwrite: bool = False) -> boo
         tmp.unlink(missing_ok=True)
         raise
     return _publish(tmp, path, overwrite=overwrite)
+
+
+def read_stored_folder(
+    folder: Path,
+    *,
+    kind: str,
+    name: str,
+    info_file: str,
+    info_model: type[InfoT],
+    id_field: str,
+    table_file: str,
+    row_model: type[BaseModel],
+) -> tuple[InfoT, pa.Table]:
+    """Read a write-once folder (a JSON sidecar and a parquet table) without gating it.
+
+    The sidecar must name the folder (`id_field` equals `name`) and the table must be a
+    `row_model` table; anything else is an IntegrityError naming the `kind` and the file.
+    """
+    from pydantic import ValidationError
+
+    from schemas import conform
+    from tasks.errors import IntegrityError, describe_validation
+
+    info_path, table_path = folder / info_file, folder / table_file
+    for path in (info_path, table_path):
+        if not path.is_file():
+            raise IntegrityError(f"{kind} {name}: {path} is missing (incomplete {kind})")
+    try:
+        info = info_model.model_validate_json(info_path.read_text("utf-8"))
+    except (ValidationError, ValueError) as exc:
+        raise IntegrityError(
+            f"{kind} {name}: {info_path} is not a {kind} sidecar: {describe_validation(exc)}"
+        ) from exc
+    if getattr(info, id_field) != name:
+        raise IntegrityError(
+            f"{kind} {name}: {info_path} says {id_field} {getattr(info, id_field)}, "
+            "not the folder's name"
+        )
+    try:
+        table = conform(pq.read_table(table_path), row_model, where=str(table_path))
+    except (ValueError, OSError, pa.ArrowException) as exc:
+        raise IntegrityError(f"{kind} {name}: {exc}") from exc
+    return info, table

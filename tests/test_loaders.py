@@ -14,14 +14,8 @@ import pytest
 
 from schemas import Pair
 from tasks.errors import InputError
-from tasks.loaders import (
-    KINDS,
-    ColumnMapping,
-    load_judgebench,
-    load_rmbench,
-    load_source,
-    load_table,
-)
+from tasks.loaders import KINDS, load_judgebench, load_rmbench, load_source
+from tasks.table_loaders import ColumnMapping, load_table
 
 GPT4O = "dataset=judgebench,response_model=gpt-4o-2024-05-13.jsonl"
 CLAUDE = "dataset=judgebench,response_model=claude-3-5-sonnet-20240620.jsonl"

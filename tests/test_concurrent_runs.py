@@ -7,7 +7,6 @@ import asyncio
 import datetime as dt
 import logging
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -19,15 +18,13 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+from conftest import StagedPlan, stage_demo_plan
 
 from schemas.calls import ReplyRecord
 from schemas.judge import JudgeSpec
 from tasks.cache import read_replies, stored_keys
 from tasks.cooperation import RunLock, StoredKeyView
-from tasks.demo_benchmark import demo_pairs
 from tasks.errors import InputError
-from tasks.manifest import freeze_manifest, read_manifest
-from tasks.plan import make_plan, write_plan
 from tasks.simjudge import SimJudgeServer
 from tasks.simjudge_persona import Persona
 from tasks.workdir import WorkDir
@@ -45,22 +42,15 @@ def server() -> Iterator[SimJudgeServer]:
 
 
 @pytest.fixture(scope="module")
-def staged_root(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+def _stored_plan(tmp_path_factory: pytest.TempPathFactory) -> StagedPlan:
     """30 demo pairs and their full K = 2 grid (120 presentations), stored once."""
-    work = WorkDir(tmp_path_factory.mktemp("concurrent") / "work")
-    frozen = freeze_manifest([("demo", demo_pairs()[:30])], work)
-    _, manifest = read_manifest(work, frozen.info.manifest_hash)
-    info, table = make_plan(manifest, 2, "full", None)
-    write_plan(work, info, table)
-    return work.root, info.plan_id
+    return stage_demo_plan(WorkDir(tmp_path_factory.mktemp("concurrent") / "work"), pairs=30, k=2)
 
 
 @pytest.fixture
-def staged(staged_root: tuple[Path, str], work: WorkDir) -> tuple[WorkDir, str]:
-    root, plan_id = staged_root
-    for folder in ("manifests", "plans"):
-        shutil.copytree(root / folder, work.root / folder)
-    return work, plan_id
+def staged(_stored_plan: StagedPlan, work: WorkDir) -> tuple[WorkDir, str]:
+    """The stored plan in a fresh work dir: every test starts with an empty cache."""
+    return _stored_plan.copy_to(work).work, _stored_plan.plan_id
 
 
 def _judge(server: SimJudgeServer, configs: int = 2) -> JudgeSpec:

@@ -4,25 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import StagedPlan, stage_demo_plan
 
 from schemas.judge import JudgeSpec, ReasoningConfig
 from tasks.cache import read_attempts, read_replies, stored_keys
 from tasks.calls import PlannedCall, plan_calls
-from tasks.demo_benchmark import demo_pairs
 from tasks.errors import InputError, IntegrityError
-from tasks.manifest import freeze_manifest, read_manifest
-from tasks.plan import make_plan, read_plan, write_plan
 from tasks.simjudge import SimJudgeServer
 from tasks.workdir import WorkDir
 
@@ -31,32 +26,10 @@ KEY_ENV = "JUDGELINE_DASK_TEST_KEY"
 TEMPLATE = "arena-hard-v1"
 
 
-@dataclass
-class Staged:
-    work: WorkDir
-    plan_id: str
-    manifest: pa.Table
-    presentations: pa.Table
-
-
 @pytest.fixture(scope="module")
-def _stored_plan(tmp_path_factory: pytest.TempPathFactory) -> Staged:
+def _stored_plan(tmp_path_factory: pytest.TempPathFactory) -> StagedPlan:
     """30 demo pairs, full grid, K = 2: 120 presentations."""
-    work = WorkDir(tmp_path_factory.mktemp("dask-staged") / "work")
-    frozen = freeze_manifest([("demo", demo_pairs()[:30])], work)
-    _, manifest = read_manifest(work, frozen.info.manifest_hash)
-    info, table = make_plan(manifest, 2, "full", None)
-    write_plan(work, info, table)
-    _, presentations = read_plan(work, info.plan_id)
-    return Staged(work, info.plan_id, manifest, presentations)
-
-
-def _fresh(stored: Staged, root: Path) -> Staged:
-    """The stored plan in a new work dir with an empty cache."""
-    work = WorkDir(root / "work")
-    for folder in ("manifests", "plans"):
-        shutil.copytree(stored.work.root / folder, work.root / folder)
-    return Staged(work, stored.plan_id, stored.manifest, stored.presentations)
+    return stage_demo_plan(WorkDir(tmp_path_factory.mktemp("dask-staged") / "work"), pairs=30, k=2)
 
 
 @pytest.fixture(scope="module")
@@ -106,11 +79,13 @@ def _judge(server: SimJudgeServer, **kw: Any) -> JudgeSpec:
     return JudgeSpec.model_validate(base)
 
 
-def _planned(staged: Staged, judge: JudgeSpec, run_id: str) -> list[PlannedCall]:
+def _planned(staged: StagedPlan, judge: JudgeSpec, run_id: str) -> list[PlannedCall]:
     return plan_calls(staged.manifest, staged.presentations, [judge], TEMPLATE, run_id)
 
 
-def _judge_run(staged: Staged, run_id: str, judges: list[JudgeSpec], **kw: Any) -> dict[str, Any]:
+def _judge_run(
+    staged: StagedPlan, run_id: str, judges: list[JudgeSpec], **kw: Any
+) -> dict[str, Any]:
     from flows.judge import judge_flow
 
     return asyncio.run(
@@ -149,11 +124,11 @@ def _reply_file_keys(work: WorkDir) -> list[str]:
 
 @pytest.mark.usefixtures("prefect_harness")
 def test_two_workers_store_every_call_once_and_match_a_local_run(
-    _stored_plan: Staged, server: SimJudgeServer, cluster: Any, tmp_path: Path
+    _stored_plan: StagedPlan, server: SimJudgeServer, cluster: Any, tmp_path: Path
 ) -> None:
     _no_faults(server)
     server.clear_log()
-    on_dask = _fresh(_stored_plan, tmp_path / "dask")
+    on_dask = _stored_plan.copy_to(WorkDir(tmp_path / "dask" / "work"))
     judge = _judge(server)
     planned = {c.call_key for c in _planned(on_dask, judge, "run-dask")}
     assert len(planned) == 240
@@ -177,7 +152,7 @@ def test_two_workers_store_every_call_once_and_match_a_local_run(
     assert sum(placed.values()) == 12
     assert set(placed) == set(cluster.scheduler_info["workers"])
 
-    local = _fresh(_stored_plan, tmp_path / "local")
+    local = _stored_plan.copy_to(WorkDir(tmp_path / "local" / "work"))
     local_counts = _judge_run(local, "run-dask", [judge], batch_size=20)
     assert local_counts["stored"] == 240
     dask_calls = pq.read_table(on_dask.work.run_dir("run-dask") / "calls.parquet")
@@ -199,13 +174,13 @@ def test_two_workers_store_every_call_once_and_match_a_local_run(
 
 @pytest.mark.usefixtures("prefect_harness")
 def test_flow_with_a_dask_task_runner_reruns_exactly_the_failed_calls(
-    _stored_plan: Staged, server: SimJudgeServer, cluster: Any, tmp_path: Path
+    _stored_plan: StagedPlan, server: SimJudgeServer, cluster: Any, tmp_path: Path
 ) -> None:
     from prefect_dask import DaskTaskRunner
 
     from flows.judge import rerun_failed_flow
 
-    staged = _fresh(_stored_plan, tmp_path)
+    staged = _stored_plan.copy_to(WorkDir(tmp_path / "work"))
     judge = _judge(server, name="noisy-judge", model="noisy", max_retries=0)
     server.set_faults(rate_5xx=0.3, max_faults_per_request=1)
     runner = DaskTaskRunner(address=cluster.scheduler_address)
@@ -232,13 +207,13 @@ def test_flow_with_a_dask_task_runner_reruns_exactly_the_failed_calls(
 
 @pytest.mark.usefixtures("prefect_harness")
 def test_a_worker_error_reaches_the_flow_as_the_same_error(
-    _stored_plan: Staged,
+    _stored_plan: StagedPlan,
     server: SimJudgeServer,
     cluster: Any,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    staged = _fresh(_stored_plan, tmp_path)
+    staged = _stored_plan.copy_to(WorkDir(tmp_path / "work"))
     # Set in the flow's process only: the workers were spawned before, and the key is
     # resolved on the worker.
     monkeypatch.setenv("JUDGELINE_DASK_UNSET_KEY", KEY)
@@ -258,11 +233,11 @@ def _cli(*args: str) -> Any:
 
 @pytest.mark.usefixtures("prefect_harness")
 def test_cli_judge_with_dask_address(
-    _stored_plan: Staged, server: SimJudgeServer, cluster: Any, tmp_path: Path
+    _stored_plan: StagedPlan, server: SimJudgeServer, cluster: Any, tmp_path: Path
 ) -> None:
     _no_faults(server)
     server.clear_log()
-    staged = _fresh(_stored_plan, tmp_path)
+    staged = _stored_plan.copy_to(WorkDir(tmp_path / "work"))
     with _placement(cluster) as placed:
         result = _cli(
             "--work-dir", str(staged.work.root), "judge", staged.plan_id[:12],
@@ -279,13 +254,16 @@ def test_cli_judge_with_dask_address(
 
 @pytest.mark.usefixtures("prefect_harness")
 def test_an_unreachable_scheduler_is_an_input_error(
-    _stored_plan: Staged, server: SimJudgeServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    _stored_plan: StagedPlan,
+    server: SimJudgeServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import flows.judge_dask as judge_dask
     from tasks.simjudge import bind_loopback
 
     monkeypatch.setattr(judge_dask, "CONNECT_TIMEOUT_S", 2)
-    staged = _fresh(_stored_plan, tmp_path)
+    staged = _stored_plan.copy_to(WorkDir(tmp_path / "work"))
     sock = bind_loopback()  # bound, never listening: connections are refused
     address = f"tcp://127.0.0.1:{sock.getsockname()[1]}"
     try:
@@ -304,7 +282,7 @@ def test_an_unreachable_scheduler_is_an_input_error(
 # --- a batch's own logic (no cluster) ----------------------------------------------------
 
 
-def _batch(staged: Staged, calls: list[PlannedCall], **kw: Any) -> Any:
+def _batch(staged: StagedPlan, calls: list[PlannedCall], **kw: Any) -> Any:
     from flows.judge_dask import RemoteBatch
 
     args: dict[str, Any] = {
@@ -321,7 +299,7 @@ def _batch(staged: Staged, calls: list[PlannedCall], **kw: Any) -> Any:
     return RemoteBatch(**args)
 
 
-def test_a_batch_rebuilds_its_calls_from_the_work_dir(_stored_plan: Staged) -> None:
+def test_a_batch_rebuilds_its_calls_from_the_work_dir(_stored_plan: StagedPlan) -> None:
     from flows.judge_dask import rebuild_calls
 
     judge = JudgeSpec(name="j", base_url="http://127.0.0.1:1/v1", model="m")
@@ -337,7 +315,7 @@ def test_a_batch_rebuilds_its_calls_from_the_work_dir(_stored_plan: Staged) -> N
 
 
 def test_a_batch_on_a_machine_without_the_work_dir_says_so(
-    _stored_plan: Staged, tmp_path: Path
+    _stored_plan: StagedPlan, tmp_path: Path
 ) -> None:
     from flows.judge_dask import judge_batch_remote
 
@@ -349,7 +327,7 @@ def test_a_batch_on_a_machine_without_the_work_dir_says_so(
 
 
 def test_a_batch_does_not_send_calls_another_run_stored_meanwhile(
-    _stored_plan: Staged, server: SimJudgeServer, tmp_path: Path
+    _stored_plan: StagedPlan, server: SimJudgeServer, tmp_path: Path
 ) -> None:
     import datetime as dt
 
@@ -359,7 +337,7 @@ def test_a_batch_does_not_send_calls_another_run_stored_meanwhile(
 
     _no_faults(server)
     server.clear_log()
-    staged = _fresh(_stored_plan, tmp_path)
+    staged = _stored_plan.copy_to(WorkDir(tmp_path / "work"))
     calls = _planned(staged, _judge(server), "r")[:10]
     # Stored by "another run" after the flow planned this batch, before it ran.
     write_replies(
@@ -384,7 +362,7 @@ def test_a_batch_does_not_send_calls_another_run_stored_meanwhile(
     assert sorted(_reply_file_keys(staged.work)) == sorted(c.call_key for c in calls)
 
 
-def test_a_judges_limits_are_shared_across_concurrent_batches(_stored_plan: Staged) -> None:
+def test_a_judges_limits_are_shared_across_concurrent_batches(_stored_plan: StagedPlan) -> None:
     judge = JudgeSpec(
         name="j", base_url="http://127.0.0.1:1/v1", model="m", max_concurrency=8,
         requests_per_minute=600,

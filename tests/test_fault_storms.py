@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import shutil
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+from conftest import StagedPlan, copy_stored_plans, stage_demo_plan
 
 from schemas.judge import JudgeSpec
 from tasks.cache import read_attempts, stored_keys
-from tasks.demo_benchmark import demo_pairs
-from tasks.manifest import freeze_manifest, read_manifest
-from tasks.plan import make_plan, write_plan
 from tasks.simjudge import SimJudgeServer
 from tasks.simjudge_persona import Persona
 from tasks.workdir import WorkDir
@@ -35,23 +31,15 @@ def server() -> Iterator[SimJudgeServer]:
 
 
 @pytest.fixture(scope="module")
-def staged_root(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+def _stored_plan(tmp_path_factory: pytest.TempPathFactory) -> StagedPlan:
     """20 demo pairs and their full K = 2 grid (80 presentations), stored once."""
-    work = WorkDir(tmp_path_factory.mktemp("storms") / "work")
-    frozen = freeze_manifest([("demo", demo_pairs()[:20])], work)
-    _, manifest = read_manifest(work, frozen.info.manifest_hash)
-    info, table = make_plan(manifest, 2, "full", None)
-    write_plan(work, info, table)
-    return work.root, info.plan_id
+    return stage_demo_plan(WorkDir(tmp_path_factory.mktemp("storms") / "work"), pairs=20, k=2)
 
 
 @pytest.fixture
-def staged(staged_root: tuple[Path, str], work: WorkDir) -> tuple[WorkDir, str]:
+def staged(_stored_plan: StagedPlan, work: WorkDir) -> tuple[WorkDir, str]:
     """The stored plan in a fresh work dir: every test starts with an empty cache."""
-    root, plan_id = staged_root
-    for folder in ("manifests", "plans"):
-        shutil.copytree(root / folder, work.root / folder)
-    return work, plan_id
+    return _stored_plan.copy_to(work).work, _stored_plan.plan_id
 
 
 def _judge(server: SimJudgeServer, configs: int = 1, **kw: Any) -> JudgeSpec:
@@ -149,8 +137,7 @@ def test_429_storm_slows_the_client_and_rerun_failed_completes(
 
     # The same calls in a fresh work dir (empty cache), half of the requests throttled.
     other = WorkDir(work.root.parent / "storm")
-    for folder in ("manifests", "plans"):
-        shutil.copytree(work.root / folder, other.root / folder)
+    copy_stored_plans(work, other)
     server.set_faults(rate_429=0.5, retry_after_s=1)
     server.clear_log()
     counts = _judge_run(other, plan_id, "storm", _judge(server, configs=2, max_retries=2))

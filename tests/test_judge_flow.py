@@ -5,25 +5,21 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import StagedPlan, stage_demo_plan
 from typer.testing import CliRunner
 
 from schemas.judge import JudgeSpec, ReasoningConfig
 from tasks.cache import read_attempts, read_replies, stored_keys
 from tasks.calls import call_records, plan_calls
-from tasks.demo_benchmark import demo_pairs
 from tasks.errors import InputError, IntegrityError
 from tasks.hashing import sha256_text
-from tasks.manifest import freeze_manifest, read_manifest
-from tasks.plan import make_plan, read_plan, write_plan
 from tasks.simjudge import SimJudgeServer
 from tasks.workdir import WorkDir
 
@@ -31,32 +27,16 @@ KEY = "sk-judgeline-flowkey-7e21c9d04b"
 FAULT_KINDS = {"rate_limited", "server_error", "timeout", "malformed_response"}
 
 
-@dataclass
-class Staged:
-    work: WorkDir
-    plan_id: str
-    manifest: pa.Table
-    presentations: pa.Table
-
-
 @pytest.fixture(scope="module")
-def _stored_plan(tmp_path_factory: pytest.TempPathFactory) -> Staged:
+def _stored_plan(tmp_path_factory: pytest.TempPathFactory) -> StagedPlan:
     """A stored manifest of 10 demo pairs and its full-grid plan with K = 2 (40 slots)."""
-    work = WorkDir(tmp_path_factory.mktemp("staged") / "work")
-    frozen = freeze_manifest([("demo", demo_pairs()[:10])], work)
-    _, manifest = read_manifest(work, frozen.info.manifest_hash)
-    info, table = make_plan(manifest, 2, "full", None)
-    write_plan(work, info, table)
-    _, presentations = read_plan(work, info.plan_id)
-    return Staged(work, info.plan_id, manifest, presentations)
+    return stage_demo_plan(WorkDir(tmp_path_factory.mktemp("staged") / "work"), pairs=10, k=2)
 
 
 @pytest.fixture
-def staged(_stored_plan: Staged, work: WorkDir) -> Staged:
+def staged(_stored_plan: StagedPlan, work: WorkDir) -> StagedPlan:
     """The stored plan copied into a fresh work dir (an empty cache per test)."""
-    for folder in ("manifests", "plans"):
-        shutil.copytree(_stored_plan.work.root / folder, work.root / folder)
-    return Staged(work, _stored_plan.plan_id, _stored_plan.manifest, _stored_plan.presentations)
+    return _stored_plan.copy_to(work)
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +69,7 @@ def _no_faults(server: SimJudgeServer) -> None:
     )  # fmt: skip
 
 
-def _run(staged: Staged, run_id: str, judges: list[JudgeSpec], **kw: Any) -> dict[str, Any]:
+def _run(staged: StagedPlan, run_id: str, judges: list[JudgeSpec], **kw: Any) -> dict[str, Any]:
     from flows.judge import judge_flow
 
     return asyncio.run(
@@ -103,7 +83,7 @@ def _run(staged: Staged, run_id: str, judges: list[JudgeSpec], **kw: Any) -> dic
     )
 
 
-def _calls(staged: Staged, run_id: str) -> list[dict[str, Any]]:
+def _calls(staged: StagedPlan, run_id: str) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = pq.read_table(
         staged.work.run_dir(run_id) / "calls.parquet"
     ).to_pylist()
@@ -113,7 +93,7 @@ def _calls(staged: Staged, run_id: str) -> list[dict[str, Any]]:
 # --- planning (no Prefect) ---------------------------------------------------------------
 
 
-def test_plan_calls_follow_the_trusted_map(staged: Staged) -> None:
+def test_plan_calls_follow_the_trusted_map(staged: StagedPlan) -> None:
     configs = [ReasoningConfig(name="default"), ReasoningConfig(name="hi", extra={"x": 1})]
     judge = JudgeSpec(name="j", base_url="http://127.0.0.1:1/v1", model="m", configs=configs)
     planned = plan_calls(staged.manifest, staged.presentations, [judge], "arena-hard-v1", "r")
@@ -132,7 +112,7 @@ def test_plan_calls_follow_the_trusted_map(staged: Staged) -> None:
         assert call.seed == p["seed"] and call.dataset == pair["dataset"]
 
 
-def test_plan_calls_reject_a_map_without_one_a_and_one_b(staged: Staged) -> None:
+def test_plan_calls_reject_a_map_without_one_a_and_one_b(staged: StagedPlan) -> None:
     rows = staged.presentations.to_pylist()
     rows[3]["right_identity"] = rows[3]["left_identity"]
     bad = pa.Table.from_pylist(rows, schema=staged.presentations.schema)
@@ -141,7 +121,7 @@ def test_plan_calls_reject_a_map_without_one_a_and_one_b(staged: Staged) -> None
         plan_calls(staged.manifest, bad, [judge], "arena-hard-v1", "r")
 
 
-def test_call_records_status_from_cache_and_attempts(staged: Staged) -> None:
+def test_call_records_status_from_cache_and_attempts(staged: StagedPlan) -> None:
     judge = JudgeSpec(name="j", base_url="http://127.0.0.1:1/v1", model="m")
     planned = plan_calls(staged.manifest, staged.presentations, [judge], "arena-hard-v1", "r")
     keys = [c.call_key for c in planned]
@@ -158,7 +138,7 @@ def test_call_records_status_from_cache_and_attempts(staged: Staged) -> None:
 
 @pytest.mark.usefixtures("prefect_harness")
 def test_full_grid_run_then_cached_rerun_sends_nothing(
-    staged: Staged, server: SimJudgeServer
+    staged: StagedPlan, server: SimJudgeServer
 ) -> None:
     _no_faults(server)
     server.clear_log()
@@ -194,7 +174,7 @@ def test_full_grid_run_then_cached_rerun_sends_nothing(
 
 @pytest.mark.usefixtures("prefect_harness")
 def test_faulty_run_then_rerun_failed_completes_without_resending(
-    staged: Staged, server: SimJudgeServer
+    staged: StagedPlan, server: SimJudgeServer
 ) -> None:
     server.set_faults(
         rate_429=0.06, rate_5xx=0.06, rate_stall=0.06, rate_malformed=0.06, rate_truncated=0.06,
@@ -238,7 +218,7 @@ def test_faulty_run_then_rerun_failed_completes_without_resending(
 
 @pytest.mark.usefixtures("prefect_harness")
 def test_api_key_is_never_written_or_logged(
-    staged: Staged, server: SimJudgeServer, capfd: pytest.CaptureFixture[str]
+    staged: StagedPlan, server: SimJudgeServer, capfd: pytest.CaptureFixture[str]
 ) -> None:
     server.set_faults(rate_5xx=0.2, rate_malformed=0.2, max_faults_per_request=1)
     judge = _judge(server, model="noisy", max_retries=0)
@@ -261,7 +241,7 @@ def test_api_key_is_never_written_or_logged(
 
 
 @pytest.mark.usefixtures("prefect_harness")
-def test_key_from_a_prefect_secret_block(staged: Staged, server: SimJudgeServer) -> None:
+def test_key_from_a_prefect_secret_block(staged: StagedPlan, server: SimJudgeServer) -> None:
     from prefect.blocks.system import Secret
 
     Secret(value=KEY).save("judgeline-test-key", overwrite=True)  # type: ignore[arg-type]
@@ -274,7 +254,7 @@ def test_key_from_a_prefect_secret_block(staged: Staged, server: SimJudgeServer)
             assert KEY.encode() not in path.read_bytes(), path
 
 
-def test_missing_key_variable_is_an_input_error(staged: Staged, server: SimJudgeServer) -> None:
+def test_missing_key_variable_is_an_input_error(staged: StagedPlan, server: SimJudgeServer) -> None:
     from tasks.client import resolve_api_key
 
     with pytest.raises(InputError, match="JUDGELINE_NOT_SET"):
@@ -283,7 +263,7 @@ def test_missing_key_variable_is_an_input_error(staged: Staged, server: SimJudge
 
 @pytest.mark.usefixtures("prefect_harness")
 def test_cli_judge_with_quick_flags_and_judges_file(
-    staged: Staged, server: SimJudgeServer, tmp_path: Path
+    staged: StagedPlan, server: SimJudgeServer, tmp_path: Path
 ) -> None:
     from flows.cli import app
 

@@ -203,14 +203,25 @@ def _design_table(grid: ReplayGrid, designs: list[str], m: _PairMetrics) -> pa.T
     return pa.Table.from_arrays(columns, schema=arrow_schema(DesignRow))
 
 
-def _summary_table(grid: ReplayGrid, combos: list[tuple[str, str]], m: _PairMetrics) -> pa.Table:
-    starts = grid.group_starts
-    pairs = np.diff(np.append(starts, len(grid.pair_group)))
-    means = np.add.reduceat(m.values, starts, axis=2) / pairs  # (columns, combos, groups)
-    component_means = {
-        design: np.add.reduceat(agreement, starts, axis=1) / pairs
-        for design, agreement in m.components.items()
-    }
+def _group_sizes(grid: ReplayGrid) -> np.ndarray:
+    """The number of pairs in each group."""
+    return np.diff(np.append(grid.group_starts, len(grid.pair_group)))
+
+
+def _group_means(grid: ReplayGrid, per_pair: np.ndarray) -> np.ndarray:
+    """Per-group means of an array whose last axis is pairs (that axis becomes groups)."""
+    return np.add.reduceat(per_pair, grid.group_starts, axis=-1) / _group_sizes(grid)
+
+
+def _summary_table(
+    grid: ReplayGrid,
+    combos: list[tuple[str, str]],
+    m: _PairMetrics,
+    component_means: dict[str, np.ndarray],
+) -> pa.Table:
+    """Per-group policy means, with the cost to match from the group component means."""
+    pairs = _group_sizes(grid)
+    means = _group_means(grid, m.values)  # (columns, combos, groups)
     rows = []
     for g, (judge, config, dataset) in enumerate(grid.groups):
         k = int(grid.group_k[g])
@@ -239,13 +250,10 @@ def _summary_table(grid: ReplayGrid, combos: list[tuple[str, str]], m: _PairMetr
     return pa.Table.from_pylist(rows, schema=arrow_schema(SummaryRow))
 
 
-def _component_table(grid: ReplayGrid, designs: list[str], m: _PairMetrics) -> pa.Table:
+def _component_table(grid: ReplayGrid, component_means: dict[str, np.ndarray]) -> pa.Table:
     """Mean agreement of each nonadaptive component per group and design."""
-    starts = grid.group_starts
-    pairs = np.diff(np.append(starts, len(grid.pair_group)))
     rows = []
-    for design in designs:
-        means = np.add.reduceat(m.components[design], starts, axis=1) / pairs
+    for design, means in component_means.items():
         for g, (judge, config, dataset) in enumerate(grid.groups):
             k = int(grid.group_k[g])
             costs = component_costs(design, k)
@@ -286,11 +294,13 @@ def replay(
     )
     grid = build_grid(table, where=where)
     metrics = _evaluate(grid, used_designs, combos)
+    # The summary's cost to match reads the same group means the components table reports.
+    component_means = {d: _group_means(grid, metrics.components[d]) for d in used_designs}
     return ReplayResult(
         replay=_replay_table(grid, combos, metrics),
-        summary=_summary_table(grid, combos, metrics),
+        summary=_summary_table(grid, combos, metrics, component_means),
         design=_design_table(grid, used_designs, metrics),
-        components=_component_table(grid, used_designs, metrics),
+        components=_component_table(grid, component_means),
     )
 
 

@@ -31,10 +31,10 @@ from rich.progress import (
 )
 
 from schemas.judge import JudgeSpec
-from tasks.cache import CacheWriter, compact, read_attempts, stored_keys
+from tasks.cache import CacheWriter, compact, read_attempts, recover, stored_keys
 from tasks.calls import PlannedCall, call_records, last_failures, plan_calls
 from tasks.client import JudgeClient, aresolve_api_key
-from tasks.cooperation import StoredKeyView, holding_run_lock
+from tasks.cooperation import CallClaims, RunLock, StoredKeyView
 from tasks.errors import InputError, IntegrityError
 from tasks.manifest import read_manifest
 from tasks.plan import read_plan
@@ -228,13 +228,13 @@ async def _send_all(
     to_send: list[PlannedCall],
     batch_size: int,
     tally: _Tally,
-    fresh: StoredKeyView | None = None,
+    claims: CallClaims,
 ) -> list[dict[str, int]]:
     """Run the batches, at most enough at once to keep every judge's connections busy.
 
-    With `fresh`, a call stored meanwhile by another run sharing the cache is not sent.
+    Each call is claimed before it is sent (`claims`): a call another run sharing the cache
+    is sending waits for it, and is not sent if that run stores it.
     """
-    skip = fresh.stored if fresh is not None else None
     batches = _batches(to_send, batch_size)
     needed = {b.judge for b in batches}
     clients: dict[str, JudgeClient] = {}
@@ -242,7 +242,7 @@ async def _send_all(
     for spec in judges:
         if spec.name in needed:
             key = await aresolve_api_key(spec)
-            clients[spec.name] = JudgeClient(spec, key, run_id=run_id, skip=skip)
+            clients[spec.name] = JudgeClient(spec, key, run_id=run_id, claims=claims)
             # One extra batch in flight lets the next batch fill slots as one drains.
             limits[spec.name] = asyncio.Semaphore(math.ceil(spec.max_concurrency / batch_size) + 1)
 
@@ -251,15 +251,15 @@ async def _send_all(
             return await judge_batch(batch, session)
 
     try:
-        async with CacheWriter(work) as writer:
+        async with CacheWriter(work, claims=claims) as writer:
             session = _Session(clients, writer, tally)
             return list(await asyncio.gather(*(bounded(b, session) for b in batches)))
     finally:
+        claims.release_all()
         for client in clients.values():
             await client.aclose()
 
 
-@holding_run_lock
 async def run_judge_stage(
     work: WorkDir,
     run_id: str,
@@ -288,10 +288,8 @@ async def run_judge_stage(
     get_template(template_id)
     plan_info, presentations = read_plan(work, plan_id)
     _, manifest = read_manifest(work, plan_info.manifest_hash)
-    run_dir = work.run_dir(run_id)
     info = _run_info(run_id, plan_id, plan_info.manifest_hash, judges, template_id)
-    _check_run_info(run_dir / RUN_FILE, info)
-
+    _check_run_info(work.runs / run_id / RUN_FILE, info)
     planned = plan_calls(manifest, presentations, judges, template_id, run_id)
     if only_keys is not None:
         missing = only_keys - {c.call_key for c in planned}
@@ -300,7 +298,31 @@ async def run_judge_stage(
                 f"run {run_id}: {len(missing)} recorded call keys are not planned any more "
                 f"(e.g. {sorted(missing)[0]}); the plan, template or judges changed"
             )
-    fresh = StoredKeyView(work, lambda: stored_keys(work))
+    # Checked inputs first: a refused run leaves no run folder behind.
+    with RunLock(work, run_id):
+        _check_run_info(work.run_dir(run_id) / RUN_FILE, info)  # again, now that it is ours
+        return await _judge_planned(
+            work, run_id, plan_id, judges, planned, info, batch_size, only_keys,
+            show_progress, dask_address,
+        )  # fmt: skip
+
+
+async def _judge_planned(
+    work: WorkDir,
+    run_id: str,
+    plan_id: str,
+    judges: list[JudgeSpec],
+    planned: list[PlannedCall],
+    info: dict[str, Any],
+    batch_size: int,
+    only_keys: set[str] | None,
+    show_progress: bool,
+    dask_address: str | None,
+) -> dict[str, Any]:
+    """Send what is not stored yet and write the run's calls table and run.json."""
+    run_dir = work.run_dir(run_id)
+    recover(work)  # what an earlier, killed process received is stored before we look
+    fresh = StoredKeyView(work)
     cached = fresh.keys
     unique: dict[str, PlannedCall] = {}
     for c in planned:
@@ -324,7 +346,8 @@ async def run_judge_stage(
             if sender is not None:
                 await sender(work, run_id, judges, to_send, batch_size, tally)
             else:
-                await _send_all(work, run_id, judges, to_send, batch_size, tally, fresh)
+                claims = CallClaims(work, fresh)
+                await _send_all(work, run_id, judges, to_send, batch_size, tally, claims)
     finally:
         tally.close()
     elapsed = time.perf_counter() - started

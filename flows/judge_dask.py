@@ -152,9 +152,9 @@ async def judge_batch_remote(batch: RemoteBatch) -> dict[str, Any]:
     Returns `{"counts": {"stored"|"skipped"|"failed_<category>": n}, "worker": host/pid}`.
     """
     from flows.judge import send_batch
-    from tasks.cache import CacheWriter, stored_keys
+    from tasks.cache import CacheWriter
     from tasks.client import JudgeClient, aresolve_api_key
-    from tasks.cooperation import StoredKeyView
+    from tasks.cooperation import CallClaims
 
     work = WorkDir(Path(batch.work_root))
     if not work.root.is_dir():
@@ -164,8 +164,9 @@ async def judge_batch_remote(batch: RemoteBatch) -> dict[str, Any]:
         )
     calls = rebuild_calls(batch)
     spec = batch.client_spec()
-    # As in the flow's own loop: a call another run stored meanwhile is not sent.
-    fresh = StoredKeyView(work, lambda: stored_keys(work))
+    # As in the flow's own loop: each call is claimed first, so a call another process is
+    # sending waits for it and one it stored meanwhile is not sent.
+    claims = CallClaims(work)
     skipped = 0
 
     def skip() -> None:
@@ -173,11 +174,14 @@ async def judge_batch_remote(batch: RemoteBatch) -> dict[str, Any]:
         skipped += 1
 
     key = await aresolve_api_key(spec)
-    async with (
-        JudgeClient(spec, key, run_id=batch.run_id, skip=fresh.stored) as client,
-        CacheWriter(work) as writer,
-    ):
-        counts = await send_batch(client, writer, calls, skip=skip)
+    try:
+        async with (
+            JudgeClient(spec, key, run_id=batch.run_id, claims=claims) as client,
+            CacheWriter(work, claims=claims) as writer,
+        ):
+            counts = await send_batch(client, writer, calls, skip=skip)
+    finally:
+        claims.release_all()
     if skipped:
         # send_batch counts a skipped call as stored (it is); the tally tells them apart.
         counts["stored"] -= skipped

@@ -3,7 +3,9 @@
 Replies and attempts live in immutable parquet files with unique names under
 `work.replies` and `work.attempts`; writers never touch each other's files, so any number
 of processes may write at once. Readers union the files; a file that fails to read is moved
-to `work.quarantine` with a warning and the others are still read.
+to `work.quarantine` with a warning and the others are still read. Before reading, they
+publish what dead writers left in their journals (`tasks.journal`), so a reply received by
+a process that was killed before its flush is still served.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import time
 import uuid
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -26,8 +28,12 @@ from schemas.arrow import arrow_schema, conform, rows_to_table
 from schemas.calls import AttemptRecord, ReplyRecord
 from schemas.judge import JudgeSpec, ReasoningConfig
 from tasks.hashing import canonical_json, sha256_text
+from tasks.journal import ReplyJournal, dead_segments, remove_if_dead
 from tasks.storage import write_parquet_atomic
 from tasks.workdir import WorkDir
+
+if TYPE_CHECKING:
+    from tasks.cooperation import CallClaims
 
 __all__ = [
     "CALL_KEY_FORMAT",
@@ -37,9 +43,11 @@ __all__ = [
     "call_key_from_digest",
     "compact",
     "decoding_params",
+    "fold_dead_journals",
     "messages_sha256",
     "read_attempts",
     "read_replies",
+    "recover",
     "stored_keys",
     "write_attempts",
     "write_replies",
@@ -174,6 +182,46 @@ def write_attempts(work: WorkDir, records: Sequence[AttemptRecord]) -> Path | No
     return _write(records, AttemptRecord, work.attempts)
 
 
+def fold_dead_journals(work: WorkDir) -> int:
+    """Publish the journal lines of writers that died before their flush; returns replies
+    published. Journals of live writers are left to them."""
+    published = 0
+    for segment in dead_segments(work.journal):
+        write_replies(work, segment.replies)
+        write_attempts(work, segment.attempts)
+        segment.delete()
+        n = len(segment.replies)
+        published += n
+        log.info("published %d replies a dead writer left in %s", n, segment.path)
+    return published
+
+
+STALE_TEMP_S = 3600.0
+"""Age after which a temporary file in the cache is a killed writer's leftover (a live
+writer publishes its file within seconds of creating it)."""
+
+
+def recover(work: WorkDir) -> int:
+    """Clean up after killed writers; returns the replies published from their journals.
+
+    Folds dead writers' journals, then deletes the claims they held (`cache/claims/`; the
+    kernel already released them) and their half-written temporary files. Run at the start
+    of a judge stage.
+    """
+    published = fold_dead_journals(work)
+    for claim in work.claims.iterdir():
+        remove_if_dead(claim)
+    cutoff = time.time() - STALE_TEMP_S
+    for folder in (work.replies, work.attempts):
+        for tmp in folder.glob(".*.tmp"):
+            try:
+                if tmp.stat().st_mtime < cutoff:
+                    tmp.unlink()
+            except FileNotFoundError:
+                continue
+    return published
+
+
 def _quarantine(work: WorkDir, path: Path, why: str) -> None:
     target = work.quarantine / f"{path.parent.name}-{path.name}"
     try:
@@ -261,6 +309,7 @@ def _earliest_per_key(table: pa.Table) -> pa.Table:
 
 def read_replies(work: WorkDir, call_keys: Iterable[str] | None = None) -> pa.Table:
     """Stored replies (ReplyRecord schema), one row per call_key, optionally only `call_keys`."""
+    fold_dead_journals(work)
     tables, _ = _read_folder(work, work.replies, ReplyRecord, None)
     table = _concat(tables, arrow_schema(ReplyRecord))
     if call_keys is not None:
@@ -271,6 +320,7 @@ def read_replies(work: WorkDir, call_keys: Iterable[str] | None = None) -> pa.Ta
 
 def stored_keys(work: WorkDir) -> set[str]:
     """Call keys with a stored reply (reads only the key column)."""
+    fold_dead_journals(work)
     tables, _ = _read_folder(work, work.replies, ReplyRecord, ["call_key"])
     keys: set[str] = set()
     for t in tables:
@@ -280,6 +330,7 @@ def stored_keys(work: WorkDir) -> set[str]:
 
 def read_attempts(work: WorkDir) -> pa.Table:
     """The whole attempts log (AttemptRecord schema), in no particular order."""
+    fold_dead_journals(work)
     tables, _ = _read_folder(work, work.attempts, AttemptRecord, None)
     return _concat(tables, arrow_schema(AttemptRecord))
 
@@ -304,20 +355,33 @@ def compact(work: WorkDir) -> tuple[int, int]:
 
 
 class CacheWriter:
-    """Buffers replies and attempts in an event loop and flushes them as they arrive.
+    """Journals replies and attempts as they arrive and publishes them as parquet in batches.
 
-    A flush happens when `max_rows` replies are waiting or the oldest waiting row is
-    `max_age_s` old, and at `close()`; so a crash loses at most the calls in flight plus
-    about a second of replies. Files are written in a worker thread so sending never waits.
+    Each `add` goes to this writer's journal at once (see `tasks.journal`), so a process
+    killed at any moment loses only the calls still in flight. A flush publishes the
+    buffered rows as parquet when `max_rows` replies are waiting or the oldest waiting row
+    is `max_age_s` old, and at `close()`; then it deletes the journal segment and releases
+    the published calls' claims (`tasks.cooperation.CallClaims`), so another run that waits
+    for one of them finds its reply stored. Files are written in a worker thread so sending
+    never waits.
 
-        async with CacheWriter(work) as writer:
+        async with CacheWriter(work, claims=claims) as writer:
             writer.add(reply, attempts)
     """
 
-    def __init__(self, work: WorkDir, *, max_rows: int = 200, max_age_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        work: WorkDir,
+        *,
+        max_rows: int = 200,
+        max_age_s: float = 1.0,
+        claims: CallClaims | None = None,
+    ) -> None:
         self.work = work
         self.max_rows = max_rows
         self.max_age_s = max_age_s
+        self.claims = claims
+        self.journal = ReplyJournal(work.journal)
         self._replies: list[ReplyRecord] = []
         self._attempts: list[AttemptRecord] = []
         self._lock = asyncio.Lock()
@@ -334,13 +398,16 @@ class CacheWriter:
         await self.close()
 
     def add(self, reply: ReplyRecord | None, attempts: Sequence[AttemptRecord]) -> None:
-        """Queue one call's outcome; schedules a flush when one is due."""
+        """Journal one call's outcome and queue it; schedules a flush when one is due."""
+        if reply is None and not attempts:
+            return
+        self.journal.append(reply, attempts)
         if reply is not None:
             self._replies.append(reply)
         self._attempts.extend(attempts)
         if len(self._replies) >= self.max_rows or len(self._attempts) >= 4 * self.max_rows:
             self._schedule()
-        elif self._timer is None and (self._replies or self._attempts):
+        elif self._timer is None:
             loop = asyncio.get_running_loop()
             self._timer = loop.call_later(self.max_age_s, self._schedule)
 
@@ -356,16 +423,21 @@ class CacheWriter:
         task.add_done_callback(self._pending.discard)
 
     async def flush(self) -> None:
-        """Write everything queued so far (one reply file and one attempts file at most)."""
+        """Publish everything queued so far (one reply file and one attempts file at most)."""
         async with self._lock:
             self._scheduled = False
             replies, self._replies = self._replies, []
             attempts, self._attempts = self._attempts, []
+            segment = self.journal.cut()
             if not replies and not attempts:
                 return
             # Replies first: a reply on disk with no attempt row is harmless; the reverse
             # would show a success in the log that the cache cannot serve.
             await asyncio.to_thread(self._write_both, replies, attempts)
+            if segment is not None:
+                segment.retire()
+            if self.claims is not None:
+                self.claims.release({a.call_key for a in attempts} | {r.call_key for r in replies})
             self.last_flush = time.monotonic()
 
     def _write_both(self, replies: list[ReplyRecord], attempts: list[AttemptRecord]) -> None:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import logging
 import os
 import random
 import time
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
 
@@ -23,6 +23,7 @@ import httpx
 from schemas.calls import AttemptRecord, ReplyRecord
 from schemas.judge import JudgeSpec
 from schemas.vocabulary import ErrorCategory
+from tasks.cooperation import CallClaims, Claim
 from tasks.errors import InputError
 from tasks.providers import (
     PROVIDERS,
@@ -47,6 +48,14 @@ RETRYABLE: frozenset[ErrorCategory] = frozenset(
     {"rate_limited", "server_error", "timeout", "transport", "malformed_response"}
 )
 """Categories worth another attempt. A 4xx or a refusal would fail the same way again."""
+
+log = logging.getLogger(__name__)
+
+CLAIM_POLL_S = (0.05, 1.0)
+"""First and longest pause before asking again for a call another process is sending."""
+CLAIM_PATIENCE_S = 1800.0
+"""How long a call waits for another process's claim before it is sent anyway (a live
+holder releases within its timeouts and retries; only a stopped process holds longer)."""
 
 
 @dataclass(frozen=True)
@@ -155,7 +164,7 @@ class CallResult:
     failure: CallFailure | None
     attempts: list[AttemptRecord] = field(default_factory=list)
     skipped: bool = False
-    """Not sent: `skip` said another process stored a reply while this call waited."""
+    """Not sent: its reply was stored (by another process) by the time it could go."""
 
 
 def resolve_api_key(spec: JudgeSpec) -> str | None:
@@ -211,12 +220,12 @@ class JudgeClient:
         *,
         run_id: str = "",
         retry: RetryPolicy | None = None,
-        skip: Callable[[str], bool] | None = None,
+        claims: CallClaims | None = None,
     ) -> None:
         self.spec = spec
-        # Asked with a slot in hand, just before a call's first attempt: a call that waited
-        # for a slot may have been stored meanwhile by another run sharing the cache.
-        self._skip = skip
+        # Taken with a slot in hand, just before a call's first attempt: a call that waited
+        # for a slot may have been stored meanwhile, or be in flight in another run.
+        self._claims = claims
         self.run_id = run_id
         self.retry = retry or RetryPolicy(max_retries=spec.max_retries)
         self._key = api_key
@@ -254,12 +263,16 @@ class JudgeClient:
     async def aclose(self) -> None:
         await self.http.aclose()
 
-    async def _attempt(self, request: CallRequest, first: bool) -> Reply | CallFailure | None:
+    async def _attempt(self, request: CallRequest, claim: bool) -> Reply | CallFailure | Claim:
+        """One attempt; with `claim`, first the call's claim: `Claim.STORED` or `Claim.BUSY`
+        come back unsent."""
         epoch = await self._slots.acquire()
         outcome: Reply | CallFailure | None = None
         try:
-            if first and self._skip is not None and self._skip(request.call_key):
-                return None
+            if claim and self._claims is not None:
+                state = self._claims.take(request.call_key)
+                if state is not Claim.MINE:
+                    return state
             if self._limiter is not None:
                 await self._limiter.wait()
             outcome = await self.provider.call(request)
@@ -272,13 +285,27 @@ class JudgeClient:
         """Send one call with retries; every attempt is recorded, the key never is."""
         result = CallResult(call_key=request.call_key, reply=None, failure=None)
         attempt = 0
+        claim = self._claims is not None
+        pause, waiting_since = CLAIM_POLL_S[0], time.monotonic()
         while True:
             attempt += 1
             started = dt.datetime.now(dt.UTC)
-            outcome = await self._attempt(request, first=attempt == 1)
-            if outcome is None:
-                result.skipped = True
-                return result
+            outcome = await self._attempt(request, claim=claim and attempt == 1)
+            if isinstance(outcome, Claim):
+                if outcome is Claim.STORED:
+                    result.skipped = True
+                    return result
+                attempt -= 1  # BUSY: nothing was sent
+                if time.monotonic() - waiting_since > CLAIM_PATIENCE_S:
+                    log.warning(
+                        "call %s: claimed by another process for over %.0f s; sending it",
+                        request.call_key,
+                        CLAIM_PATIENCE_S,
+                    )
+                    claim = False
+                await asyncio.sleep(pause * random.uniform(0.5, 1.0))
+                pause = min(CLAIM_POLL_S[1], pause * 2)
+                continue
             if isinstance(outcome, Reply):
                 result.reply = ReplyRecord(
                     call_key=request.call_key,

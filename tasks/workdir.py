@@ -6,6 +6,8 @@ WORK/
   cache/replies/*.parquet      successful replies, immutable, content-addressed by call_key
   cache/attempts/*.parquet     every attempt (failed or not), append-only
   cache/quarantine/            cache files that failed to read, moved aside
+  cache/journal/*.jsonl        replies received but not yet in replies/ (tasks.journal)
+  cache/claims/<call_key>      calls being sent right now, one lock file each
   runs/<run_id>/               one run's calls, labels, outcomes, replay, report
   warehouse.duckdb             rebuildable views over the parquet files
 """
@@ -61,6 +63,14 @@ class WorkDir:
     @property
     def quarantine(self) -> Path:
         return self._dir("cache", "quarantine")
+
+    @property
+    def journal(self) -> Path:
+        return self._dir("cache", "journal")
+
+    @property
+    def claims(self) -> Path:
+        return self._dir("cache", "claims")
 
     @property
     def gate_memos(self) -> Path:

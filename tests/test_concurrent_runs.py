@@ -23,7 +23,7 @@ from conftest import StagedPlan, stage_demo_plan
 from schemas.calls import ReplyRecord
 from schemas.judge import JudgeSpec
 from tasks.cache import read_replies, stored_keys
-from tasks.cooperation import RunLock, StoredKeyView
+from tasks.cooperation import RunLock
 from tasks.errors import InputError
 from tasks.simjudge import SimJudgeServer
 from tasks.simjudge_persona import Persona
@@ -32,7 +32,6 @@ from tasks.workdir import WorkDir
 REPO = Path(__file__).resolve().parents[1]
 PERSONA = Persona(name="slow", skill=0.8, left_bias=0.2, tie_rate=0.1, latency_ms=100)
 CONCURRENCY = 4
-FLUSH_S = 1.0  # CacheWriter's max_age_s: how late another run's replies become visible
 
 
 @pytest.fixture(scope="module")
@@ -177,33 +176,12 @@ def test_two_runs_sharing_the_cache_cooperate(
         assert set(table.column("status").to_pylist()) == {"stored"}
     assert calls["left"].drop(["run_id"]).equals(calls["right"].drop(["run_id"]))
 
-    # Duplicates only where both wanted a call before either could see the other's reply:
-    # what is in flight, plus about one flush interval (and a refresh) of the other run.
-    duplicates = sum(n - 1 for n in paid.values())
-    rate = CONCURRENCY / (PERSONA.latency_ms / 1000)
-    bound = 2 * CONCURRENCY + 2 * rate * (FLUSH_S + 0.25)
-    assert duplicates <= bound, (duplicates, bound, outputs)
-    assert max(paid.values()) <= 2
+    # Each call was paid for once: a call the other run was sending waited for its claim
+    # and found the reply stored. Both runs sent some of them, and left no claim behind.
+    assert max(paid.values()) == 1, (paid.most_common(3), outputs)
     sent = [int(o.split(" sent ")[1].split()[0]) for o in outputs]
-    assert sum(sent) == 240 + duplicates
-
-
-def test_stored_key_view_sees_files_other_processes_publish(work: WorkDir) -> None:
-    from tasks.cache import write_replies
-
-    write_replies(work, [_reply("old")])
-    view = StoredKeyView(work, lambda: stored_keys(work), interval_s=0.0)
-    assert "old" in view and "new" not in view
-    write_replies(work, [_reply("new")])
-    (work.replies / "broken.parquet").write_bytes(b"PAR1 cut short")
-    assert "new" in view and view.stored("new")
-    # Long before its interval is up, a view sees a new file: the folder's mtime changed.
-    slow = StoredKeyView(work, lambda: stored_keys(work), interval_s=3600)
-    assert "later" not in slow
-    time.sleep(0.02)  # past one tick of the file system's clock
-    write_replies(work, [_reply("later")])
-    assert "later" in slow
-    assert slow.refresh() == 0  # nothing new since
+    assert sum(sent) == 240 and min(sent) > 0, sent
+    assert list(work.claims.iterdir()) == [] and list(work.journal.iterdir()) == []
 
 
 # --- corrupt cache files ----------------------------------------------------------------
@@ -237,11 +215,16 @@ def test_corrupt_cache_file_is_quarantined_reported_and_only_its_calls_resent(
 
     server.clear_log()
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="tasks.cache"):
-        counts = run("after-corruption")
     # Reported as a warning of the cache's logger (on stderr through Prefect's handler in a
-    # CLI run; captured here at the logger, as stderr handlers may hold an earlier test's
-    # stream), naming both paths.
+    # CLI run), naming both paths. Captured at that logger itself: Prefect's logging set-up
+    # at a process's first flow run replaces the root handlers, pytest's among them.
+    cache_log = logging.getLogger("tasks.cache")
+    cache_log.addHandler(caplog.handler)
+    try:
+        with caplog.at_level(logging.WARNING, logger="tasks.cache"):
+            counts = run("after-corruption")
+    finally:
+        cache_log.removeHandler(caplog.handler)
     reported = caplog.text
     assert "could not be read" in reported and victim.name in reported
     assert str(work.quarantine) in reported

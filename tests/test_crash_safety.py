@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -167,12 +168,18 @@ def test_sigkill_mid_run_three_times_then_resume_loses_nothing(
     late = [e for e in log if e["call_key"] in first_reply and
             _log_time(e) > first_reply[e["call_key"]]]  # fmt: skip
     assert late == []
-    # Killed lives leave at most temporary files, which no reader takes for data.
+    # 3. Only calls in flight at a kill were paid for twice: a reply received before a kill
+    # but not yet flushed survives in the dead process's journal.
+    paid = Counter(e["call_key"] for e in log if e["status"] == 200 and e["fault"] is None)
+    assert sum(n - 1 for n in paid.values()) <= KILLS * CONCURRENCY, paid.most_common(3)
+    # Killed lives leave at most temporary files, which no reader takes for data; their
+    # journals are published and their claims cleared by the resumed run.
     assert not list(work.quarantine.iterdir())
     leftovers = [p for p in work.replies.iterdir() if p.suffix != ".parquet"]
     assert all(p.name.startswith(".") and p.suffix == ".tmp" for p in leftovers), leftovers
+    assert list(work.journal.iterdir()) == [] and list(work.claims.iterdir()) == []
 
-    # 3. The tables equal those of an uninterrupted run against the same judge.
+    # 4. The tables equal those of an uninterrupted run against the same judge.
     fresh = WorkDir(tmp_path / "fresh")
     for folder in ("manifests", "plans"):
         shutil.copytree(work.root / folder, fresh.root / folder)

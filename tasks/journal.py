@@ -1,0 +1,191 @@
+"""The reply journal: what a judge process received but has not yet published as parquet.
+
+A `CacheWriter` buffers replies for about a second before it writes them as one parquet
+file. So that a process killed in that second (SIGKILL, OOM, a lost node) loses nothing it
+paid for, every reply and attempt is first appended to the process's own journal, one JSON
+line per call, written straight to the file (no userspace buffer: a process kill cannot
+lose a line the kernel accepted). Once the parquet files holding a segment's lines are
+published, the segment is deleted.
+
+Each segment is held with an exclusive `flock` while its writer lives; the kernel drops it
+when the writer dies, however it dies. `dead_segments` yields the segments nobody holds
+(their writer died before publishing them); `tasks.cache.fold_dead_journals` publishes
+their lines as parquet and deletes them. Lines may then be stored twice (if the writer died
+between publishing and deleting): harmless, readers keep one row per call key.
+
+What it does not cover: a machine that loses power before the kernel writes its page cache
+to disk (there is no fsync per reply; that would cost a disk flush per call).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from schemas.calls import AttemptRecord, ReplyRecord
+
+__all__ = [
+    "JournalSegment",
+    "ReplyJournal",
+    "dead_segments",
+    "held_by_someone",
+    "remove_if_dead",
+    "same_file",
+]
+
+log = logging.getLogger(__name__)
+
+SUFFIX = ".jsonl"
+
+
+def same_file(fd: int, path: Path) -> bool:
+    """Whether `path` still names the file open as `fd` (it was not deleted or replaced)."""
+    try:
+        return os.stat(path).st_ino == os.fstat(fd).st_ino
+    except FileNotFoundError:
+        return False
+
+
+@dataclass
+class JournalSegment:
+    """One journal file: open, locked, and appended to by one writer."""
+
+    path: Path
+    fd: int
+
+    def append(self, reply: ReplyRecord | None, attempts: Sequence[AttemptRecord]) -> None:
+        line = (
+            '{"reply":'
+            + (reply.model_dump_json() if reply is not None else "null")
+            + ',"attempts":['
+            + ",".join(a.model_dump_json() for a in attempts)
+            + "]}\n"
+        ).encode("utf-8")
+        view = memoryview(line)
+        while view:
+            written = os.write(self.fd, view)
+            view = view[written:]
+
+    def retire(self) -> None:
+        """Delete the segment (its lines are published) and drop its lock."""
+        self.path.unlink(missing_ok=True)  # while still locked: nobody folds it meanwhile
+        os.close(self.fd)
+
+
+@dataclass
+class ReplyJournal:
+    """This writer's journal: a current segment, started on the first line after a cut."""
+
+    folder: Path
+    current: JournalSegment | None = field(default=None, init=False)
+
+    def append(self, reply: ReplyRecord | None, attempts: Sequence[AttemptRecord]) -> None:
+        if self.current is None:
+            self.current = self._start()
+        self.current.append(reply, attempts)
+
+    def cut(self) -> JournalSegment | None:
+        """End the current segment (a flush is about to publish its lines) and return it."""
+        segment, self.current = self.current, None
+        return segment
+
+    def _start(self) -> JournalSegment:
+        # Locked before it gets its visible name, so no reader ever sees it unlocked.
+        name = uuid.uuid4().hex
+        tmp = self.folder / f".{name}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        path = self.folder / f"{name}{SUFFIX}"
+        os.rename(tmp, path)
+        return JournalSegment(path, fd)
+
+
+def held_by_someone(fd: int) -> bool:
+    """Take `fd`'s exclusive lock if free; True if a live process holds it."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    return False
+
+
+@contextmanager
+def _locked_if_dead(path: Path) -> Iterator[int | None]:
+    """The open, locked fd of `path` if its writer is dead and it still exists, else None."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        yield None
+        return
+    try:
+        yield None if held_by_someone(fd) or not same_file(fd, path) else fd
+    finally:
+        os.close(fd)
+
+
+def remove_if_dead(path: Path) -> bool:
+    """Delete a lock-held file (a segment or a claim) if no live process holds it."""
+    with _locked_if_dead(path) as fd:
+        if fd is None:
+            return False
+        path.unlink(missing_ok=True)
+        return True
+
+
+@dataclass
+class DeadSegment:
+    path: Path
+    replies: list[ReplyRecord]
+    attempts: list[AttemptRecord]
+    bad_lines: list[int]
+
+    def delete(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+def dead_segments(folder: Path) -> Iterator[DeadSegment]:
+    """The segments whose writers died, each read and still locked while the caller uses it.
+
+    A line that does not parse (a torn last line) is named in `bad_lines` and skipped.
+    Half-started segments (`.*.tmp`, killed before their first line) are deleted.
+    """
+    for tmp in folder.glob(".*.tmp"):
+        remove_if_dead(tmp)
+    for path in sorted(folder.glob(f"*{SUFFIX}")):
+        with _locked_if_dead(path) as fd:
+            if fd is None:
+                continue
+            with os.fdopen(os.dup(fd), "rb") as handle:
+                data = handle.read()
+            yield _parse(path, data)
+
+
+def _parse(path: Path, data: bytes) -> DeadSegment:
+    segment = DeadSegment(path, [], [], [])
+    for number, raw in enumerate(data.splitlines(), start=1):
+        try:
+            entry = json.loads(raw)
+            reply = None if entry["reply"] is None else ReplyRecord.model_validate(entry["reply"])
+            attempts = [AttemptRecord.model_validate(a) for a in entry["attempts"]]
+        except (ValueError, KeyError, TypeError, ValidationError):
+            segment.bad_lines.append(number)
+            continue
+        if reply is not None:
+            segment.replies.append(reply)
+        segment.attempts.extend(attempts)
+    if segment.bad_lines:
+        log.warning(
+            "journal %s: lines %s do not parse (a write cut short by a crash); skipped",
+            path,
+            segment.bad_lines,
+        )
+    return segment

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import secrets
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from schemas import Pair
 from schemas.vocabulary import DESIGNS
 from tasks.errors import InputError
 from tasks.workdir import WorkDir
+
+if TYPE_CHECKING:
+    from tasks.manifest import SourcePairs
+    from tasks.table_loaders import LoadedPairs
 
 _SOURCE_KEYS = {"kind", "path", "mapping", "dataset"}
 
@@ -25,16 +28,16 @@ def source_label(source: dict[str, Any]) -> str:
 # Tasks return ids, not pydantic models: Prefect 3.9's result tracking fails on a returned
 # model ("'dict' object is not callable" in visit_collection).
 @task(name="load-source", cache_policy=NO_CACHE)
-def load_source_task(source: dict[str, Any]) -> list[Pair]:
-    """Load one source's pairs through the dataset loaders."""
-    from tasks.loaders import load_source
+def load_source_task(source: dict[str, Any]) -> LoadedPairs:
+    """Load one source's pairs, with the file row of each, through the dataset loaders."""
+    from tasks.loaders import read_source
 
     unknown = set(source) - _SOURCE_KEYS
     if unknown or "kind" not in source:
         raise InputError(
             f"a source is a dict with kind, path, mapping, dataset; got keys {sorted(source)}"
         )
-    return load_source(
+    return read_source(
         source["kind"],
         source.get("path"),
         mapping=source.get("mapping"),
@@ -43,7 +46,7 @@ def load_source_task(source: dict[str, Any]) -> list[Pair]:
 
 
 @task(name="freeze", cache_policy=NO_CACHE)
-def freeze_task(sources: list[tuple[str, list[Pair]]], work_dir: str) -> str:
+def freeze_task(sources: list[SourcePairs], work_dir: str) -> str:
     """Validate and store the manifest (gated before it is published); returns its hash."""
     from tasks.manifest import freeze_manifest
 
@@ -90,7 +93,10 @@ def freeze_flow(sources: list[dict[str, Any]], work_dir: str | None = None) -> s
     if not sources:
         raise InputError("no sources to freeze: give at least one")
     root = str(WorkDir.at(work_dir).root)
-    loaded = [(source_label(s), load_source_task(s)) for s in sources]
+    loaded: list[SourcePairs] = []
+    for source in sources:
+        read = load_source_task(source)
+        loaded.append((source_label(source), read.pairs, read.rows))
     manifest_hash = freeze_task(loaded, root)
     gate_manifest_task(manifest_hash, root)
     return manifest_hash

@@ -1,8 +1,9 @@
 """Benchmark loaders: JudgeBench and RM-Bench files into `Pair`s, answer text exact, and
-`load_source`, which dispatches on the source kind (generic tables: `tasks.table_loaders`).
+`read_source`, which dispatches on the source kind (generic tables: `tasks.table_loaders`).
 
-Rows in errors are 1-based: the line of a JudgeBench `.jsonl`, the record of an RM-Bench
-JSON array.
+Rows are 1-based: the line of a JudgeBench `.jsonl`, the record of an RM-Bench JSON array.
+Each `read_*` gives the pairs with the row of each (`LoadedPairs`), so that freezing can
+name the row of a pair it refuses; each `load_*` gives the pairs alone.
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ from tasks.hashing import canonical_json, digest
 from tasks.table_loaders import (
     TOO_DEEP,
     ColumnMapping,
+    LoadedPairs,
     check_unicode,
     iter_jsonl,
     json_value,
-    load_table,
     read_bytes,
+    read_table,
     required_text,
     shorten,
     text_field,
@@ -35,6 +37,9 @@ __all__ = [
     "load_judgebench",
     "load_rmbench",
     "load_source",
+    "read_judgebench",
+    "read_rmbench",
+    "read_source",
 ]
 
 KINDS = ("judgebench", "rmbench", "table", "demo")
@@ -54,15 +59,16 @@ def _judgebench_dataset(path: Path) -> str:
     return "-".join(named) if named else path.stem
 
 
-def load_judgebench(path: str | Path, *, dataset: str | None = None) -> list[Pair]:
-    """Pairs of a JudgeBench jsonl file (data file or judge-output file; `judgments` ignored).
+def read_judgebench(path: str | Path, *, dataset: str | None = None) -> LoadedPairs:
+    """Pairs of a JudgeBench jsonl file (data file or judge-output file; `judgments` ignored),
+    with the line of each.
 
     `response_A` is identity A; label `A>B` keys A, `B>A` keys B. The dataset defaults to
     the name in the file name, e.g. `judgebench-gpt-4o-2024-05-13`.
     """
     path = Path(path)
     name = dataset or _judgebench_dataset(path)
-    pairs = []
+    pairs, rows = [], []
     for row, record in iter_jsonl(path):
         label = record.get("label")
         if not isinstance(label, str) or label not in _JUDGEBENCH_LABELS:
@@ -97,7 +103,13 @@ def load_judgebench(path: str | Path, *, dataset: str | None = None) -> list[Pai
                 metadata=canonical_json(metadata),
             )
         )
-    return pairs
+        rows.append(row)
+    return LoadedPairs(pairs, rows)
+
+
+def load_judgebench(path: str | Path, *, dataset: str | None = None) -> list[Pair]:
+    """The pairs of `read_judgebench`, without their lines."""
+    return read_judgebench(path, dataset=dataset).pairs
 
 
 # --- RM-Bench --------------------------------------------------------------------------
@@ -161,8 +173,9 @@ def _variants(record: dict[str, Any], field: str, *, file: Path, row: int) -> li
     return value
 
 
-def load_rmbench(path: str | Path, *, dataset: str | None = None) -> list[Pair]:
-    """Nine pairs per RM-Bench prompt: 3 chosen x 3 rejected style variants.
+def read_rmbench(path: str | Path, *, dataset: str | None = None) -> LoadedPairs:
+    """Nine pairs per RM-Bench prompt: 3 chosen x 3 rejected style variants, each with the
+    number of its record.
 
     Pair ids are `<file name>/<id>/c<i>r<j>` (e.g. `rmbench-code/8/c0r2`); metadata tags
     `difficulty` (hard: chosen less styled, normal: same style, easy: chosen more styled),
@@ -177,7 +190,7 @@ def load_rmbench(path: str | Path, *, dataset: str | None = None) -> list[Pair]:
         raise InputError(
             f"expected a JSON list of prompts, got {type_name(document)}", file=str(path)
         )
-    pairs = []
+    pairs, rows = [], []
     for row, record in enumerate(document, start=1):
         if not isinstance(record, dict):
             raise InputError(
@@ -221,20 +234,27 @@ def load_rmbench(path: str | Path, *, dataset: str | None = None) -> list[Pair]:
                         metadata=canonical_json(metadata),
                     )
                 )
-    return pairs
+                rows.append(row)
+    return LoadedPairs(pairs, rows)
+
+
+def load_rmbench(path: str | Path, *, dataset: str | None = None) -> list[Pair]:
+    """The pairs of `read_rmbench`, without their record numbers."""
+    return read_rmbench(path, dataset=dataset).pairs
 
 
 # --- dispatch --------------------------------------------------------------------------
 
 
-def load_source(
+def read_source(
     kind: str,
     path: str | Path | None = None,
     *,
     mapping: str | None = None,
     dataset: str | None = None,
-) -> list[Pair]:
-    """Load pairs of one source kind (`judgebench`, `rmbench`, `table` or `demo`).
+) -> LoadedPairs:
+    """Pairs of one source kind (`judgebench`, `rmbench`, `table` or `demo`), with the row
+    of each (for `demo`, its position).
 
     `mapping` (the `ColumnMapping.parse` format) is required for `table` and refused
     otherwise; `demo` takes no path. `dataset` overrides the default dataset name.
@@ -249,17 +269,28 @@ def load_source(
         pairs = demo_pairs()
         if dataset:
             pairs = [p.model_copy(update={"dataset": dataset}) for p in pairs]
-        return pairs
+        return LoadedPairs(pairs, list(range(1, len(pairs) + 1)))
     if path is None:
         raise InputError(f"kind {kind!r} needs a file path")
     if kind == "judgebench":
-        return load_judgebench(path, dataset=dataset)
+        return read_judgebench(path, dataset=dataset)
     if kind == "rmbench":
-        return load_rmbench(path, dataset=dataset)
+        return read_rmbench(path, dataset=dataset)
     if mapping is None:
         raise InputError(
             "kind 'table' needs a column mapping, e.g. "
             "'question=prompt,answer_a=resp1,answer_b=resp2,key=label'",
             file=str(path),
         )
-    return load_table(path, ColumnMapping.parse(mapping), dataset=dataset)
+    return read_table(path, ColumnMapping.parse(mapping), dataset=dataset)
+
+
+def load_source(
+    kind: str,
+    path: str | Path | None = None,
+    *,
+    mapping: str | None = None,
+    dataset: str | None = None,
+) -> list[Pair]:
+    """The pairs of `read_source`, without their rows."""
+    return read_source(kind, path, mapping=mapping, dataset=dataset).pairs

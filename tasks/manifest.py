@@ -29,6 +29,7 @@ __all__ = [
     "MANIFEST_FILE",
     "MANIFEST_INFO_FILE",
     "FrozenManifest",
+    "SourcePairs",
     "freeze_manifest",
     "gate_manifest",
     "list_manifests",
@@ -45,6 +46,11 @@ _HASH = re.compile(r"[0-9a-f]{64}")
 _PAIR_FIELDS = tuple(Pair.model_fields)
 _TEXT_FIELDS = ("pair_id", "dataset", "source", "question", "answer_a", "answer_b")
 _OPTIONAL_TEXT_FIELDS = ("reference", "rubric_revision", "metadata")
+
+SourcePairs = tuple[str, Sequence[Any]] | tuple[str, Sequence[Any], Sequence[int]]
+"""Pairs to freeze: (label, pairs) or (label, pairs, rows). The label names the file (or
+generator) in the sidecar and in errors; `rows[i]` is the 1-based row of that file that
+`pairs[i]` came from, and defaults to the pair's position in `pairs`."""
 
 
 @dataclass(frozen=True)
@@ -130,19 +136,30 @@ def _as_pair(item: Any, source: str, row: int) -> Pair:
     raise InputError(f"not a pair: {type(item).__name__}", file=source, row=row)
 
 
-def _validate(sources: Sequence[tuple[str, Sequence[Any]]]) -> tuple[list[Pair], list[str]]:
+def _rows(source: SourcePairs) -> Sequence[int]:
+    """The file row of each pair of a source (its position when the source gives none)."""
+    if len(source) == 3:
+        label, items, rows = source
+        if len(rows) != len(items):
+            raise ValueError(f"source {label}: {len(items)} pairs but {len(rows)} rows")
+        return rows
+    return range(1, len(source[1]) + 1)
+
+
+def _validate(sources: Sequence[SourcePairs]) -> tuple[list[Pair], list[str]]:
     """Check every pair before anything is written; return the pairs and the warnings.
 
-    The first problem is raised as an InputError naming its source and row; any further
-    problems are summarised in the same message so one run shows the extent of the damage.
+    The first problem is raised as an InputError naming its source and the pair's row in
+    it; any further problems are summarised in the same message so one run shows the
+    extent of the damage.
     """
     errors: list[InputError] = []
     warnings: list[str] = []
     pairs: list[Pair] = []
     seen: dict[str, tuple[str, int]] = {}
-    for source, items in sources:
-        for index, item in enumerate(items):
-            row = index + 1
+    for entry in sources:
+        source, items = entry[0], entry[1]
+        for item, row in zip(items, _rows(entry), strict=True):
             try:
                 pair = _as_pair(item, source, row)
             except InputError as exc:
@@ -176,7 +193,7 @@ def _validate(sources: Sequence[tuple[str, Sequence[Any]]]) -> tuple[list[Pair],
             problem += f" (also: {more}{extra})"
         raise InputError(problem, file=head.file, row=head.row)
     if not pairs:
-        raise InputError("no pairs to freeze", file=", ".join(s for s, _ in sources) or None)
+        raise InputError("no pairs to freeze", file=", ".join(s[0] for s in sources) or None)
     return pairs, warnings
 
 
@@ -323,10 +340,11 @@ def _verify_existing(work: WorkDir, manifest_hash: str) -> ManifestInfo:
     return info
 
 
-def freeze_manifest(sources: list[tuple[str, list[Pair]]], work: WorkDir) -> FrozenManifest:
+def freeze_manifest(sources: Sequence[SourcePairs], work: WorkDir) -> FrozenManifest:
     """Validate, hash and store pairs as a manifest; a no-op if the same one is stored.
 
-    `sources` holds (source label, pairs), e.g. (file path, loaded pairs). Nothing is written
+    `sources` holds (source label, pairs[, rows]), e.g. (file path, loaded pairs, the file
+    row of each); errors and warnings name a pair's source and row. Nothing is written
     unless every pair is valid. Identical A and B bytes are warned about and kept.
     """
     pairs, warnings = _validate(sources)
@@ -338,7 +356,7 @@ def freeze_manifest(sources: list[tuple[str, list[Pair]]], work: WorkDir) -> Fro
         info = _verify_existing(work, manifest_hash)
         return FrozenManifest(info, final, already_frozen=True, warnings=warnings)
 
-    info = _info(manifest_hash, pairs, [label for label, _ in sources])
+    info = _info(manifest_hash, pairs, [source[0] for source in sources])
     # Both files go into a staging folder that is renamed into place in one step, so a
     # manifest folder is either complete and gated or absent.
     staging = work.manifests / f".staging-{manifest_hash[:16]}-{uuid.uuid4().hex}"

@@ -23,7 +23,7 @@ from schemas.vocabulary import Identity
 from tasks.errors import InputError
 from tasks.hashing import canonical_json
 
-__all__ = ["ColumnMapping", "load_table"]
+__all__ = ["ColumnMapping", "LoadedPairs", "load_table", "read_table"]
 
 _BOM = b"\xef\xbb\xbf"
 _IDENTITIES: dict[str, Identity] = {"A": "A", "B": "B"}
@@ -31,6 +31,23 @@ _TABLE_SUFFIXES = (".jsonl", ".ndjson", ".csv", ".tsv", ".parquet")
 # json.loads recurses once per nesting level and raises RecursionError (not a decode
 # error) on deeply nested brackets (about a thousand levels).
 TOO_DEEP = "malformed JSON: nested too deeply to read"
+
+
+@dataclass(frozen=True)
+class LoadedPairs:
+    """A source's pairs and, in step with them, the 1-based row of the file each came from.
+
+    The row is the one load errors name (the line of a `.jsonl`, the record of a JSON array
+    or `.csv`, the row of a `.parquet`), kept so that freezing can name it too. It is not
+    part of the pair, so it never reaches the manifest or its hash.
+    """
+
+    pairs: list[Pair]
+    rows: list[int]
+
+    def __post_init__(self) -> None:
+        if len(self.rows) != len(self.pairs):
+            raise ValueError(f"{len(self.pairs)} pairs but {len(self.rows)} rows")
 
 
 # --- reading and checking values (shared with tasks/loaders.py) -------------------------
@@ -360,10 +377,11 @@ _TABLE_READERS: dict[str, Callable[[Path, list[str]], Iterator[tuple[int, dict[s
 }
 
 
-def load_table(
+def read_table(
     path: str | Path, mapping: ColumnMapping, *, dataset: str | None = None
-) -> list[Pair]:
-    """Pairs of a `.jsonl`, `.csv` (`.tsv`) or `.parquet` table through a column mapping.
+) -> LoadedPairs:
+    """Pairs of a `.jsonl`, `.csv` (`.tsv`) or `.parquet` table through a column mapping,
+    with the row of each.
 
     Without a pair-id column the id is `<file stem>-<row>`; the source defaults to the
     file name, the dataset to the file stem. Mapped `metadata` columns are kept as JSON.
@@ -376,10 +394,18 @@ def load_table(
             file=str(path),
         )
     name = dataset or path.stem
-    return [
-        _table_pair(record, mapping, file=path, row=row, dataset=name)
-        for row, record in reader(path, mapping.columns())
-    ]
+    pairs, rows = [], []
+    for row, record in reader(path, mapping.columns()):
+        pairs.append(_table_pair(record, mapping, file=path, row=row, dataset=name))
+        rows.append(row)
+    return LoadedPairs(pairs, rows)
+
+
+def load_table(
+    path: str | Path, mapping: ColumnMapping, *, dataset: str | None = None
+) -> list[Pair]:
+    """The pairs of `read_table`, without their rows."""
+    return read_table(path, mapping, dataset=dataset).pairs
 
 
 def _table_pair(

@@ -42,8 +42,8 @@ from click.testing import CliRunner
 from schemas import Pair, ReplyRecord
 from schemas.judge import JudgeSpec
 from tasks.errors import GateError, InputError, IntegrityError, JudgelineError
-from tasks.loaders import load_source
-from tasks.manifest import freeze_manifest, read_manifest
+from tasks.loaders import load_source, read_source
+from tasks.manifest import SourcePairs, freeze_manifest, read_manifest
 from tasks.parsing import parse_reply
 from tasks.plan import make_plan, read_plan, write_plan
 from tasks.remap import RunRef, check_remap, identity_claims, read_calls, remap_run, write_remap
@@ -92,6 +92,22 @@ def rmbench_doc(**changes: Any) -> bytes:
     record = {"id": 1, "prompt": "Q?", "subset": "code", "chosen": ["c0", "c1", "c2"]}
     record |= {"rejected": ["r0", "r1", "r2"]} | changes
     return json.dumps([record]).encode()
+
+
+def rmbench_records(*changes: dict[str, Any]) -> bytes:
+    """An RM-Bench file of one record per `changes`, with ids 1, 2, ... unless changed."""
+    records = [
+        {
+            "id": number,
+            "prompt": f"Q{number}?",
+            "subset": "code",
+            "chosen": ["c0", "c1", "c2"],
+            "rejected": ["r0", "r1", "r2"],
+        }
+        | change
+        for number, change in enumerate(changes, start=1)
+    ]
+    return json.dumps(records).encode()
 
 
 def parquet(columns: dict[str, pa.Array | list[Any]]) -> bytes:
@@ -276,6 +292,18 @@ FILE_CASES: dict[str, FileCase] = {
         "freeze",
         ("t.jsonl, row 2", "pair 'p2'", "answer_a is empty"),
     ),
+    "empty answer after blank lines (jsonl)": FileCase(
+        {"t.jsonl": jsonl(row("p1")) + b"\n \r\n" + jsonl(row("p2"), row("p3", a=""))},
+        [("table", "t.jsonl")],
+        "freeze",
+        ("t.jsonl, row 5: pair 'p3'", "answer_a is empty"),
+    ),
+    "empty answer in the second RM-Bench record": FileCase(
+        {"code.json": rmbench_records({}, {"chosen": ["c0", "", "c2"]})},
+        [("rmbench", "code.json")],
+        "freeze",
+        ("code.json, row 2: pair 'rmbench-code/2/c1r0'", "is empty"),
+    ),
     "whitespace-only answer (csv)": FileCase(
         {"t.csv": b'id,q,a,b,k\np1,Q?,x,y,A\np2,Q?,x," \r\n\t ",B\n'},
         [("table", "t.csv")],
@@ -334,6 +362,18 @@ FILE_CASES: dict[str, FileCase] = {
         "freeze",
         ("t.jsonl, row 3", "duplicate pair id 'p1'", "t.jsonl row 1"),
     ),
+    "duplicate ids after blank lines (jsonl)": FileCase(
+        {"t.jsonl": b"\n" + jsonl(row("p1")) + b"\n\n" + jsonl(row("p1", a="other"))},
+        [("table", "t.jsonl")],
+        "freeze",
+        ("t.jsonl, row 5: duplicate pair id 'p1'", "t.jsonl row 2"),
+    ),
+    "RM-Bench record id repeated": FileCase(
+        {"code.json": rmbench_records({}, {"id": 1})},
+        [("rmbench", "code.json")],
+        "freeze",
+        ("code.json, row 2: duplicate pair id 'rmbench-code/1/c0r0'", "code.json row 1"),
+    ),
 }
 
 
@@ -346,16 +386,13 @@ def test_bad_input_file_is_named_and_nothing_recorded_changes(
         (tmp_path / file_name).write_bytes(data)
     before = snapshot(recorded.work)
 
-    def load() -> list[tuple[str, list[Pair]]]:
-        return [
-            (
-                str(tmp_path / file_name),
-                load_source(
-                    kind, tmp_path / file_name, mapping=MAPPING if kind == "table" else None
-                ),
-            )
-            for kind, file_name in case.sources
-        ]
+    def load() -> list[SourcePairs]:
+        loaded: list[SourcePairs] = []
+        for kind, file_name in case.sources:
+            path = tmp_path / file_name
+            read = read_source(kind, path, mapping=MAPPING if kind == "table" else None)
+            loaded.append((str(path), read.pairs, read.rows))
+        return loaded
 
     if case.caught_at == "load":
         with pytest.raises(case.error) as caught:
@@ -933,7 +970,8 @@ def test_cli_debug_shows_the_traceback(tmp_path: Path) -> None:
 def test_cli_freeze_and_plan_refuse_hostile_input_leaving_the_work_dir_as_it_was(
     prefect_harness: None, monkeypatch: pytest.MonkeyPatch, recorded: Recorded, tmp_path: Path
 ) -> None:
-    """Two commands that run Prefect flows: freeze of a malformed table, plan over a
+    """Two commands that run Prefect flows: freeze of a malformed table and of an RM-Bench
+    file with an empty answer (refused after loading, naming the record), plan over a
     hand-edited plan. The user sees one paragraph each; the stored files do not change."""
     work = ["--work-dir", str(recorded.work.root)]
     bad = tmp_path / "bad.jsonl"
@@ -941,6 +979,11 @@ def test_cli_freeze_and_plan_refuse_hostile_input_leaving_the_work_dir_as_it_was
     before = snapshot(recorded.work)
     freeze = run_main(monkeypatch, *work, "freeze", "--table", str(bad), "--map", MAPPING)
     freeze.assert_one_paragraph(f"{bad}, row 2: malformed JSON line")
+    assert snapshot(recorded.work) == before
+    rmbench = tmp_path / "code.json"
+    rmbench.write_bytes(rmbench_records({}, {"chosen": ["c0", "", "c2"]}))
+    freeze = run_main(monkeypatch, *work, "freeze", "--rmbench", str(rmbench))
+    freeze.assert_one_paragraph(f"{rmbench}, row 2: pair 'rmbench-code/2/c1r0'", "is empty")
     assert snapshot(recorded.work) == before
 
     presentations = recorded.work.plan_dir(recorded.plan) / "presentations.parquet"

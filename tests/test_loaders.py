@@ -14,8 +14,16 @@ import pytest
 
 from schemas import Pair
 from tasks.errors import InputError
-from tasks.loaders import KINDS, load_judgebench, load_rmbench, load_source
-from tasks.table_loaders import ColumnMapping, load_table
+from tasks.loaders import (
+    KINDS,
+    load_judgebench,
+    load_rmbench,
+    load_source,
+    read_judgebench,
+    read_rmbench,
+    read_source,
+)
+from tasks.table_loaders import ColumnMapping, LoadedPairs, load_table, read_table
 
 GPT4O = "dataset=judgebench,response_model=gpt-4o-2024-05-13.jsonl"
 CLAUDE = "dataset=judgebench,response_model=claude-3-5-sonnet-20240620.jsonl"
@@ -173,6 +181,16 @@ def test_invalid_utf8_jsonl_names_the_line(tmp_path: Path) -> None:
         load_judgebench(path)
 
 
+def test_judgebench_rows_are_file_lines(tmp_path: Path) -> None:
+    first, second = (json.dumps(_judgebench_record(pair_id=p)) for p in ("p1", "p2"))
+    path = tmp_path / "jb.jsonl"
+    path.write_text(f"\n{first}\n\n \n{second}\n\n", encoding="utf-8")
+    loaded = read_judgebench(path)
+    assert [p.pair_id for p in loaded.pairs] == ["p1", "p2"]
+    assert loaded.rows == [2, 5]
+    assert load_judgebench(path) == loaded.pairs
+
+
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="nope.jsonl: file not found"):
         load_judgebench(tmp_path / "nope.jsonl")
@@ -270,6 +288,19 @@ def test_rmbench_bad_records(tmp_path: Path, record: dict, message: str) -> None
     assert message in str(caught.value)
 
 
+def test_rmbench_rows_are_record_numbers(tmp_path: Path) -> None:
+    records = [
+        {"id": n, "prompt": "p", "subset": "s", "chosen": ["a"] * 3, "rejected": ["x"] * 3}
+        for n in (7, 3)
+    ]
+    path = tmp_path / "code_filtered.json"
+    path.write_text(json.dumps(records), encoding="utf-8")
+    loaded = read_rmbench(path)
+    assert loaded.rows == [1] * 9 + [2] * 9
+    assert [p.pair_id.split("/")[1] for p in loaded.pairs] == ["7"] * 9 + ["3"] * 9
+    assert load_rmbench(path) == loaded.pairs
+
+
 def test_rmbench_malformed_json(tmp_path: Path) -> None:
     path = tmp_path / "chat.json"
     path.write_text('[{"id": 1,\n "prompt": }]', encoding="utf-8")
@@ -349,6 +380,23 @@ def test_table_with_id_reference_and_source_columns(tmp_path: Path) -> None:
     assert [p.source for p in pairs] == ["s1", "s2"]
     assert [p.key for p in pairs] == [None, None]
     assert {p.dataset for p in pairs} == {"mine"}
+
+
+def test_table_rows_are_the_rows_errors_name(tmp_path: Path) -> None:
+    """jsonl: the line (blank lines count); csv: the data record, whatever lines it spans."""
+    rows = [{"prompt": "Q", "resp1": "a", "resp2": "b", "label": "A", "lang": "fr"}] * 2
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(["", json.dumps(rows[0]), "", "", json.dumps(rows[1])]) + "\n")
+    assert read_table(path, MAPPING).rows == [2, 5]
+    assert [p.pair_id for p in load_table(path, MAPPING)] == ["t-2", "t-5"]
+    path = tmp_path / "t.csv"
+    path.write_bytes(b'prompt,resp1,resp2,label,lang\nQ,"two\nlines",b,A,fr\n\nQ,a,b,B,fr\n')
+    assert read_table(path, MAPPING).rows == [1, 2]
+
+
+def test_loaded_pairs_need_one_row_per_pair() -> None:
+    with pytest.raises(ValueError, match="0 pairs but 1 rows"):
+        LoadedPairs([], [1])
 
 
 def test_invalid_utf8_csv_names_file_and_row(tmp_path: Path) -> None:
@@ -448,6 +496,14 @@ def test_load_source_dispatches(shared_data: Path, tmp_path: Path) -> None:
     path = _write_jsonl(tmp_path / "t.jsonl", [{"q": "Q", "x": "a", "y": "b"}])
     table = load_source("table", path, mapping="question=q,answer_a=x,answer_b=y")
     assert [(p.pair_id, p.answer_a, p.key) for p in table] == [("t-1", "a", None)]
+
+
+def test_read_source_keeps_the_rows(shared_data: Path) -> None:
+    rm = read_source("rmbench", shared_data / "rmbench" / "chat_filtered.json")
+    assert rm.rows == [n for n in range(1, 130) for _ in range(9)]
+    assert rm.pairs == load_source("rmbench", shared_data / "rmbench" / "chat_filtered.json")
+    demo = read_source("demo")
+    assert demo.rows == list(range(1, 151))
 
 
 @pytest.mark.parametrize(

@@ -225,6 +225,34 @@ def test_several_problems_are_reported_together(work: WorkDir) -> None:
     assert manifests_empty(work)
 
 
+def test_rows_given_with_the_pairs_are_the_rows_errors_name(work: WorkDir) -> None:
+    """A loader's rows (file lines, say, with blank lines between) replace the positions."""
+    pairs = [make_pair("p1"), make_pair("p2"), make_pair("p3", answer_b=""), make_pair("p1")]
+    with pytest.raises(InputError) as exc:
+        freeze_manifest([("f.jsonl", pairs, [2, 5, 9, 12])], work)
+    assert exc.value.file == "f.jsonl" and exc.value.row == 9
+    message = str(exc.value)
+    assert message.startswith("f.jsonl, row 9: pair 'p3': answer_b is empty")
+    assert "f.jsonl, row 12: duplicate pair id 'p1': already at f.jsonl row 2" in message
+    assert manifests_empty(work)
+
+
+def test_rows_name_warnings_and_leave_the_manifest_unchanged(work: WorkDir) -> None:
+    pairs = [*toy_pairs(3), make_pair("same", answer_a="42\n", answer_b="42\n")]
+    plain = freeze_manifest([("f.jsonl", pairs)], work)
+    with_rows = freeze_manifest([("f.jsonl", pairs, [3, 5, 8, 13])], work)
+    assert with_rows.info.manifest_hash == plain.info.manifest_hash
+    assert with_rows.already_frozen
+    assert plain.warnings[0].startswith("f.jsonl, row 4: pair 'same'")
+    assert with_rows.warnings[0].startswith("f.jsonl, row 13: pair 'same'")
+
+
+def test_rows_must_be_one_per_pair(work: WorkDir) -> None:
+    with pytest.raises(ValueError, match="2 pairs but 1 rows"):
+        freeze_manifest([("f.jsonl", toy_pairs(2), [1])], work)
+    assert manifests_empty(work)
+
+
 def test_identical_answers_warn_and_are_kept(
     work: WorkDir, caplog: pytest.LogCaptureFixture
 ) -> None:

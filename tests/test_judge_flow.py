@@ -282,3 +282,15 @@ def test_cli_judge_with_quick_flags_and_judges_file(
     result = runner.invoke(app, [*args[:-2], "--run-id", "cli-2", "--judges", str(bad)])
     assert isinstance(result.exception, InputError)
     assert "judges.yaml" in str(result.exception) and "base_url" in str(result.exception)
+
+
+def test_a_refused_run_leaves_no_run_folder(staged: StagedPlan, server: SimJudgeServer) -> None:
+    from flows.judge import run_judge_stage
+
+    missing = "f" * 16
+    with pytest.raises(InputError, match=missing):
+        asyncio.run(run_judge_stage(staged.work, "refused", missing, [_judge(server)]))
+    with pytest.raises(InputError, match="unique"):
+        judges = [_judge(server), _judge(server)]
+        asyncio.run(run_judge_stage(staged.work, "refused", staged.plan_id, judges))
+    assert not (staged.work.runs / "refused").exists()

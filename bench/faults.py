@@ -6,8 +6,8 @@ Every scenario runs the real judge stage (Prefect flows in this process, or `jud
 judge` subprocesses on the same Prefect server) against the simulated judge on loopback,
 then prints one row: planned calls, stored, failed by category after the faulty run, calls
 sent again by rerun-failed, stored calls requested again (must be 0), calls paid twice
-(replies lost in flight by a kill, or wanted by two runs at once), replies lost (must be
-0) and wall time. A last line compares request rates with and without 429s.
+(only calls in flight when a process was killed may be: at most kills x concurrency),
+replies lost (must be 0) and wall time. A last line compares request rates with and without 429s.
 """
 
 from __future__ import annotations
@@ -196,7 +196,8 @@ def crash(bench: Bench, kills: int, rng: random.Random) -> Row:
     row = Row(f"crash: SIGKILL x{kills}, resume")
     work = bench.fresh("crash")
     # Slower judge: each life should store some replies and die mid-run.
-    judge = bench.judge(max_concurrency=max(2, bench.args.concurrency // 8))
+    concurrency = max(2, bench.args.concurrency // 8)
+    judge = bench.judge(max_concurrency=concurrency)
     judges = bench.judges_file(work, judge)
     bench.server.set_faults(**NO_FAULTS)
     bench.server.clear_log()
@@ -225,6 +226,7 @@ def crash(bench: Bench, kills: int, rng: random.Random) -> Row:
     _audit(row, work, "crash", bench.server.request_log())
     row.scenario = f"crash: SIGKILL x{len(snapshots)}, resume"
     row.note = "replies stored at each kill: " + ", ".join(str(len(s)) for s in snapshots)
+    row.note += f" (in flight at the kills: at most {len(snapshots)} x {concurrency})"
     return row
 
 

@@ -22,7 +22,6 @@ import datetime as dt
 import enum
 import fcntl
 import json
-import logging
 import os
 import socket
 import time
@@ -38,8 +37,6 @@ from tasks.journal import held_by_someone, same_file
 from tasks.workdir import WorkDir
 
 __all__ = ["LOCK_FILE", "CallClaims", "Claim", "RunLock", "StoredKeyView"]
-
-log = logging.getLogger(__name__)
 
 LOCK_FILE = ".lock"
 

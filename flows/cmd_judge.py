@@ -61,11 +61,17 @@ def _quick_judge(base_url: str, model: str, provider: str, api_key_env: str | No
 def _print_counts(run_id: str, counts: dict[str, Any]) -> None:
     console.print(
         f"run [bold]{run_id}[/bold]: {counts['planned']} planned calls "
-        f"({counts['unique_keys']} distinct), sent {counts['sent']} in "
+        f"({counts['unique_keys']} distinct, {counts['cached']} cached), sent {counts['sent']} in "
         f"{counts['send_seconds']} s; stored {counts['stored']}, failed {counts['failed']}, "
         f"pending {counts['pending']}",
         highlight=False,
     )
+    if counts["stored_by_other_runs"]:
+        console.print(
+            f"{counts['stored_by_other_runs']} calls were stored by another run sharing the "
+            "cache while they waited, and not sent",
+            highlight=False,
+        )
     if counts["failed_by_category"]:
         parts = ", ".join(f"{k} {v}" for k, v in counts["failed_by_category"].items())
         console.print(

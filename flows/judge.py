@@ -359,20 +359,40 @@ async def _judge_planned(
     failures = last_failures(read_attempts(work), unstored) if unstored else {}
     records = call_records(planned, stored, failures)
     write_parquet_atomic(records, run_dir / CALLS_FILE, overwrite=True)
-    counts = _counts(records, planned_keys=total_keys, sent=tally.sent, elapsed=elapsed)
+    counts = _counts(
+        records,
+        planned_keys=total_keys,
+        cached=total_keys - len(to_send),
+        sent=tally.sent,
+        skipped=tally.skipped,
+        elapsed=elapsed,
+    )
     info["updated_at"] = dt.datetime.now(dt.UTC).isoformat()
     info["counts"] = counts
     write_json_atomic(info, run_dir / RUN_FILE, overwrite=True)
     return counts
 
 
-def _counts(records: pa.Table, *, planned_keys: int, sent: int, elapsed: float) -> dict[str, Any]:
+def _counts(
+    records: pa.Table,
+    *,
+    planned_keys: int,
+    cached: int,
+    sent: int,
+    skipped: int,
+    elapsed: float,
+) -> dict[str, Any]:
+    """The run's figures. Of the distinct calls (`unique_keys`), `cached` were stored
+    before the run started, `sent` were sent, and `stored_by_other_runs` were not sent
+    after all: another run sharing the cache stored them while this one waited."""
     status = Counter(records.column("status").to_pylist())
     categories = Counter(c for c in records.column("error_category").to_pylist() if c is not None)
     return {
         "planned": records.num_rows,
         "unique_keys": planned_keys,
+        "cached": cached,
         "sent": sent,
+        "stored_by_other_runs": skipped,
         "stored": status.get("stored", 0),
         "failed": status.get("failed", 0),
         "pending": status.get("pending", 0),

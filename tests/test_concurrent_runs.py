@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 import logging
 import os
 import subprocess
@@ -161,7 +162,8 @@ def test_two_runs_sharing_the_cache_cooperate(
     work, plan_id = staged
     judges = _judges_file(tmp_path / "judges.yaml", _judge(server))
     server.clear_log()
-    procs = [_start(work, plan_id, judges, run_id) for run_id in ("left", "right")]
+    runs = ("left", "right")
+    procs = [_start(work, plan_id, judges, run_id) for run_id in runs]
     outputs = [_finish(p) for p in procs]
     paid = _paid(server.request_log())
 
@@ -181,6 +183,11 @@ def test_two_runs_sharing_the_cache_cooperate(
     assert max(paid.values()) == 1, (paid.most_common(3), outputs)
     sent = [int(o.split(" sent ")[1].split()[0]) for o in outputs]
     assert sum(sent) == 240 and min(sent) > 0, sent
+    # Each run found every call stored at its start, sent it, or found it stored by the
+    # other run while it waited for that run's claim.
+    for run_id in runs:
+        c = json.loads((work.run_dir(run_id) / "run.json").read_text())["counts"]
+        assert c["cached"] + c["sent"] + c["stored_by_other_runs"] == 240, c
     assert list(work.claims.iterdir()) == [] and list(work.journal.iterdir()) == []
 
 

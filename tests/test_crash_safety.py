@@ -6,7 +6,6 @@ import asyncio
 import datetime as dt
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
@@ -18,12 +17,10 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+from conftest import copy_stored_plans, stage_demo_plan
 
 from schemas.judge import JudgeSpec
 from tasks.cache import read_replies, stored_keys
-from tasks.demo_benchmark import demo_pairs
-from tasks.manifest import freeze_manifest, read_manifest
-from tasks.plan import make_plan, write_plan
 from tasks.simjudge import SimJudgeServer
 from tasks.simjudge_persona import Persona
 from tasks.workdir import WorkDir
@@ -41,15 +38,6 @@ CONCURRENCY = 4
 def server() -> Iterator[SimJudgeServer]:
     with SimJudgeServer([PERSONA]) as srv:
         yield srv
-
-
-def _stage(work: WorkDir) -> str:
-    """30 demo pairs, the full K = 2 grid (120 presentations); returns the plan id."""
-    frozen = freeze_manifest([("demo", demo_pairs()[:30])], work)
-    _, manifest = read_manifest(work, frozen.info.manifest_hash)
-    info, table = make_plan(manifest, 2, "full", None)
-    write_plan(work, info, table)
-    return info.plan_id
 
 
 def _judges(server: SimJudgeServer, concurrency: int) -> list[JudgeSpec]:
@@ -135,7 +123,7 @@ def test_sigkill_mid_run_three_times_then_resume_loses_nothing(
     server: SimJudgeServer, tmp_path: Path
 ) -> None:
     work = WorkDir(tmp_path / "killed")
-    plan_id = _stage(work)
+    plan_id = stage_demo_plan(work, pairs=30, k=2).plan_id  # 120 presentations
     judges_file = _judges_file(tmp_path / "judges.yaml", _judges(server, CONCURRENCY))
     rng = random.Random(int.from_bytes(os.urandom(4), "big"))
     server.clear_log()
@@ -181,8 +169,7 @@ def test_sigkill_mid_run_three_times_then_resume_loses_nothing(
 
     # 4. The tables equal those of an uninterrupted run against the same judge.
     fresh = WorkDir(tmp_path / "fresh")
-    for folder in ("manifests", "plans"):
-        shutil.copytree(work.root / folder, fresh.root / folder)
+    copy_stored_plans(work, fresh)
     from flows.judge import judge_flow
 
     # Concurrency is not part of a call key: the reference run may go faster.

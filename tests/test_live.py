@@ -14,10 +14,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import stage_demo_plan
 
 from schemas import LiveDrawRow, LivePairRow, LiveSummaryRow, arrow_schema, rows_to_table
 from schemas.judge import JudgeSpec
-from tasks.demo_benchmark import demo_pairs
 from tasks.errors import InputError, IntegrityError
 from tasks.live import (
     draw_live,
@@ -27,7 +27,7 @@ from tasks.live import (
     live_pairs,
     replay_draws,
 )
-from tasks.manifest import freeze_manifest, read_manifest
+from tasks.manifest import read_manifest
 from tasks.plan import make_plan, write_plan
 from tasks.replay import replay
 from tasks.simjudge import SimJudgeServer
@@ -225,20 +225,17 @@ def runs(prefect_harness: None, tmp_path_factory: pytest.TempPathFactory) -> Run
     from tasks.replay import write_replay
 
     work = WorkDir(tmp_path_factory.mktemp("live") / "work")
-    frozen = freeze_manifest([("demo", demo_pairs()[:PAIRS])], work)
-    _, manifest = read_manifest(work, frozen.info.manifest_hash)
-    info, table = make_plan(manifest, K, "full", None)
-    write_plan(work, info, table)
-    with SimJudgeServer(PERSONAS, manifest=manifest) as server:
+    staged = stage_demo_plan(work, pairs=PAIRS, k=K)
+    with SimJudgeServer(PERSONAS, manifest=staged.manifest) as server:
         judges = _judges(server.base_url)
-        live = _live(work, "live-1", info.plan_id, judges, 2024)
+        live = _live(work, "live-1", staged.plan_id, judges, 2024)
         live_sent = [e["call_key"] for e in server.request_log()]
         server.clear_log()
-        asyncio.run(judge_flow("full-1", info.plan_id, judges, work_dir=str(work.root)))
+        asyncio.run(judge_flow("full-1", staged.plan_id, judges, work_dir=str(work.root)))
         full_sent = [e["call_key"] for e in server.request_log()]
     full_grid = remap_run(work, "full-1").outcomes.to_pandas()
     write_replay(replay(full_grid), work.run_dir("full-1"))
-    return Runs(work, info.plan_id, judges, live, live_sent, full_sent, full_grid)
+    return Runs(work, staged.plan_id, judges, live, live_sent, full_sent, full_grid)
 
 
 def _table(runs: Runs, run_id: str, name: str) -> pd.DataFrame:

@@ -255,7 +255,7 @@ async def _send_all(
             session = _Session(clients, writer, tally)
             return list(await asyncio.gather(*(bounded(b, session) for b in batches)))
     finally:
-        claims.release_all()
+        claims.close()
         for client in clients.values():
             await client.aclose()
 

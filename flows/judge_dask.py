@@ -181,7 +181,7 @@ async def judge_batch_remote(batch: RemoteBatch) -> dict[str, Any]:
         ):
             counts = await send_batch(client, writer, calls, skip=skip)
     finally:
-        claims.release_all()
+        claims.close()
     if skipped:
         # send_batch counts a skipped call as stored (it is); the tally tells them apart.
         counts["stored"] -= skipped

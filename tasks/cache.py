@@ -28,7 +28,7 @@ from schemas.arrow import arrow_schema, conform, rows_to_table
 from schemas.calls import AttemptRecord, ReplyRecord
 from schemas.judge import JudgeSpec, ReasoningConfig
 from tasks.hashing import canonical_json, sha256_text
-from tasks.journal import ReplyJournal, dead_segments, remove_if_dead
+from tasks.journal import Entry, ReplyJournal, dead_segments
 from tasks.storage import write_parquet_atomic
 from tasks.workdir import WorkDir
 
@@ -204,13 +204,10 @@ writer publishes its file within seconds of creating it)."""
 def recover(work: WorkDir) -> int:
     """Clean up after killed writers; returns the replies published from their journals.
 
-    Folds dead writers' journals, then deletes the claims they held (`cache/claims/`; the
-    kernel already released them) and their half-written temporary files. Run at the start
-    of a judge stage.
+    Folds dead writers' journals and deletes their half-written temporary files. Run at the
+    start of a judge stage.
     """
     published = fold_dead_journals(work)
-    for claim in work.claims.iterdir():
-        remove_if_dead(claim)
     cutoff = time.time() - STALE_TEMP_S
     for folder in (work.replies, work.attempts):
         for tmp in folder.glob(".*.tmp"):
@@ -382,6 +379,7 @@ class CacheWriter:
         self.max_age_s = max_age_s
         self.claims = claims
         self.journal = ReplyJournal(work.journal)
+        self._unjournaled: list[Entry] = []
         self._replies: list[ReplyRecord] = []
         self._attempts: list[AttemptRecord] = []
         self._lock = asyncio.Lock()
@@ -398,10 +396,14 @@ class CacheWriter:
         await self.close()
 
     def add(self, reply: ReplyRecord | None, attempts: Sequence[AttemptRecord]) -> None:
-        """Journal one call's outcome and queue it; schedules a flush when one is due."""
+        """Queue one call's outcome; journals it within this turn of the event loop, and
+        schedules a flush when one is due."""
         if reply is None and not attempts:
             return
-        self.journal.append(reply, attempts)
+        if not self._unjournaled:
+            # Outcomes that arrive in the same turn of the loop share one write.
+            asyncio.get_running_loop().call_soon(self._journal)
+        self._unjournaled.append((reply, attempts))
         if reply is not None:
             self._replies.append(reply)
         self._attempts.extend(attempts)
@@ -410,6 +412,10 @@ class CacheWriter:
         elif self._timer is None:
             loop = asyncio.get_running_loop()
             self._timer = loop.call_later(self.max_age_s, self._schedule)
+
+    def _journal(self) -> None:
+        entries, self._unjournaled = self._unjournaled, []
+        self.journal.write(entries)
 
     def _schedule(self) -> None:
         if self._timer is not None:
@@ -426,6 +432,7 @@ class CacheWriter:
         """Publish everything queued so far (one reply file and one attempts file at most)."""
         async with self._lock:
             self._scheduled = False
+            self._journal()
             replies, self._replies = self._replies, []
             attempts, self._attempts = self._attempts, []
             segment = self.journal.cut()
@@ -433,18 +440,24 @@ class CacheWriter:
                 return
             # Replies first: a reply on disk with no attempt row is harmless; the reverse
             # would show a success in the log that the cache cannot serve.
-            await asyncio.to_thread(self._write_both, replies, attempts)
+            path = await asyncio.to_thread(self._write_both, replies, attempts)
             if segment is not None:
                 segment.retire()
             if self.claims is not None:
-                self.claims.release({a.call_key for a in attempts} | {r.call_key for r in replies})
+                keys = [r.call_key for r in replies]
+                if path is not None:
+                    self.claims.view.add_file(path, keys)
+                self.claims.release({a.call_key for a in attempts}.union(keys))
             self.last_flush = time.monotonic()
 
-    def _write_both(self, replies: list[ReplyRecord], attempts: list[AttemptRecord]) -> None:
-        if write_replies(self.work, replies) is not None:
+    def _write_both(self, replies: list[ReplyRecord], attempts: list[AttemptRecord]) -> Path | None:
+        """Write both files; returns the reply file's path (None if no replies)."""
+        path = write_replies(self.work, replies)
+        if path is not None:
             self.files_written += 1
         if write_attempts(self.work, attempts) is not None:
             self.files_written += 1
+        return path
 
     async def close(self) -> None:
         """Flush what is left and wait for scheduled flushes."""

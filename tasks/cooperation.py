@@ -7,13 +7,14 @@ names the holder. The kernel drops the lock when its holder dies, even by SIGKIL
 crashed run never blocks its resume.
 
 DIFFERENT runs may share the cache at once, and never pay for one call twice: before a
-call's first attempt its sender takes the call's claim (`CallClaims`: a lock file per call
-key under `cache/claims/`) and checks a `StoredKeyView` of the published reply files. A
-call claimed by another live process waits until that claim is released, which happens
-once the reply is published (or the call failed); then the waiter finds it stored and
-skips it, or sends it itself. A dead holder's claim is free at once (the kernel drops its
-lock); what the dead process received is in its journal, which the next claimant publishes
-before it decides. Only calls that were in flight when a process died are paid again.
+call's first attempt its sender takes the call's claim (`CallClaims`: a lock on the call
+key's byte of `cache/claims.lock`) and checks a `StoredKeyView` of the published reply
+files. A call claimed by another live process waits until that claim is released, which
+happens once the reply is published (or the call failed); then the waiter finds it stored
+and skips it, or sends it itself. A dead holder's claims are free at once (the kernel
+drops its locks); what the dead process received is in its journal, which the next
+claimant publishes before it decides. Only calls in flight when a process died are paid
+again.
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import fcntl
+import hashlib
 import json
 import os
 import socket
+import struct
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -33,7 +36,8 @@ import pyarrow.parquet as pq
 
 from tasks.cache import fold_dead_journals, stored_keys
 from tasks.errors import InputError
-from tasks.journal import held_by_someone, same_file
+from tasks.journal import DeadWriterWatch
+from tasks.storage import FolderChanges
 from tasks.workdir import WorkDir
 
 __all__ = ["LOCK_FILE", "CallClaims", "Claim", "RunLock", "StoredKeyView"]
@@ -109,36 +113,25 @@ def _describe_holder(fd: int) -> str:
         return "holder unknown: it is still starting"
 
 
-SETTLE_NS = 50_000_000
-"""A folder whose mtime is older than this (50 ms) at a listing cannot hide a later file
-behind an unchanged mtime: file systems stamp times from a clock with a tick of a few ms."""
-
-
 class StoredKeyView:
     """The call keys with a stored reply, kept exact by reading only new reply files.
 
-    `in` answers from memory while the replies folder is unchanged since the last listing
-    (its mtime, a stat of microseconds). Publishing a file changes the folder's mtime,
-    except a second file published within the same clock tick as the mtime the last
-    listing saw; so until the folder has been quiet for `SETTLE_NS` at a listing, every
-    miss lists again. Unreadable files are left to the cache's readers, which quarantine
-    them.
+    A miss lists the replies folder only if it may have changed (`FolderChanges`), and
+    reads the key column of files not seen before. A writer in this process hands its own
+    files over with `add_file`, so they are not read back. Unreadable files are left to
+    the cache's readers, which quarantine them.
     """
 
     def __init__(self, work: WorkDir) -> None:
         self.folder = work.replies
-        self._listed_mtime = 0
-        self._settled = False
+        self._changes = FolderChanges(self.folder)
         self._seen: set[str] = set()
-        self.keys: set[str] = set()
         self._listing()  # files listed now count as seen: stored_keys reads them next
         self.keys = stored_keys(work)
 
     def _listing(self) -> list[str]:
-        """Names of reply files not seen before; records the folder's state first."""
-        now = time.time_ns()
-        self._listed_mtime = os.stat(self.folder).st_mtime_ns  # before listing: no gap
-        self._settled = now - self._listed_mtime > SETTLE_NS
+        """Names of reply files not seen before."""
+        self._changes.looking()
         with os.scandir(self.folder) as entries:
             names = [e.name for e in entries if e.name.endswith(".parquet")]
         new = [n for n in names if n not in self._seen]
@@ -158,10 +151,15 @@ class StoredKeyView:
             self.keys.update(column.column("call_key").to_pylist())
         return len(self.keys) - before
 
+    def add_file(self, path: Path, call_keys: Iterable[str]) -> None:
+        """Count a reply file this process just published, without reading it back."""
+        self._seen.add(path.name)
+        self.keys.update(call_keys)
+
     def __contains__(self, call_key: object) -> bool:
         if call_key in self.keys:
             return True
-        if not self._settled or os.stat(self.folder).st_mtime_ns != self._listed_mtime:
+        if self._changes.changed():
             self.refresh()
         return call_key in self.keys
 
@@ -177,47 +175,58 @@ class Claim(enum.Enum):
     """Another live process is sending it: ask again later."""
 
 
-class CallClaims:
-    """Claims on the calls this process is sending: one lock file per call key.
+_FLOCK = struct.Struct("@hhqqi4x")
+"""Linux's `struct flock`: type, whence, start, length, pid (0 for open-file locks)."""
 
-    `take(key)` opens `cache/claims/<key>` and takes its exclusive `flock` without waiting.
-    A claim stays held from just before a call's first attempt until its reply is
-    published (`CacheWriter` releases it after the flush) or it failed; `release` deletes
-    the file while still holding the lock, so a process that opened the old file sees it
-    was deleted and starts again. The holder writes its pid and host into the file: a file
-    that is there, unlocked and not empty was left by a process that died holding it, so
-    the taker first publishes dead writers' journals and re-reads the stored keys.
+
+def _lock_byte(fd: int, offset: int, kind: int) -> bool:
+    """Set (F_WRLCK) or clear (F_UNLCK) an open-file-description lock on one byte; False if
+    another open file holds it. Like `flock`, such a lock belongs to this open file, not to
+    the process, and the kernel drops it when its holder dies."""
+    try:
+        fcntl.fcntl(fd, fcntl.F_OFD_SETLK, _FLOCK.pack(kind, os.SEEK_SET, offset, 1, 0))
+    except (BlockingIOError, PermissionError):
+        return False
+    return True
+
+
+def _byte_of(call_key: str) -> int:
+    """Where a call key's lock lives in the claims file (62 bits of its hash)."""
+    digest = hashlib.blake2b(call_key.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> 2
+
+
+class CallClaims:
+    """Claims on the calls this process is sending: a lock on one byte per call key.
+
+    `take(key)` locks the key's byte of `cache/claims.lock` without waiting (no file is
+    created per call: creating and deleting files costs about a millisecond each on a
+    journaled filesystem). A claim is held from just before a call's first attempt until
+    its reply is published (`CacheWriter` releases it after the flush) or it failed. A
+    process that dies holding claims loses them at once; what it received is in its
+    journal, so after taking a claim, and before the last look at the stored keys, the
+    taker publishes the journals of dead writers if there are any (`DeadWriterWatch`,
+    which looks at most every 20 ms: a reply whose receiver died in the last 20 ms may be
+    paid for again, like a call in flight).
     """
 
     def __init__(self, work: WorkDir, view: StoredKeyView | None = None) -> None:
         self.work = work
-        self.folder = work.claims
+        self._fd = os.open(work.claims_file, os.O_RDWR | os.O_CREAT, 0o644)
         self.view = view if view is not None else StoredKeyView(work)
-        self._held: dict[str, int] = {}
-        self._me = f"{os.getpid()} {socket.gethostname()}\n".encode()
+        self._dead_writers = DeadWriterWatch(work.journal)
+        self._held: set[str] = set()
         self.waited: set[str] = set()
         """Call keys found claimed by another live process at least once."""
 
     def take(self, call_key: str) -> Claim:
         if call_key in self._held:
             return Claim.MINE
-        if call_key in self.view:
-            return Claim.STORED
-        path = self.folder / call_key
-        while True:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-            if held_by_someone(fd):
-                os.close(fd)
-                self.waited.add(call_key)
-                return Claim.BUSY
-            if same_file(fd, path):
-                break
-            os.close(fd)  # released and deleted while we opened it: open the new one
-        left_by_dead = os.fstat(fd).st_size > 0
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, self._me, 0)
-        self._held[call_key] = fd
-        if left_by_dead:
+        if not _lock_byte(self._fd, _byte_of(call_key), fcntl.F_WRLCK):
+            self.waited.add(call_key)
+            return Claim.BUSY
+        self._held.add(call_key)
+        if self._dead_writers.any_dead():
             fold_dead_journals(self.work)
         if call_key in self.view:
             self.release([call_key])
@@ -227,14 +236,18 @@ class CallClaims:
     def release(self, call_keys: Iterable[str]) -> None:
         """Give up these claims (keys not held here are ignored)."""
         for key in call_keys:
-            fd = self._held.pop(key, None)
-            if fd is not None:
-                (self.folder / key).unlink(missing_ok=True)
-                os.close(fd)
-
-    def release_all(self) -> None:
-        self.release(list(self._held))
+            if key in self._held:
+                self._held.discard(key)
+                _lock_byte(self._fd, _byte_of(key), fcntl.F_UNLCK)
 
     @property
     def held(self) -> int:
         return len(self._held)
+
+    def close(self) -> None:
+        """Release every claim and close the claims file."""
+        if self._fd >= 0:
+            self.release(list(self._held))
+            os.close(self._fd)
+            self._fd = -1
+            self._dead_writers.close()

@@ -4,8 +4,8 @@ A `CacheWriter` buffers replies for about a second before it writes them as one 
 file. So that a process killed in that second (SIGKILL, OOM, a lost node) loses nothing it
 paid for, every reply and attempt is first appended to the process's own journal, one JSON
 line per call, written straight to the file (no userspace buffer: a process kill cannot
-lose a line the kernel accepted). Once the parquet files holding a segment's lines are
-published, the segment is deleted.
+lose a line the kernel accepted) within the same turn of the event loop. Once the parquet
+files holding a segment's lines are published, the segment is deleted.
 
 Each segment is held with an exclusive `flock` while its writer lives; the kernel drops it
 when the writer dies, however it dies. `dead_segments` yields the segments nobody holds
@@ -23,6 +23,7 @@ import fcntl
 import json
 import logging
 import os
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -32,19 +33,23 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from schemas.calls import AttemptRecord, ReplyRecord
+from tasks.storage import FolderChanges
 
 __all__ = [
+    "DeadWriterWatch",
     "JournalSegment",
     "ReplyJournal",
     "dead_segments",
     "held_by_someone",
-    "remove_if_dead",
     "same_file",
 ]
 
 log = logging.getLogger(__name__)
 
 SUFFIX = ".jsonl"
+
+Entry = tuple[ReplyRecord | None, Sequence[AttemptRecord]]
+"""One call's outcome: its reply (None if it failed) and its attempts."""
 
 
 def same_file(fd: int, path: Path) -> bool:
@@ -62,15 +67,17 @@ class JournalSegment:
     path: Path
     fd: int
 
-    def append(self, reply: ReplyRecord | None, attempts: Sequence[AttemptRecord]) -> None:
-        line = (
+    def write(self, entries: Sequence[Entry]) -> None:
+        """Append one line per entry, in one write."""
+        data = "".join(
             '{"reply":'
             + (reply.model_dump_json() if reply is not None else "null")
             + ',"attempts":['
             + ",".join(a.model_dump_json() for a in attempts)
             + "]}\n"
+            for reply, attempts in entries
         ).encode("utf-8")
-        view = memoryview(line)
+        view = memoryview(data)
         while view:
             written = os.write(self.fd, view)
             view = view[written:]
@@ -88,10 +95,12 @@ class ReplyJournal:
     folder: Path
     current: JournalSegment | None = field(default=None, init=False)
 
-    def append(self, reply: ReplyRecord | None, attempts: Sequence[AttemptRecord]) -> None:
+    def write(self, entries: Sequence[Entry]) -> None:
+        if not entries:
+            return
         if self.current is None:
             self.current = self._start()
-        self.current.append(reply, attempts)
+        self.current.write(entries)
 
     def cut(self) -> JournalSegment | None:
         """End the current segment (a flush is about to publish its lines) and return it."""
@@ -132,13 +141,59 @@ def _locked_if_dead(path: Path) -> Iterator[int | None]:
         os.close(fd)
 
 
-def remove_if_dead(path: Path) -> bool:
-    """Delete a lock-held file (a segment or a claim) if no live process holds it."""
+def _remove_if_dead(path: Path) -> bool:
+    """Delete a lock-held file if no live process holds it."""
     with _locked_if_dead(path) as fd:
         if fd is None:
             return False
         path.unlink(missing_ok=True)
         return True
+
+
+class DeadWriterWatch:
+    """Tells whether any journal segment's writer has died, cheaply enough to ask before
+    every call: at most every `interval_s`, one non-blocking lock attempt per segment, on
+    files kept open between looks; the folder is listed again only when it may have
+    changed (`FolderChanges`). A writer's death changes no folder, but its segment's lock
+    is free from then on."""
+
+    def __init__(self, folder: Path, interval_s: float = 0.02) -> None:
+        self.folder = folder
+        self.interval_s = interval_s
+        self._changes = FolderChanges(folder)
+        self._open: dict[str, int] = {}
+        self._next = 0.0
+
+    def _relist(self) -> None:
+        self._changes.looking()
+        with os.scandir(self.folder) as entries:
+            names = {e.name for e in entries if e.name.endswith(SUFFIX)}
+        for gone in self._open.keys() - names:
+            os.close(self._open.pop(gone))
+        for name in names - self._open.keys():
+            try:
+                self._open[name] = os.open(self.folder / name, os.O_RDONLY)
+            except FileNotFoundError:
+                continue
+
+    def any_dead(self) -> bool:
+        now = time.monotonic()
+        if now < self._next:
+            return False
+        self._next = now + self.interval_s
+        if self._changes.changed():
+            self._relist()
+        dead = False
+        for fd in self._open.values():
+            if not held_by_someone(fd):
+                fcntl.flock(fd, fcntl.LOCK_UN)  # leave it to the folder's reader
+                dead = True
+        return dead
+
+    def close(self) -> None:
+        for fd in self._open.values():
+            os.close(fd)
+        self._open.clear()
 
 
 @dataclass
@@ -159,7 +214,7 @@ def dead_segments(folder: Path) -> Iterator[DeadSegment]:
     Half-started segments (`.*.tmp`, killed before their first line) are deleted.
     """
     for tmp in folder.glob(".*.tmp"):
-        remove_if_dead(tmp)
+        _remove_if_dead(tmp)
     for path in sorted(folder.glob(f"*{SUFFIX}")):
         with _locked_if_dead(path) as fd:
             if fd is None:

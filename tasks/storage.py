@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -120,3 +121,30 @@ def read_stored_folder(
     except (ValueError, OSError, pa.ArrowException) as exc:
         raise IntegrityError(f"{kind} {name}: {exc}") from exc
     return info, table
+
+
+class FolderChanges:
+    """Whether a folder may have changed since the last look, from its mtime alone (a stat
+    of microseconds instead of a listing).
+
+    Creating, renaming or deleting a file changes the folder's mtime, except a change
+    within the same clock tick as the mtime seen at the last look (file systems stamp
+    times from a clock with a tick of a few ms); so until the folder had been quiet for
+    `SETTLE_NS` at a look, `changed()` keeps saying yes. Call `looking()` just before
+    listing the folder.
+    """
+
+    SETTLE_NS = 20_000_000
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._mtime = -1
+        self._settled = False
+
+    def changed(self) -> bool:
+        return not self._settled or os.stat(self.folder).st_mtime_ns != self._mtime
+
+    def looking(self) -> None:
+        now = time.time_ns()
+        self._mtime = os.stat(self.folder).st_mtime_ns
+        self._settled = now - self._mtime > self.SETTLE_NS

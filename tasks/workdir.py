@@ -7,7 +7,7 @@ WORK/
   cache/attempts/*.parquet     every attempt (failed or not), append-only
   cache/quarantine/            cache files that failed to read, moved aside
   cache/journal/*.jsonl        replies received but not yet in replies/ (tasks.journal)
-  cache/claims/<call_key>      calls being sent right now, one lock file each
+  cache/claims.lock            calls being sent right now: a lock on one byte per call key
   runs/<run_id>/               one run's calls, labels, outcomes, replay, report
   warehouse.duckdb             rebuildable views over the parquet files
 """
@@ -69,8 +69,8 @@ class WorkDir:
         return self._dir("cache", "journal")
 
     @property
-    def claims(self) -> Path:
-        return self._dir("cache", "claims")
+    def claims_file(self) -> Path:
+        return self._dir("cache") / "claims.lock"
 
     @property
     def gate_memos(self) -> Path:

@@ -247,6 +247,7 @@ def test_writer_flushes_by_count_by_age_and_at_close(work: WorkDir) -> None:
 
         by_age = CacheWriter(work, max_rows=1000, max_age_s=0.3)
         by_age.add(_reply("late"), [])
+        await asyncio.sleep(0)  # journaled within the turn of the loop
         assert len(stored_keys(work)) == 120
         assert len(list(work.journal.glob("*.jsonl"))) == 1  # journaled, held, not folded
         waited = await until(121)

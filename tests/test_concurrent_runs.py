@@ -179,7 +179,7 @@ def test_two_runs_sharing_the_cache_cooperate(
     assert calls["left"].drop(["run_id"]).equals(calls["right"].drop(["run_id"]))
 
     # Each call was paid for once: a call the other run was sending waited for its claim
-    # and found the reply stored. Both runs sent some of them, and left no claim behind.
+    # and found the reply stored. Both runs sent some of them, and left no journal behind.
     assert max(paid.values()) == 1, (paid.most_common(3), outputs)
     sent = [int(o.split(" sent ")[1].split()[0]) for o in outputs]
     assert sum(sent) == 240 and min(sent) > 0, sent
@@ -188,7 +188,7 @@ def test_two_runs_sharing_the_cache_cooperate(
     for run_id in runs:
         c = json.loads((work.run_dir(run_id) / "run.json").read_text())["counts"]
         assert c["cached"] + c["sent"] + c["stored_by_other_runs"] == 240, c
-    assert list(work.claims.iterdir()) == [] and list(work.journal.iterdir()) == []
+    assert list(work.journal.iterdir()) == []
 
 
 # --- corrupt cache files ----------------------------------------------------------------

@@ -97,6 +97,7 @@ def test_replies_of_a_killed_writer_are_published_exactly_by_the_next_reader(
         for key in keys:
             writer.add(reply(key), [attempt(key, 1, ok=False), attempt(key, 2)])
         writer.add(None, [attempt("failed", 1, ok=False)])
+        await asyncio.sleep(0)  # one turn of the loop: the outcomes are journaled
         print(",".join(keys), flush=True)
         """,
     )
@@ -118,6 +119,7 @@ def test_a_live_writers_journal_is_left_to_it(work: WorkDir) -> None:
     async def scenario() -> None:
         writer = CacheWriter(work, max_rows=1000, max_age_s=3600)
         writer.add(reply("mine"), [attempt("mine")])
+        await asyncio.sleep(0)
         assert fold_dead_journals(work) == 0 and recover(work) == 0
         assert stored_keys(work) == set()
         assert len(list(work.journal.glob("*.jsonl"))) == 1
@@ -147,18 +149,14 @@ def test_a_torn_journal_line_is_skipped_and_named(
     assert not path.exists()
 
 
-def test_recover_clears_dead_claims_and_old_temporary_files_only(work: WorkDir) -> None:
+def test_recover_clears_old_temporary_files_only(work: WorkDir) -> None:
     old = work.replies / ".x.parquet.old.tmp"
     young = work.replies / ".y.parquet.young.tmp"
     for tmp in (old, young):
         tmp.write_bytes(b"partial")
     os.utime(old, (time.time() - 7200, time.time() - 7200))
-    (work.claims / "dead-key").write_text("123 gone-host\n")
-    live = CallClaims(work)
-    assert live.take("live-key") is Claim.MINE
     recover(work)
     assert not old.exists() and young.exists()
-    assert sorted(p.name for p in work.claims.iterdir()) == ["live-key"]
 
 
 # --- claims -----------------------------------------------------------------------------
@@ -168,12 +166,12 @@ def test_a_claim_is_exclusive_until_released(work: WorkDir) -> None:
     first, second = CallClaims(work), CallClaims(work)
     assert first.take("k") is Claim.MINE and first.take("k") is Claim.MINE
     assert second.take("k") is Claim.BUSY and second.waited == {"k"}
-    assert (work.claims / "k").read_text().split()[0] == str(os.getpid())
+    assert second.take("other") is Claim.MINE  # one claim blocks one call only
     first.release(["k"])
-    assert not (work.claims / "k").exists()
     assert second.take("k") is Claim.MINE and first.take("k") is Claim.BUSY
-    second.release_all()
-    assert second.held == 0 and list(work.claims.iterdir()) == []
+    second.close()
+    assert second.held == 0 and first.take("k") is Claim.MINE
+    first.close()
 
 
 def test_a_stored_call_is_not_claimed_even_if_stored_while_it_waited(work: WorkDir) -> None:
@@ -184,8 +182,7 @@ def test_a_stored_call_is_not_claimed_even_if_stored_while_it_waited(work: WorkD
     assert waiter.take("new") is Claim.BUSY
     write_replies(work, [reply("new")])
     sender.release(["new"])
-    assert waiter.take("new") is Claim.STORED
-    assert list(work.claims.iterdir()) == []
+    assert waiter.take("new") is Claim.STORED and waiter.held == 0
 
 
 def test_the_writer_releases_a_claim_only_once_its_reply_is_published(work: WorkDir) -> None:
@@ -215,9 +212,9 @@ def test_a_dead_holders_claims_are_free_after_its_journal_is_published(work: Wor
         for key in ("received", "in-flight"):
             assert claims.take(key).value == "mine"
         writer.add(reply("received"), [attempt("received")])
+        await asyncio.sleep(0)
         """,
     )
-    assert {p.name for p in work.claims.iterdir()} == {"received", "in-flight"}
     assert list(work.replies.glob("*.parquet")) == []
     # The reply the dead process received is published before the claim is decided...
     assert survivor.take("received") is Claim.STORED

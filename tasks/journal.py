@@ -35,14 +35,7 @@ from pydantic import ValidationError
 from schemas.calls import AttemptRecord, ReplyRecord
 from tasks.storage import FolderChanges
 
-__all__ = [
-    "DeadWriterWatch",
-    "JournalSegment",
-    "ReplyJournal",
-    "dead_segments",
-    "held_by_someone",
-    "same_file",
-]
+__all__ = ["DeadWriterWatch", "Entry", "JournalSegment", "ReplyJournal", "dead_segments"]
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ from rich.progress import (
 
 from schemas.judge import JudgeSpec
 from tasks.cache import CacheWriter, compact, read_attempts, recover, stored_keys
-from tasks.calls import PlannedCall, call_records, last_failures, plan_calls
+from tasks.calls import PlannedCall, attempts_made, call_records, last_failures, plan_calls
 from tasks.client import JudgeClient, aresolve_api_key
 from tasks.cooperation import CallClaims, RunLock, StoredKeyView
 from tasks.errors import InputError, IntegrityError
@@ -330,6 +330,10 @@ async def _judge_planned(
         if wanted and c.call_key not in cached and c.call_key not in unique:
             unique[c.call_key] = c
     to_send = list(unique.values())
+    if to_send:
+        made = attempts_made(read_attempts(work), unique)
+        for call in to_send:
+            call.attempts_before = made.get(call.call_key, 0)
     # A random order per run: two runs sharing the cache then rarely want the same call
     # at the same moment, and each skips what the other stored, instead of sending the
     # same calls in lockstep. Replies do not depend on the order.

@@ -86,6 +86,7 @@ class RemoteBatch:
         self.share = share
         """Batches of this judge that may run at once: each gets 1/share of its limits."""
         self.call_keys = [c.call_key for c in calls]
+        self.attempts_before = {c.call_key: c.attempts_before for c in calls if c.attempts_before}
         self.presentation_ids = sorted({c.presentation_id for c in calls})
 
     def __repr__(self) -> str:
@@ -138,7 +139,10 @@ def rebuild_calls(batch: RemoteBatch) -> list[PlannedCall]:
             f"{batch.work_root} (e.g. {missing[0]}); the worker's code, templates or work "
             "directory differ from the flow's"
         )
-    return [by_key[k] for k in batch.call_keys]
+    calls = [by_key[k] for k in batch.call_keys]
+    for call in calls:
+        call.attempts_before = batch.attempts_before.get(call.call_key, 0)
+    return calls
 
 
 @task(

@@ -22,7 +22,7 @@ from tasks.errors import IntegrityError
 from tasks.providers import CallRequest
 from tasks.templates import RenderedPrompt, render
 
-__all__ = ["PlannedCall", "call_records", "last_failures", "plan_calls"]
+__all__ = ["PlannedCall", "attempts_made", "call_records", "last_failures", "plan_calls"]
 
 REPEAT = 0
 """Repeat index of every planned call: a seed is one call; repeats are other seeds."""
@@ -48,11 +48,17 @@ class PlannedCall:
     left_sha256: str
     right_sha256: str
     messages: tuple[dict[str, str], ...]
+    attempts_before: int = 0
+    """Attempts at this call key in the attempts log before this run (see `attempts_made`)."""
 
     def request(self) -> CallRequest:
         """What the client sends for this call."""
         return CallRequest(
-            call_key=self.call_key, messages=self.messages, seed=self.seed, config=self.config
+            call_key=self.call_key,
+            messages=self.messages,
+            seed=self.seed,
+            config=self.config,
+            attempts_before=self.attempts_before,
         )
 
 
@@ -138,6 +144,21 @@ def plan_calls(
                 )
             )
     return out
+
+
+def attempts_made(attempts: pa.Table, call_keys: Iterable[str]) -> dict[str, int]:
+    """For each of `call_keys` tried before: the highest attempt number in the log, so a
+    rerun numbers its attempts after the earlier runs' instead of from 1 again."""
+    wanted = pa.array(sorted(set(call_keys)), type=pa.string())
+    if attempts.num_rows == 0 or len(wanted) == 0:
+        return {}
+    table = attempts.filter(pc.is_in(attempts.column("call_key"), value_set=wanted))
+    if table.num_rows == 0:
+        return {}
+    top = table.group_by("call_key").aggregate([("attempt", "max")])
+    return dict(
+        zip(top.column("call_key").to_pylist(), top.column("attempt_max").to_pylist(), strict=True)
+    )
 
 
 def last_failures(attempts: pa.Table, call_keys: Iterable[str]) -> dict[str, ErrorCategory]:

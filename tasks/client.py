@@ -323,7 +323,7 @@ class JudgeClient:
                     AttemptRecord(
                         call_key=request.call_key,
                         run_id=self.run_id,
-                        attempt=attempt,
+                        attempt=request.attempts_before + attempt,
                         ok=True,
                         http_status=200,
                         latency_ms=outcome.latency_ms,
@@ -336,7 +336,7 @@ class JudgeClient:
                 AttemptRecord(
                     call_key=request.call_key,
                     run_id=self.run_id,
-                    attempt=attempt,
+                    attempt=request.attempts_before + attempt,
                     ok=False,
                     error_category=outcome.category,
                     http_status=outcome.http_status,

@@ -47,6 +47,8 @@ class CallRequest:
     messages: tuple[dict[str, str], ...]
     seed: int
     config: ReasoningConfig
+    attempts_before: int = 0
+    """Attempts at this call key already in the attempts log: numbering continues after."""
 
 
 @dataclass(frozen=True)

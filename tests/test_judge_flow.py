@@ -208,11 +208,13 @@ def test_faulty_run_then_rerun_failed_completes_without_resending(
         assert entry["call_key"] not in succeeded, entry
         if entry["status"] == 200 and entry["fault"] is None:
             succeeded.add(entry["call_key"])
-    # The first run's failed attempts stay in the log next to the rerun's successes.
+    # The first run's failed attempts stay in the log next to the rerun's successes, and
+    # the rerun numbers its attempts after them.
     attempts = read_attempts(staged.work).to_pylist()
     for key in failed:
-        oks = sorted(a["ok"] for a in attempts if a["call_key"] == key)
-        assert oks == [False, True]
+        tries = sorted((a["started_at"], a["attempt"], a["ok"]) for a in attempts
+                       if a["call_key"] == key)  # fmt: skip
+        assert [(n, ok) for _, n, ok in tries] == [(1, False), (2, True)]
     _no_faults(server)
 
 

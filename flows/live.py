@@ -3,7 +3,8 @@
 Wave 1 sends the first drawn couple (one `AB` and one `BA` reference call) of every pair to
 every judge config; wave 2 sends the remaining reference calls of the pairs that did not
 stop. Both waves go through the judge stage (batched, cached), and the run's tables hold
-the executed calls only. See `tasks.live` for the draws and the decision rule.
+the executed calls only. See `tasks.live_draws` for the draws and `tasks.live` for the
+decision rule.
 """
 
 from __future__ import annotations
@@ -23,17 +24,13 @@ from tasks.errors import InputError
 from tasks.live import (
     LIVE_DESIGN,
     LIVE_POLICY,
-    Slot,
-    draw_live,
     first_couple_stops,
     live_pairs,
     live_summary,
-    record_live_info,
-    slots_of,
-    wave_calls,
-    write_draws,
     write_live_tables,
 )
+from tasks.live_draws import Slot, draw_live, slots_of, wave_calls, write_draws
+from tasks.live_runs import record_live_info
 from tasks.manifest import read_manifest
 from tasks.plan import read_plan
 from tasks.remap import RemapResult, write_remap

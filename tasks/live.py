@@ -1,25 +1,19 @@
-"""Live paired unanimity: the recorded draws, the calls of each wave, decisions and their replay.
+"""Live paired unanimity's decisions: remapping executed calls, stops, summaries and their replay.
 
-A live run executes the stopping policy instead of the full grid. Per pair, the draws fix a
-balanced reference (K/2 seeds shown `AB`, K/2 shown `BA`), a uniform perfect matching of its
-`AB` seeds to its `BA` seeds, and a uniform order of the matched couples. Wave 1 sends the
-first couple of every pair to every judge config; a pair whose two outcomes are decisive
-and equal stops with that identity. Wave 2 sends the other K-2 reference calls of the pairs
-that did not stop; their decision is the full reference decision. Failed calls (`M`) count
-as executed and are never decisive.
+A live run executes the stopping policy instead of the full grid, over the draws of
+`tasks.live_draws`. Wave 1 sends the first couple of every pair to every judge config; a pair
+whose two outcomes are decisive and equal stops with that identity. Wave 2 sends the other K-2
+reference calls of the pairs that did not stop; their decision is the full reference decision.
+Failed calls (`M`) count as executed and are never decisive.
 
-Every judge and config of a run uses the same draws (they depend on the rng seed and the
-pair id only), so judges are compared on the same reference calls. `replay_draws` computes
-the policy's result for given draws from a full grid's outcomes alone, independently of the
-live path, so a live run can be checked against the replay of its own draws.
+`replay_draws` computes the policy's result for given draws from a full grid's outcomes alone,
+independently of the live path, so a live run can be checked against the replay of its own
+draws.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Sequence
-from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import numpy as np
 import pandas as pd
@@ -27,9 +21,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from schemas import LiveDrawRow, LivePairRow, LiveSummaryRow, conform, rows_to_table
+from schemas import LivePairRow, LiveSummaryRow, rows_to_table
 from schemas.vocabulary import Design, Policy
-from tasks.calls import PlannedCall
 from tasks.dispositions import (
     compute_disclosure,
     compute_dispositions,
@@ -37,38 +30,25 @@ from tasks.dispositions import (
     dispositions_table,
 )
 from tasks.errors import InputError, IntegrityError
-from tasks.hashing import sha256_text
-from tasks.plan import check_k
+from tasks.live_draws import Group, Slot
 from tasks.remap import RemapResult, remap_run
-from tasks.storage import write_json_atomic, write_parquet_atomic
+from tasks.storage import write_parquet_atomic
 from tasks.workdir import WorkDir
 
 __all__ = [
-    "DRAWS_FILE",
     "LIVE_DESIGN",
     "LIVE_POLICY",
     "PAIRS_FILE",
     "SUMMARY_FILE",
-    "Slot",
-    "draw_live",
-    "draw_pair",
-    "find_reference_run",
     "first_couple_stops",
-    "is_live_run",
     "live_pairs",
     "live_summary",
-    "read_live_summary",
-    "record_live_info",
     "remap_executed",
     "remap_live",
     "replay_draws",
-    "slots_of",
-    "wave_calls",
-    "write_draws",
     "write_live_tables",
 ]
 
-DRAWS_FILE = "live_draws.parquet"
 PAIRS_FILE = "live.parquet"
 SUMMARY_FILE = "live_summary.parquet"
 LIVE_POLICY: Final[Policy] = "paired_unanimity"
@@ -76,115 +56,9 @@ LIVE_DESIGN: Final[Design] = "balanced"
 
 GROUP = ["judge", "config", "dataset"]
 _DECISIVE = ("A", "B")
-# Keeps live draws apart from a `balanced` plan drawn with the same rng seed.
-_DOMAIN = int(sha256_text("judgeline live paired-unanimity draws")[:16], 16)
-
-Slot = tuple[str, str, str]
-"""(judge, config, presentation_id): one executed call of a run."""
-Group = tuple[str, str, str]
-"""(judge, config, pair_id): one pair under one judge config."""
 
 
-# --- draws ---------------------------------------------------------------------------------
-
-
-def _pair_rng(rng_seed: int, pair_id: str) -> np.random.Generator:
-    """A generator per pair from (rng seed, pair id): a pair's draws ignore the other pairs."""
-    word = int(sha256_text(pair_id)[:32], 16)
-    return np.random.default_rng(np.random.SeedSequence([rng_seed, word, _DOMAIN]))
-
-
-def _check_seed(rng_seed: Any) -> int:
-    if isinstance(rng_seed, bool) or not isinstance(rng_seed, int) or rng_seed < 0:
-        raise InputError(f"the live rng seed must be a non-negative integer, got {rng_seed!r}")
-    return rng_seed
-
-
-def draw_pair(rng_seed: int, pair_id: str, k: int) -> list[LiveDrawRow]:
-    """The K reference calls of one pair: balanced orders, a matching and the couple order.
-
-    Each draw is a uniform permutation: of K/2 `AB` and K/2 `BA` labels over the seeds, of
-    the `BA` seeds against the `AB` seeds, and of the couples' places in execution order.
-    """
-    check_k(k)
-    _check_seed(rng_seed)
-    rng = _pair_rng(rng_seed, pair_id)
-    half = k // 2
-    is_ba = rng.permutation([0] * half + [1] * half)
-    ab_seeds = [s for s in range(k) if not is_ba[s]]
-    ba_seeds = [s for s in range(k) if is_ba[s]]
-    partner = rng.permutation(half)
-    place = rng.permutation(half)
-    rows = []
-    for couple in range(half):
-        position = int(place[couple])
-        rows.append(LiveDrawRow(pair_id=pair_id, seed=ab_seeds[couple], order="AB",
-                                couple=couple, position=position))  # fmt: skip
-        rows.append(LiveDrawRow(pair_id=pair_id, seed=ba_seeds[int(partner[couple])], order="BA",
-                                couple=couple, position=position))  # fmt: skip
-    return sorted(rows, key=lambda r: (r.position, r.order))
-
-
-def draw_live(pair_ids: Iterable[str], k: int, rng_seed: int) -> pa.Table:
-    """The LiveDrawRow table of every pair (K rows each), in pair order."""
-    rows = [row for pair_id in dict.fromkeys(pair_ids) for row in draw_pair(rng_seed, pair_id, k)]
-    return rows_to_table(rows, LiveDrawRow)
-
-
-def write_draws(work: WorkDir, run_id: str, draws: pa.Table) -> Path:
-    """Record a run's draws once; a run id already holding other draws is an error."""
-    path = work.run_dir(run_id) / DRAWS_FILE
-    if not write_parquet_atomic(draws, path):
-        old = conform(pq.read_table(path), LiveDrawRow, where=str(path))
-        if not old.equals(draws):
-            raise IntegrityError(
-                f"run {run_id}: {path} holds other draws (another rng seed, plan or manifest); "
-                "use a new run id"
-            )
-    return path
-
-
-# --- waves ---------------------------------------------------------------------------------
-
-
-def wave_calls(
-    planned: Sequence[PlannedCall],
-    presentations: pa.Table,
-    draws: pa.Table,
-    *,
-    first: bool,
-    going_on: set[Group] | None = None,
-) -> list[PlannedCall]:
-    """The planned calls of wave 1 (`first`: the first couple of every pair and judge config)
-    or of wave 2 (the other reference calls of the groups in `going_on`)."""
-    order_of = dict(
-        zip(
-            presentations.column("presentation_id").to_pylist(),
-            presentations.column("order").to_pylist(),
-            strict=True,
-        )
-    )
-    wanted = {
-        (d["pair_id"], d["seed"], d["order"])
-        for d in draws.select(["pair_id", "seed", "order", "position"]).to_pylist()
-        if (d["position"] == 0) == first
-    }
-    out = []
-    for call in planned:
-        if (call.pair_id, call.seed, order_of[call.presentation_id]) not in wanted:
-            continue
-        if (
-            going_on is not None
-            and (call.judge.name, call.config.name, call.pair_id) not in going_on
-        ):
-            continue
-        out.append(call)
-    return out
-
-
-def slots_of(calls: Iterable[PlannedCall]) -> set[Slot]:
-    """The (judge, config, presentation_id) of each call."""
-    return {(c.judge.name, c.config.name, c.presentation_id) for c in calls}
+# --- executed calls ------------------------------------------------------------------------
 
 
 def remap_executed(work: WorkDir, run_id: str, executed: set[Slot]) -> RemapResult:
@@ -232,6 +106,9 @@ def remap_live(work: WorkDir, run_id: str) -> RemapResult:
         dispositions=dispositions_table(disp),
         disclosure=disclosure_table(compute_disclosure(frame, disp)),
     )
+
+
+# --- stops and summaries -------------------------------------------------------------------
 
 
 def _couples(outcomes: pa.Table, draws: pa.Table) -> pd.DataFrame:
@@ -381,76 +258,3 @@ def replay_draws(
         },
         index=out.index,
     ).reset_index()
-
-
-# --- runs ------------------------------------------------------------------------------------
-
-_TRANSPORT = (
-    "base_url", "api_key_env", "api_key_secret", "timeout_s", "max_concurrency",
-    "requests_per_minute", "max_retries",
-)  # fmt: skip
-
-
-def _judge_identity(judges: Any) -> list[dict[str, Any]]:
-    """The judge fields that decide replies (and the names tables use), not the transport."""
-    if not isinstance(judges, list):
-        return []
-    return [
-        {k: v for k, v in j.items() if k not in _TRANSPORT} for j in judges if isinstance(j, dict)
-    ]
-
-
-def _run_info(folder: Path) -> dict[str, Any] | None:
-    try:
-        info = json.loads((folder / "run.json").read_text("utf-8"))
-    except (OSError, ValueError):
-        return None
-    return info if isinstance(info, dict) else None
-
-
-def is_live_run(work: WorkDir, run_id: str) -> bool:
-    """True if the run executed a live policy (it has live tables)."""
-    return (work.root / "runs" / run_id / SUMMARY_FILE).is_file()
-
-
-def find_reference_run(work: WorkDir, run_id: str) -> str | None:
-    """The most recent full-grid run with replay tables of the same plan, template and judges.
-
-    Judges match on what decides replies (model, decoding, configs, names); transport
-    settings such as the base URL may differ. None if there is no such run.
-    """
-    runs = work.root / "runs"
-    own = _run_info(runs / run_id)
-    if own is None:
-        return None
-    fields = ("plan_id", "template_id", "template_hash")
-    best: tuple[str, str] | None = None
-    for folder in runs.iterdir() if runs.is_dir() else []:
-        if folder.name == run_id or not (folder / "summary.parquet").is_file():
-            continue
-        if is_live_run(work, folder.name):
-            continue
-        info = _run_info(folder)
-        if info is None or "live" in info or any(info.get(f) != own.get(f) for f in fields):
-            continue
-        if _judge_identity(info.get("judges")) != _judge_identity(own.get("judges")):
-            continue
-        stamp = (str(info.get("updated_at", "")), folder.name)
-        best = stamp if best is None or stamp > best else best
-    return None if best is None else best[1]
-
-
-def read_live_summary(work: WorkDir, run_id: str) -> pa.Table | None:
-    """A live run's summary table; None for a run that did not run live."""
-    path = work.root / "runs" / run_id / SUMMARY_FILE
-    if not path.is_file():
-        return None
-    return conform(pq.read_table(path), LiveSummaryRow, where=str(path))
-
-
-def record_live_info(work: WorkDir, run_id: str, live: dict[str, Any]) -> None:
-    """Add the live figures to the run's `run.json` (it also marks the run as live)."""
-    path = work.run_dir(run_id) / "run.json"
-    info = _run_info(path.parent) or {}
-    info["live"] = live
-    write_json_atomic(info, path, overwrite=True)

@@ -48,7 +48,7 @@ def _live_side(
     replay sections and the expected savings come from the most recent full-grid run of the
     same plan, template and judges; without one they stay empty. Other runs: themselves.
     """
-    from tasks.live import find_reference_run, read_live_summary
+    from tasks.live_runs import find_reference_run, read_live_summary
 
     live = read_live_summary(work, run_id)
     if live is None:

@@ -19,14 +19,9 @@ from conftest import stage_demo_plan
 from schemas import LiveDrawRow, LivePairRow, LiveSummaryRow, arrow_schema, rows_to_table
 from schemas.judge import JudgeSpec
 from tasks.errors import InputError, IntegrityError
-from tasks.live import (
-    draw_live,
-    draw_pair,
-    find_reference_run,
-    first_couple_stops,
-    live_pairs,
-    replay_draws,
-)
+from tasks.live import first_couple_stops, live_pairs, replay_draws
+from tasks.live_draws import draw_live, draw_pair
+from tasks.live_runs import find_reference_run
 from tasks.manifest import read_manifest
 from tasks.plan import make_plan, write_plan
 from tasks.replay import replay

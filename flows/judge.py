@@ -228,29 +228,32 @@ async def _send_all(
     to_send: list[PlannedCall],
     batch_size: int,
     tally: _Tally,
-    claims: CallClaims,
+    fresh: StoredKeyView,
 ) -> list[dict[str, int]]:
     """Run the batches, at most enough at once to keep every judge's connections busy.
 
-    Each call is claimed before it is sent (`claims`): a call another run sharing the cache
-    is sending waits for it, and is not sent if that run stores it.
+    Each call is claimed before it is sent (`CallClaims` over `fresh`): a call another run
+    sharing the cache is sending waits for it, and is not sent if that run stores it.
     """
     batches = _batches(to_send, batch_size)
     needed = {b.judge for b in batches}
     clients: dict[str, JudgeClient] = {}
     limits: dict[str, asyncio.Semaphore] = {}
-    for spec in judges:
-        if spec.name in needed:
-            key = await aresolve_api_key(spec)
-            clients[spec.name] = JudgeClient(spec, key, run_id=run_id, claims=claims)
-            # One extra batch in flight lets the next batch fill slots as one drains.
-            limits[spec.name] = asyncio.Semaphore(math.ceil(spec.max_concurrency / batch_size) + 1)
 
     async def bounded(batch: _Batch, session: _Session) -> dict[str, int]:
         async with limits[batch.judge]:
             return await judge_batch(batch, session)
 
+    claims = CallClaims(work, fresh)
     try:
+        # Inside the try: a key that fails to resolve still closes the clients made so far.
+        for spec in judges:
+            if spec.name in needed:
+                key = await aresolve_api_key(spec)
+                clients[spec.name] = JudgeClient(spec, key, run_id=run_id, claims=claims)
+                # One extra batch in flight lets the next batch fill slots as one drains.
+                slots = math.ceil(spec.max_concurrency / batch_size) + 1
+                limits[spec.name] = asyncio.Semaphore(slots)
         async with CacheWriter(work, claims=claims) as writer:
             session = _Session(clients, writer, tally)
             return list(await asyncio.gather(*(bounded(b, session) for b in batches)))
@@ -350,8 +353,7 @@ async def _judge_planned(
             if sender is not None:
                 await sender(work, run_id, judges, to_send, batch_size, tally)
             else:
-                claims = CallClaims(work, fresh)
-                await _send_all(work, run_id, judges, to_send, batch_size, tally, claims)
+                await _send_all(work, run_id, judges, to_send, batch_size, tally, fresh)
     finally:
         tally.close()
     elapsed = time.perf_counter() - started

@@ -146,13 +146,16 @@ def plan_calls(
     return out
 
 
+def _attempts_at(attempts: pa.Table, call_keys: Iterable[str]) -> pa.Table:
+    """The rows of the attempts log for `call_keys`."""
+    wanted = pa.array(sorted(set(call_keys)), type=pa.string())
+    return attempts.filter(pc.is_in(attempts.column("call_key"), value_set=wanted))
+
+
 def attempts_made(attempts: pa.Table, call_keys: Iterable[str]) -> dict[str, int]:
     """For each of `call_keys` tried before: the highest attempt number in the log, so a
     rerun numbers its attempts after the earlier runs' instead of from 1 again."""
-    wanted = pa.array(sorted(set(call_keys)), type=pa.string())
-    if attempts.num_rows == 0 or len(wanted) == 0:
-        return {}
-    table = attempts.filter(pc.is_in(attempts.column("call_key"), value_set=wanted))
+    table = _attempts_at(attempts, call_keys)
     if table.num_rows == 0:
         return {}
     top = table.group_by("call_key").aggregate([("attempt", "max")])
@@ -163,10 +166,9 @@ def attempts_made(attempts: pa.Table, call_keys: Iterable[str]) -> dict[str, int
 
 def last_failures(attempts: pa.Table, call_keys: Iterable[str]) -> dict[str, ErrorCategory]:
     """For each of `call_keys` whose latest attempt failed: that attempt's category."""
-    wanted = pa.array(sorted(set(call_keys)), type=pa.string())
-    if attempts.num_rows == 0 or len(wanted) == 0:
+    table = _attempts_at(attempts, call_keys)
+    if table.num_rows == 0:
         return {}
-    table = attempts.filter(pc.is_in(attempts.column("call_key"), value_set=wanted))
     table = table.select(["call_key", "started_at", "attempt", "ok", "error_category"])
     table = table.sort_by([("started_at", "ascending"), ("attempt", "ascending")])
     latest: dict[str, tuple[bool, Any]] = {}

@@ -39,12 +39,12 @@ sys.path.insert(0, str(REPO))
 import pyarrow.parquet as pq  # noqa: E402
 
 from schemas.judge import JudgeSpec  # noqa: E402
-from tasks.cache import read_replies  # noqa: E402
-from tasks.demo_benchmark import demo_pairs  # noqa: E402
-from tasks.manifest import freeze_manifest, read_manifest  # noqa: E402
+from tasks.ingest.demo_benchmark import demo_pairs  # noqa: E402
+from tasks.ingest.manifest import freeze_manifest, read_manifest  # noqa: E402
+from tasks.judging.cache import read_replies  # noqa: E402
 from tasks.plan import make_plan, write_plan  # noqa: E402
-from tasks.simjudge import SimJudgeServer  # noqa: E402
-from tasks.simjudge_persona import Faults, Persona  # noqa: E402
+from tasks.simjudge.persona import Faults, Persona  # noqa: E402
+from tasks.simjudge.server import SimJudgeServer  # noqa: E402
 from tasks.workdir import WorkDir  # noqa: E402
 
 NO_FAULTS = Faults().model_dump()

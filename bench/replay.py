@@ -24,8 +24,8 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tasks.replay import replay, write_replay  # noqa: E402
-from tasks.replay_grid import read_replay_input  # noqa: E402
+from tasks.replay.engine import replay, write_replay  # noqa: E402
+from tasks.replay.grid import read_replay_input  # noqa: E402
 
 K = 4
 T = TypeVar("T")

@@ -18,7 +18,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tasks.simjudge import simjudge_subprocess  # noqa: E402
+from tasks.simjudge.server import simjudge_subprocess  # noqa: E402
 from tasks.templates import render  # noqa: E402
 
 

@@ -15,8 +15,8 @@ def _expected_savings(run_id: str) -> tuple[str | None, dict[tuple[str, str, str
     """(reference run, savings per group) of the replay's balanced paired unanimity."""
     import pyarrow.parquet as pq
 
-    from tasks.live import LIVE_DESIGN, LIVE_POLICY
-    from tasks.live_runs import find_reference_run
+    from tasks.live.outcomes import LIVE_DESIGN, LIVE_POLICY
+    from tasks.live.runs import find_reference_run
 
     reference = find_reference_run(state.work, run_id)
     if reference is None:

@@ -89,7 +89,7 @@ def freeze(
     """Freeze pairs from benchmark files into a manifest (exact bytes, hashed, stored once)."""
     sources = _sources(judgebench or [], rmbench or [], table or [], map_ or [], demo)
     from flows.prepare import freeze_flow
-    from tasks.manifest import read_manifest
+    from tasks.ingest.manifest import read_manifest
 
     work = state.work
     root = work.root / "manifests"
@@ -132,7 +132,7 @@ def plan(
     """Plan display orders for a manifest: the full 2K grid or one drawn design."""
     from flows.prepare import plan_flow
     from schemas.vocabulary import PLAN_DESIGNS
-    from tasks.manifest import resolve_manifest_hash
+    from tasks.ingest.manifest import resolve_manifest_hash
     from tasks.plan import check_design, check_k, check_plan_request, read_plan
 
     work = state.work

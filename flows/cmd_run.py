@@ -78,7 +78,7 @@ def demo(
     """Run the nightly flow on the bundled demo benchmark against three simulated judges."""
     from flows.prepare import freeze_flow
     from tasks.demo import DEMO_PERSONAS, demo_config
-    from tasks.simjudge import simjudge_subprocess
+    from tasks.simjudge.server import simjudge_subprocess
 
     work = state.work
     console.print(f"[bold]judgeline demo[/bold]: work dir {work.root}")
@@ -157,7 +157,7 @@ def show(run_id: Annotated[str, typer.Argument(help="Run id.")]) -> None:
 @app.command("report")
 def report(run_id: Annotated[str, typer.Argument(help="Run id.")]) -> None:
     """Rebuild a run's HTML report from the warehouse, without calling any judge."""
-    from tasks.report_data import build_report
+    from tasks.report.data import build_report
 
     console.print(f"report: {build_report(state.work, run_id)}")
 

@@ -18,7 +18,7 @@ def _load_personas(path: Path) -> list[Any]:
     """Persona dicts from a YAML or JSON file: a list, or a mapping with `personas`."""
     from pydantic import ValidationError
 
-    from tasks.simjudge_persona import Persona
+    from tasks.simjudge.persona import Persona
 
     try:
         text = path.read_text("utf-8")
@@ -92,8 +92,8 @@ def serve_judge(
     """Serve the simulated judge (OpenAI and Anthropic style) until interrupted."""
     from pydantic import ValidationError
 
-    from tasks.simjudge import SimJudge, bind_loopback, make_server
-    from tasks.simjudge_persona import PRESETS
+    from tasks.simjudge.persona import PRESETS
+    from tasks.simjudge.server import SimJudge, bind_loopback, make_server
 
     chosen = _load_personas(personas) if personas is not None else list(PRESETS)
     if persona:
@@ -138,7 +138,7 @@ def serve_judge(
 
     table = None
     if manifest is not None:
-        from tasks.manifest import read_manifest, resolve_manifest_hash
+        from tasks.ingest.manifest import read_manifest, resolve_manifest_hash
 
         _, table = read_manifest(state.work, resolve_manifest_hash(state.work, manifest))
 

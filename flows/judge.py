@@ -31,12 +31,18 @@ from rich.progress import (
 )
 
 from schemas.judge import JudgeSpec
-from tasks.cache import CacheWriter, compact, read_attempts, recover, stored_keys
-from tasks.calls import PlannedCall, attempts_made, call_records, last_failures, plan_calls
-from tasks.client import JudgeClient, aresolve_api_key
-from tasks.cooperation import CallClaims, RunLock, StoredKeyView
 from tasks.errors import InputError, IntegrityError
-from tasks.manifest import read_manifest
+from tasks.ingest.manifest import read_manifest
+from tasks.judging.cache import CacheWriter, compact, read_attempts, recover, stored_keys
+from tasks.judging.claims import CallClaims, RunLock, StoredKeyView
+from tasks.judging.client import JudgeClient, aresolve_api_key
+from tasks.judging.planned import (
+    PlannedCall,
+    attempts_made,
+    call_records,
+    last_failures,
+    plan_calls,
+)
 from tasks.plan import read_plan
 from tasks.storage import write_json_atomic, write_parquet_atomic
 from tasks.templates import DEFAULT_TEMPLATE, get_template

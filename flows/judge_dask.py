@@ -33,8 +33,8 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from schemas.judge import JudgeSpec
-from tasks.calls import PlannedCall, plan_calls
 from tasks.errors import InputError, IntegrityError
+from tasks.judging.planned import PlannedCall, plan_calls
 from tasks.workdir import WorkDir
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ class RemoteBatch:
 @functools.lru_cache(maxsize=4)
 def _plan_tables(work_root: str, plan_id: str) -> tuple[pa.Table, pa.Table]:
     """(manifest, presentations) of a plan; both are write-once, so a worker keeps them."""
-    from tasks.manifest import read_manifest
+    from tasks.ingest.manifest import read_manifest
     from tasks.plan import read_plan
 
     work = WorkDir(Path(work_root))
@@ -156,9 +156,9 @@ async def judge_batch_remote(batch: RemoteBatch) -> dict[str, Any]:
     Returns `{"counts": {"stored"|"skipped"|"failed_<category>": n}, "worker": host/pid}`.
     """
     from flows.judge import send_batch
-    from tasks.cache import CacheWriter
-    from tasks.client import JudgeClient, aresolve_api_key
-    from tasks.cooperation import CallClaims
+    from tasks.judging.cache import CacheWriter
+    from tasks.judging.claims import CallClaims
+    from tasks.judging.client import JudgeClient, aresolve_api_key
 
     work = WorkDir(Path(batch.work_root))
     if not work.root.is_dir():

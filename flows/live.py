@@ -3,7 +3,7 @@
 Wave 1 sends the first drawn couple (one `AB` and one `BA` reference call) of every pair to
 every judge config; wave 2 sends the remaining reference calls of the pairs that did not
 stop. Both waves go through the judge stage (batched, cached), and the run's tables hold
-the executed calls only. See `tasks.live_draws` for the draws and `tasks.live` for the
+the executed calls only. See `tasks.live.draws` for the draws and `tasks.live.outcomes` for the
 decision rule.
 """
 
@@ -19,9 +19,11 @@ from prefect.cache_policies import NO_CACHE
 
 from flows.judge import CALLS_FILE, run_judge_stage
 from schemas.judge import JudgeSpec
-from tasks.calls import plan_calls
 from tasks.errors import InputError
-from tasks.live import (
+from tasks.ingest.manifest import read_manifest
+from tasks.judging.planned import plan_calls
+from tasks.live.draws import Slot, draw_live, slots_of, wave_calls, write_draws
+from tasks.live.outcomes import (
     LIVE_DESIGN,
     LIVE_POLICY,
     first_couple_stops,
@@ -29,11 +31,9 @@ from tasks.live import (
     live_summary,
     write_live_tables,
 )
-from tasks.live_draws import Slot, draw_live, slots_of, wave_calls, write_draws
-from tasks.live_runs import record_live_info
-from tasks.manifest import read_manifest
+from tasks.live.runs import record_live_info
 from tasks.plan import read_plan
-from tasks.remap import RemapResult, write_remap
+from tasks.remap.outcomes import RemapResult, write_remap
 from tasks.templates import DEFAULT_TEMPLATE, get_template
 from tasks.workdir import WorkDir
 
@@ -41,7 +41,7 @@ from tasks.workdir import WorkDir
 @task(name="live-remap", cache_policy=NO_CACHE)
 def remap_task(work: WorkDir, run_id: str, executed: set[Slot]) -> RemapResult:
     """Gate, parse and remap the calls executed so far (and only those)."""
-    from tasks.live import remap_executed
+    from tasks.live.outcomes import remap_executed
 
     return remap_executed(work, run_id, executed)
 

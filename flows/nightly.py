@@ -33,8 +33,8 @@ from tasks.workdir import WorkDir
 @task(name="write-report", cache_policy=NO_CACHE)
 def report_task(work_dir: str, run_id: str) -> str:
     """Rebuild the warehouse, write the run's HTML report and its Prefect artifacts."""
-    from tasks.artifacts import publish_artifacts
-    from tasks.report_data import build_report
+    from tasks.report.artifacts import publish_artifacts
+    from tasks.report.data import build_report
 
     work = WorkDir.at(work_dir)
     path = str(build_report(work, run_id))
@@ -115,7 +115,7 @@ async def nightly_flow(
         record.outcomes = _outcome_counts(run_dir / "outcomes.parquet")
         if cfg.live is None:
             # The replay needs the full grid; a live run's report takes its expected side
-            # from the latest full-grid run of the same plan and judges (tasks.report_data).
+            # from the latest full-grid run of the same plan and judges (tasks.report.data).
             replay_flow(
                 str(run_dir / "outcomes.parquet"), str(run_dir), list(cfg.designs),
                 list(cfg.policies),

@@ -13,8 +13,8 @@ from tasks.errors import InputError
 from tasks.workdir import WorkDir
 
 if TYPE_CHECKING:
-    from tasks.manifest import SourcePairs
-    from tasks.table_loaders import LoadedPairs
+    from tasks.ingest.manifest import SourcePairs
+    from tasks.ingest.tables import LoadedPairs
 
 _SOURCE_KEYS = {"kind", "path", "mapping", "dataset"}
 
@@ -30,7 +30,7 @@ def source_label(source: dict[str, Any]) -> str:
 @task(name="load-source", cache_policy=NO_CACHE)
 def load_source_task(source: dict[str, Any]) -> LoadedPairs:
     """Load one source's pairs, with the file row of each, through the dataset loaders."""
-    from tasks.loaders import read_source
+    from tasks.ingest.loaders import read_source
 
     unknown = set(source) - _SOURCE_KEYS
     if unknown or "kind" not in source:
@@ -48,7 +48,7 @@ def load_source_task(source: dict[str, Any]) -> LoadedPairs:
 @task(name="freeze", cache_policy=NO_CACHE)
 def freeze_task(sources: list[SourcePairs], work_dir: str) -> str:
     """Validate and store the manifest (gated before it is published); returns its hash."""
-    from tasks.manifest import freeze_manifest
+    from tasks.ingest.manifest import freeze_manifest
 
     frozen = freeze_manifest(sources, WorkDir.at(work_dir))
     logger = get_run_logger()
@@ -62,7 +62,7 @@ def freeze_task(sources: list[SourcePairs], work_dir: str) -> str:
 @task(name="gate-manifest", cache_policy=NO_CACHE)
 def gate_manifest_task(manifest_hash: str, work_dir: str) -> None:
     """Read the stored manifest back and run its gate, as every later stage will."""
-    from tasks.manifest import read_manifest
+    from tasks.ingest.manifest import read_manifest
 
     read_manifest(WorkDir.at(work_dir), manifest_hash)
 
@@ -70,7 +70,7 @@ def gate_manifest_task(manifest_hash: str, work_dir: str) -> None:
 @task(name="plan", cache_policy=NO_CACHE)
 def plan_task(manifest_hash: str, k: int, design: str, rng_seed: int | None, work_dir: str) -> str:
     """Read the gated manifest, build the plan and store it (gated before publishing)."""
-    from tasks.manifest import read_manifest
+    from tasks.ingest.manifest import read_manifest
     from tasks.plan import make_plan, write_plan
 
     work = WorkDir.at(work_dir)

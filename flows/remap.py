@@ -7,7 +7,7 @@ from typing import Any
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from tasks.remap import RemapResult, remap_run, write_remap
+from tasks.remap.outcomes import RemapResult, remap_run, write_remap
 from tasks.warehouse import build_warehouse
 from tasks.workdir import WorkDir
 
@@ -15,8 +15,8 @@ from tasks.workdir import WorkDir
 @task(name="remap-run", cache_policy=NO_CACHE)
 def remap_task(work: WorkDir, run_id: str) -> RemapResult:
     """Parse, gate and remap a run in memory (nothing written if any check fails)."""
-    from tasks.live import remap_live
-    from tasks.live_runs import is_live_run
+    from tasks.live.outcomes import remap_live
+    from tasks.live.runs import is_live_run
 
     # A live run's outcomes hold its executed calls only, not M for the calls it skipped.
     return remap_live(work, run_id) if is_live_run(work, run_id) else remap_run(work, run_id)

@@ -12,8 +12,8 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from schemas.vocabulary import DESIGNS, POLICIES
-from tasks.replay import ReplayResult, replay, write_replay
-from tasks.replay_grid import read_replay_input
+from tasks.replay.engine import ReplayResult, replay, write_replay
+from tasks.replay.grid import read_replay_input
 
 
 @task(name="read-outcomes", cache_policy=NO_CACHE)

@@ -20,9 +20,9 @@ import pyarrow as pa
 from schemas import PlanInfo, PresentationRow, conform, rows_to_table
 from schemas.vocabulary import DESIGNS, LEFT_IDENTITY, ORDERS, PLAN_DESIGNS, RIGHT_IDENTITY, Order
 from tasks.errors import GateError, InputError, IntegrityError
+from tasks.gates import Check, gate_once, run_gate
 from tasks.hashing import digest, sha256_text
-from tasks.manifest import MANIFEST_FILE, MANIFEST_INFO_FILE, read_manifest
-from tasks.quality import Check, gate_once, run_gate
+from tasks.ingest.manifest import MANIFEST_FILE, MANIFEST_INFO_FILE, read_manifest
 from tasks.storage import read_stored_folder, write_json_atomic, write_parquet_atomic
 from tasks.workdir import WorkDir
 

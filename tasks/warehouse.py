@@ -91,7 +91,7 @@ def _view_sql(view: View, source: str) -> str:
     """A stage's view: its own file if it has one (replies), else the shared template for
     tables that name their run (`view_stage.sql`) or take it from the path
     (`view_run_table.sql`). The view name is one of ours, never user input."""
-    own = resources.files("tasks").joinpath("sql", f"view_{view.name}.sql")
+    own = resources.files("tasks.sql").joinpath(f"view_{view.name}.sql")
     template = (
         own.name
         if own.is_file()
@@ -102,12 +102,12 @@ def _view_sql(view: View, source: str) -> str:
 
 
 def _sql(name: str) -> str:
-    return resources.files("tasks").joinpath("sql", f"{name}.sql").read_text("utf-8")
+    return resources.files("tasks.sql").joinpath(f"{name}.sql").read_text("utf-8")
 
 
 def report_names() -> list[str]:
     """The report queries available to `query`."""
-    folder = resources.files("tasks").joinpath("sql")
+    folder = resources.files("tasks.sql")
     names = (p.name for p in folder.iterdir() if p.name.endswith(".sql"))
     return sorted(n.removesuffix(".sql") for n in names if n.startswith("report_"))
 

@@ -6,7 +6,7 @@ WORK/
   cache/replies/*.parquet      successful replies, immutable, content-addressed by call_key
   cache/attempts/*.parquet     every attempt (failed or not), append-only
   cache/quarantine/            cache files that failed to read, moved aside
-  cache/journal/*.jsonl        replies received but not yet in replies/ (tasks.journal)
+  cache/journal/*.jsonl        replies received but not yet in replies/ (tasks.judging.journal)
   cache/claims.lock            calls being sent right now: a lock on one byte per call key
   runs/<run_id>/               one run's calls, labels, outcomes, replay, report
   warehouse.duckdb             rebuildable views over the parquet files
@@ -74,7 +74,7 @@ class WorkDir:
 
     @property
     def gate_memos(self) -> Path:
-        """Digests of stored bytes that passed their gate (see tasks.quality.gate_once)."""
+        """Digests of stored bytes that passed their gate (see tasks.gates.gate_once)."""
         return self._dir(".gates")
 
     @property

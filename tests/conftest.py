@@ -52,8 +52,8 @@ def copy_stored_plans(source: WorkDir, target: WorkDir) -> None:
 def stage_demo_plan(work: WorkDir, *, pairs: int, k: int) -> StagedPlan:
     """Freeze the first `pairs` demo pairs in `work` and store their full grid with K = `k`."""
     # Imported here: most test modules never stage a plan and need not load these.
-    from tasks.demo_benchmark import demo_pairs
-    from tasks.manifest import freeze_manifest, read_manifest
+    from tasks.ingest.demo_benchmark import demo_pairs
+    from tasks.ingest.manifest import freeze_manifest, read_manifest
     from tasks.plan import make_plan, read_plan, write_plan
 
     frozen = freeze_manifest([("demo", demo_pairs()[:pairs])], work)

@@ -15,8 +15,9 @@ import pytest
 
 from schemas.calls import AttemptRecord, ReplyRecord
 from schemas.judge import JudgeSpec, ReasoningConfig
-from tasks import cache
-from tasks.cache import (
+from tasks.judging import cache
+from tasks.hashing import canonical_json, sha256_text
+from tasks.judging.cache import (
     CacheWriter,
     CallKeyer,
     call_key,
@@ -28,7 +29,6 @@ from tasks.cache import (
     write_attempts,
     write_replies,
 )
-from tasks.hashing import canonical_json, sha256_text
 from tasks.workdir import WorkDir
 
 MESSAGES = ({"role": "system", "content": "judge"}, {"role": "user", "content": "Q? L | R"})
@@ -152,7 +152,7 @@ def test_corrupt_file_is_quarantined_and_others_read(
     data = bad.read_bytes()
     bad.write_bytes(data[: len(data) // 2])  # truncated mid-file
     (work.replies / "junk.parquet").write_bytes(b"not parquet at all")
-    with caplog.at_level(logging.WARNING, logger="tasks.cache"):
+    with caplog.at_level(logging.WARNING, logger="tasks.judging.cache"):
         assert stored_keys(work) == {"good"}
     assert not bad.exists()
     moved = sorted(p.name for p in work.quarantine.iterdir())

@@ -10,11 +10,17 @@ from collections.abc import Iterator
 import pytest
 
 from schemas.judge import JudgeSpec, ReasoningConfig
-from tasks import client as client_module
-from tasks.client import CallResult, JudgeClient, RetryPolicy
-from tasks.providers import PROVIDERS, AnthropicProvider, CallFailure, CallRequest, OpenAIProvider
-from tasks.simjudge import SimJudgeServer
-from tasks.simjudge_persona import PRESETS, Persona
+from tasks.judging import client as client_module
+from tasks.judging.client import CallResult, JudgeClient, RetryPolicy
+from tasks.judging.providers import (
+    PROVIDERS,
+    AnthropicProvider,
+    CallFailure,
+    CallRequest,
+    OpenAIProvider,
+)
+from tasks.simjudge.persona import PRESETS, Persona
+from tasks.simjudge.server import SimJudgeServer
 from tasks.templates import render
 
 KEY = "sk-judgeline-test-9f3b7c1e"

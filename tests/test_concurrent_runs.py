@@ -23,11 +23,11 @@ from conftest import StagedPlan, stage_demo_plan
 
 from schemas.calls import ReplyRecord
 from schemas.judge import JudgeSpec
-from tasks.cache import read_replies, stored_keys
-from tasks.cooperation import RunLock
 from tasks.errors import InputError
-from tasks.simjudge import SimJudgeServer
-from tasks.simjudge_persona import Persona
+from tasks.judging.cache import read_replies, stored_keys
+from tasks.judging.claims import RunLock
+from tasks.simjudge.persona import Persona
+from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -225,10 +225,10 @@ def test_corrupt_cache_file_is_quarantined_reported_and_only_its_calls_resent(
     # Reported as a warning of the cache's logger (on stderr through Prefect's handler in a
     # CLI run), naming both paths. Captured at that logger itself: Prefect's logging set-up
     # at a process's first flow run replaces the root handlers, pytest's among them.
-    cache_log = logging.getLogger("tasks.cache")
+    cache_log = logging.getLogger("tasks.judging.cache")
     cache_log.addHandler(caplog.handler)
     try:
-        with caplog.at_level(logging.WARNING, logger="tasks.cache"):
+        with caplog.at_level(logging.WARNING, logger="tasks.judging.cache"):
             counts = run("after-corruption")
     finally:
         cache_log.removeHandler(caplog.handler)

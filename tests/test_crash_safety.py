@@ -20,9 +20,9 @@ import pytest
 from conftest import copy_stored_plans, stage_demo_plan
 
 from schemas.judge import JudgeSpec
-from tasks.cache import read_replies, stored_keys
-from tasks.simjudge import SimJudgeServer
-from tasks.simjudge_persona import Persona
+from tasks.judging.cache import read_replies, stored_keys
+from tasks.simjudge.persona import Persona
+from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -188,7 +188,7 @@ def test_sigkill_mid_run_three_times_then_resume_loses_nothing(
     assert final == _snapshot(fresh)
     assert stored_keys(work) == set(killed_calls.column("call_key").to_pylist())
 
-    from tasks.remap import remap_run
+    from tasks.remap.outcomes import remap_run
 
     killed_outcomes = remap_run(work, RUN_ID).outcomes
     assert killed_outcomes.equals(remap_run(fresh, RUN_ID).outcomes)

@@ -15,10 +15,10 @@ import pytest
 from conftest import StagedPlan, stage_demo_plan
 
 from schemas.judge import JudgeSpec, ReasoningConfig
-from tasks.cache import read_attempts, read_replies, stored_keys
-from tasks.calls import PlannedCall, plan_calls
 from tasks.errors import InputError, IntegrityError
-from tasks.simjudge import SimJudgeServer
+from tasks.judging.cache import read_attempts, read_replies, stored_keys
+from tasks.judging.planned import PlannedCall, plan_calls
+from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 
 KEY = "sk-judgeline-daskkey-41c7e09b2d"
@@ -260,7 +260,7 @@ def test_an_unreachable_scheduler_is_an_input_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import flows.judge_dask as judge_dask
-    from tasks.simjudge import bind_loopback
+    from tasks.simjudge.server import bind_loopback
 
     monkeypatch.setattr(judge_dask, "CONNECT_TIMEOUT_S", 2)
     staged = _stored_plan.copy_to(WorkDir(tmp_path / "work"))
@@ -333,7 +333,7 @@ def test_a_batch_does_not_send_calls_another_run_stored_meanwhile(
 
     from flows.judge_dask import judge_batch_remote
     from schemas.calls import ReplyRecord
-    from tasks.cache import write_replies
+    from tasks.judging.cache import write_replies
 
     _no_faults(server)
     server.clear_log()

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from schemas import Pair
-from tasks.demo_benchmark import demo_pairs
+from tasks.ingest.demo_benchmark import demo_pairs
 
 
 @pytest.fixture(scope="module")

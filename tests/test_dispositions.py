@@ -9,13 +9,13 @@ import pytest
 
 from schemas import DisclosureRow, DispositionRow, arrow_schema
 from schemas.vocabulary import OUTCOMES
-from tasks.dispositions import (
+from tasks.errors import IntegrityError
+from tasks.remap.dispositions import (
     compute_disclosure,
     compute_dispositions,
     disclosure_table,
     dispositions_table,
 )
-from tasks.errors import IntegrityError
 
 DECISIVE = {"A", "B"}
 FAILURES = ["M", "I", "X"]  # worst first

@@ -42,11 +42,18 @@ from click.testing import CliRunner
 from schemas import Pair, ReplyRecord
 from schemas.judge import JudgeSpec
 from tasks.errors import GateError, InputError, IntegrityError, JudgelineError
-from tasks.loaders import load_source, read_source
-from tasks.manifest import SourcePairs, freeze_manifest, read_manifest
+from tasks.ingest.loaders import load_source, read_source
+from tasks.ingest.manifest import SourcePairs, freeze_manifest, read_manifest
 from tasks.parsing import parse_reply
 from tasks.plan import make_plan, read_plan, write_plan
-from tasks.remap import RunRef, check_remap, identity_claims, read_calls, remap_run, write_remap
+from tasks.remap.outcomes import (
+    RunRef,
+    check_remap,
+    identity_claims,
+    read_calls,
+    remap_run,
+    write_remap,
+)
 from tasks.runconfig import load_run_config
 from tasks.workdir import WorkDir
 
@@ -608,8 +615,8 @@ class StagedRun:
 
 def stage_run(work: WorkDir, run_id: str, pairs: list[Pair], reply: Replier) -> StagedRun:
     """Freeze, plan the full grid with K = 2, and store one reply per planned call."""
-    from tasks.cache import stored_keys, write_replies
-    from tasks.calls import call_records, plan_calls
+    from tasks.judging.cache import stored_keys, write_replies
+    from tasks.judging.planned import call_records, plan_calls
     from tasks.storage import write_json_atomic, write_parquet_atomic
 
     frozen = freeze_manifest([(f"{run_id}.jsonl", pairs)], work)
@@ -678,7 +685,7 @@ def test_run_naming_a_map_of_another_manifest_is_refused(recorded: Recorded) -> 
 
 def test_remap_gate_refuses_presentations_of_another_manifest(recorded: Recorded) -> None:
     """The map handed to the remap gate is the other manifest's (gated on its own)."""
-    from tasks.cache import read_replies
+    from tasks.judging.cache import read_replies
 
     work = recorded.work
     run = RunRef(HONEST_RUN, recorded.plan, recorded.manifest)

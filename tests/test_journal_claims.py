@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from schemas.calls import ReplyRecord
-from tasks.cache import (
+from tasks.judging.cache import (
     CacheWriter,
     fold_dead_journals,
     read_attempts,
@@ -26,7 +26,7 @@ from tasks.cache import (
     stored_keys,
     write_replies,
 )
-from tasks.cooperation import CallClaims, Claim, StoredKeyView
+from tasks.judging.claims import CallClaims, Claim, StoredKeyView
 from tasks.workdir import WorkDir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -59,8 +59,8 @@ def _die_in_child(work: WorkDir, body: str) -> str:
         """
         import asyncio, os, signal
         from pathlib import Path
-        from tasks.cache import CacheWriter
-        from tasks.cooperation import CallClaims
+        from tasks.judging.cache import CacheWriter
+        from tasks.judging.claims import CallClaims
         from tasks.workdir import WorkDir
         work = WorkDir(Path({root!r}))
 
@@ -142,7 +142,7 @@ def test_a_torn_journal_line_is_skipped_and_named(
     torn = json.dumps({"reply": reply("torn").model_dump(mode="json"), "attempts": []})[:40]
     path = work.journal / "0123abcd.jsonl"
     path.write_text(good + "\n" + torn, "utf-8")
-    with caplog.at_level(logging.WARNING, logger="tasks.journal"):
+    with caplog.at_level(logging.WARNING, logger="tasks.judging.journal"):
         assert fold_dead_journals(work) == 1
     assert "0123abcd.jsonl" in caplog.text and "lines [2]" in caplog.text
     assert _rows(work) == {"ok": reply("ok")}

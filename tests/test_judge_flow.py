@@ -16,11 +16,11 @@ from conftest import StagedPlan, stage_demo_plan
 from typer.testing import CliRunner
 
 from schemas.judge import JudgeSpec, ReasoningConfig
-from tasks.cache import read_attempts, read_replies, stored_keys
-from tasks.calls import call_records, plan_calls
 from tasks.errors import InputError, IntegrityError
 from tasks.hashing import sha256_text
-from tasks.simjudge import SimJudgeServer
+from tasks.judging.cache import read_attempts, read_replies, stored_keys
+from tasks.judging.planned import call_records, plan_calls
+from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 
 KEY = "sk-judgeline-flowkey-7e21c9d04b"
@@ -257,7 +257,7 @@ def test_key_from_a_prefect_secret_block(staged: StagedPlan, server: SimJudgeSer
 
 
 def test_missing_key_variable_is_an_input_error(staged: StagedPlan, server: SimJudgeServer) -> None:
-    from tasks.client import resolve_api_key
+    from tasks.judging.client import resolve_api_key
 
     with pytest.raises(InputError, match="JUDGELINE_NOT_SET"):
         resolve_api_key(_judge(server, api_key_env="JUDGELINE_NOT_SET"))

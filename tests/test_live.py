@@ -19,14 +19,14 @@ from conftest import stage_demo_plan
 from schemas import LiveDrawRow, LivePairRow, LiveSummaryRow, arrow_schema, rows_to_table
 from schemas.judge import JudgeSpec
 from tasks.errors import InputError, IntegrityError
-from tasks.live import first_couple_stops, live_pairs, replay_draws
-from tasks.live_draws import draw_live, draw_pair
-from tasks.live_runs import find_reference_run
-from tasks.manifest import read_manifest
+from tasks.ingest.manifest import read_manifest
+from tasks.live.draws import draw_live, draw_pair
+from tasks.live.outcomes import first_couple_stops, live_pairs, replay_draws
+from tasks.live.runs import find_reference_run
 from tasks.plan import make_plan, write_plan
-from tasks.replay import replay
-from tasks.simjudge import SimJudgeServer
-from tasks.simjudge_persona import PRESETS, Persona
+from tasks.replay.engine import replay
+from tasks.simjudge.persona import PRESETS, Persona
+from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 
 K = 4
@@ -216,8 +216,8 @@ def runs(prefect_harness: None, tmp_path_factory: pytest.TempPathFactory) -> Run
     """A live run over 60 demo pairs (K = 4, three judges), then the full grid on the same
     cache, remapped and replayed like a full-grid run."""
     from flows.judge import judge_flow
-    from tasks.remap import remap_run
-    from tasks.replay import write_replay
+    from tasks.remap.outcomes import remap_run
+    from tasks.replay.engine import write_replay
 
     work = WorkDir(tmp_path_factory.mktemp("live") / "work")
     staged = stage_demo_plan(work, pairs=PAIRS, k=K)
@@ -363,7 +363,7 @@ def test_failed_calls_count_as_executed_and_never_decide(runs: Runs) -> None:
     assert (outcomes.groupby("pair_id").size() == live["realised_calls"]).all()
 
     # No full-grid run used this judge: the report shows realised savings, expected empty.
-    from tasks.report_data import build_report, load_report_data
+    from tasks.report.data import build_report, load_report_data
 
     _write_record(runs, "live-faults")
     alone = load_report_data(runs.work, "live-faults")
@@ -391,8 +391,8 @@ def _write_record(runs: Runs, run_id: str) -> None:
 
 @pytest.mark.slow
 def test_live_report_shows_realised_next_to_expected_savings(runs: Runs) -> None:
-    from tasks.report_charts import signed_pct
-    from tasks.report_data import build_report, load_report_data
+    from tasks.report.charts import signed_pct
+    from tasks.report.data import build_report, load_report_data
 
     _write_record(runs, "live-1")
     data = load_report_data(runs.work, "live-1")

@@ -14,7 +14,7 @@ import pytest
 
 from schemas import Pair
 from tasks.errors import InputError
-from tasks.loaders import (
+from tasks.ingest.loaders import (
     KINDS,
     load_judgebench,
     load_rmbench,
@@ -23,7 +23,7 @@ from tasks.loaders import (
     read_rmbench,
     read_source,
 )
-from tasks.table_loaders import ColumnMapping, LoadedPairs, load_table, read_table
+from tasks.ingest.tables import ColumnMapping, LoadedPairs, load_table, read_table
 
 GPT4O = "dataset=judgebench,response_model=gpt-4o-2024-05-13.jsonl"
 CLAUDE = "dataset=judgebench,response_model=claude-3-5-sonnet-20240620.jsonl"

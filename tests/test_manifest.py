@@ -14,7 +14,7 @@ import pytest
 
 from schemas import Pair
 from tasks.errors import GateError, InputError, IntegrityError
-from tasks.manifest import (
+from tasks.ingest.manifest import (
     MANIFEST_FILE,
     freeze_manifest,
     gate_manifest,
@@ -257,7 +257,7 @@ def test_identical_answers_warn_and_are_kept(
     work: WorkDir, caplog: pytest.LogCaptureFixture
 ) -> None:
     pairs = [make_pair("p1"), make_pair("same", answer_a="42\n", answer_b="42\n")]
-    with caplog.at_level(logging.WARNING, logger="tasks.manifest"):
+    with caplog.at_level(logging.WARNING, logger="tasks.ingest.manifest"):
         frozen = freeze_manifest([("f.jsonl", pairs)], work)
     assert len(frozen.warnings) == 1 and "'same'" in frozen.warnings[0]
     assert "f.jsonl, row 2" in frozen.warnings[0]
@@ -329,7 +329,7 @@ def test_hash_prefixes_and_absent_manifests(work: WorkDir) -> None:
 
 
 def test_freezes_real_judgebench_pairs_byte_for_byte(work: WorkDir, shared_data: Path) -> None:
-    from tasks.loaders import load_source
+    from tasks.ingest.loaders import load_source
 
     path = shared_data / "judgebench" / "dataset=judgebench,response_model=gpt-4o-2024-05-13.jsonl"
     pairs = load_source("judgebench", path)

@@ -13,8 +13,8 @@ import pytest
 from flows.nightly import nightly_flow
 from schemas.config import DatasetSpec, RunConfig
 from schemas.judge import JudgeSpec, ReasoningConfig
-from tasks.artifacts import artifact_key
-from tasks.simjudge import SimJudgeServer
+from tasks.report.artifacts import artifact_key
+from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 
 pytestmark = pytest.mark.slow

@@ -14,7 +14,7 @@ from schemas import Pair
 from schemas.vocabulary import DESIGNS
 from tasks.errors import GateError, InputError, IntegrityError
 from tasks.hashing import digest
-from tasks.manifest import freeze_manifest, read_manifest
+from tasks.ingest.manifest import freeze_manifest, read_manifest
 from tasks.plan import (
     PLAN_FILE,
     design_assignments,

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tasks.errors import InputError
-from tasks.manifest import read_manifest
+from tasks.ingest.manifest import read_manifest
 from tasks.plan import plan_id_of, read_plan
 from tasks.workdir import WorkDir
 

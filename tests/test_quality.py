@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from tasks.errors import GateError
-from tasks.quality import Check, gate_once, run_gate
+from tasks.gates import Check, gate_once, run_gate
 
 
 def test_run_gate_names_offending_rows() -> None:

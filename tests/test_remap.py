@@ -24,10 +24,16 @@ from schemas import (
     rows_to_table,
 )
 from schemas.vocabulary import LEFT_IDENTITY, RIGHT_IDENTITY
-from tasks.dispositions import compute_disclosure, compute_dispositions
 from tasks.errors import GateError
 from tasks.hashing import digest, sha256_text
-from tasks.remap import RunRef, check_call_columns, check_remap, identity_claims, remap_outcomes
+from tasks.remap.dispositions import compute_disclosure, compute_dispositions
+from tasks.remap.outcomes import (
+    RunRef,
+    check_call_columns,
+    check_remap,
+    identity_claims,
+    remap_outcomes,
+)
 from tasks.workdir import WorkDir
 
 MANIFEST_HASH = sha256_text("test manifest")
@@ -433,10 +439,10 @@ def real_run(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Rea
     """K = 2 full grid over the 350 GPT-4o pairs; seed 0 holds o1-mini's two recorded
     replies per pair (first AB, then BA), seed 1 was never sent."""
     from schemas.judge import JudgeSpec
-    from tasks.cache import stored_keys, write_replies
-    from tasks.calls import call_records, plan_calls
-    from tasks.loaders import load_judgebench
-    from tasks.manifest import freeze_manifest, read_manifest
+    from tasks.ingest.loaders import load_judgebench
+    from tasks.ingest.manifest import freeze_manifest, read_manifest
+    from tasks.judging.cache import stored_keys, write_replies
+    from tasks.judging.planned import call_records, plan_calls
     from tasks.plan import make_plan, write_plan
     from tasks.storage import write_json_atomic, write_parquet_atomic
 
@@ -541,7 +547,7 @@ def test_cli_prints_counts_and_disclosure(real_run: RealRun, prefect_harness: No
 
 
 def test_failed_remap_modifies_nothing(real_run: RealRun, prefect_harness: None) -> None:
-    from tasks.remap import remap_run, write_remap
+    from tasks.remap.outcomes import remap_run, write_remap
     from tasks.storage import write_parquet_atomic
 
     work, run_id = real_run.work, real_run.run_id

@@ -14,9 +14,9 @@ import pytest
 
 from schemas import ComponentRow, DesignRow, ReplayRow, SummaryRow, conform
 from tasks.errors import InputError
-from tasks.match import cost_to_match, upper_envelope
-from tasks.replay import design_policy_pairs, replay, write_replay
-from tasks.replay_grid import read_replay_input
+from tasks.replay.engine import design_policy_pairs, replay, write_replay
+from tasks.replay.grid import read_replay_input
+from tasks.replay.matching import cost_to_match, upper_envelope
 
 ORDERS = ("AB", "BA")
 

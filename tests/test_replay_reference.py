@@ -16,7 +16,7 @@ from fractions import Fraction
 import pyarrow as pa
 import pytest
 
-from tasks.replay import replay
+from tasks.replay.engine import replay
 
 Grid = dict[tuple[int, str], str]  # (seed, order) -> outcome code
 Call = tuple[int, str, str]  # (seed, order, outcome)

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from tasks.errors import InputError
-from tasks.match import cost_to_match
-from tasks.report import ReportData, render_report, validate_report_data, write_report
+from tasks.replay.matching import cost_to_match
+from tasks.report.render import ReportData, render_report, validate_report_data, write_report
 
 JUDGES = {
     # name: (accuracy of stable, consistency, share of conflicts won by Left, noise)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from test_report import synthetic_report_data
 
-from tasks.report import render_report, write_report
+from tasks.report.render import render_report, write_report
 
 CHROMIUM = Path("/usr/bin/chromium")
 WIDTH, HEIGHT = 1366, 2400

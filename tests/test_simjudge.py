@@ -14,8 +14,8 @@ import pytest
 from schemas import ManifestRow, rows_to_table
 from tasks.hashing import sha256_text
 from tasks.parsing import parse_reply
-from tasks.simjudge import SimJudgeServer, simjudge_subprocess
-from tasks.simjudge_persona import PRESETS, Faults, Persona, ReasoningShift
+from tasks.simjudge.persona import PRESETS, Faults, Persona, ReasoningShift
+from tasks.simjudge.server import SimJudgeServer, simjudge_subprocess
 from tasks.templates import TEMPLATES, render
 
 API_KEY = "sk-simjudge-test-9f3c1d"

@@ -20,13 +20,13 @@ from schemas import (
     SummaryRow,
     rows_to_table,
 )
-from tasks.dispositions import (
+from tasks.errors import InputError
+from tasks.remap.dispositions import (
     compute_disclosure,
     compute_dispositions,
     disclosure_table,
     dispositions_table,
 )
-from tasks.errors import InputError
 from tasks.storage import write_parquet_atomic
 from tasks.warehouse import VIEWS, bootstrap_interval, build_warehouse, query, report_names
 from tasks.workdir import WorkDir

@@ -4,7 +4,7 @@ Replies and attempts live in immutable parquet files with unique names under
 `work.replies` and `work.attempts`; writers never touch each other's files, so any number
 of processes may write at once. Readers union the files; a file that fails to read is moved
 to `work.quarantine` with a warning and the others are still read. Before reading, they
-publish what dead writers left in their journals (`tasks.journal`), so a reply received by
+publish what dead writers left in their journals (`tasks.judging.journal`), so a reply received by
 a process that was killed before its flush is still served.
 """
 
@@ -28,12 +28,12 @@ from schemas.arrow import arrow_schema, conform, rows_to_table
 from schemas.calls import AttemptRecord, ReplyRecord
 from schemas.judge import JudgeSpec, ReasoningConfig
 from tasks.hashing import canonical_json, sha256_text
-from tasks.journal import Entry, ReplyJournal, dead_segments
+from tasks.judging.journal import Entry, ReplyJournal, dead_segments
 from tasks.storage import write_parquet_atomic
 from tasks.workdir import WorkDir
 
 if TYPE_CHECKING:
-    from tasks.cooperation import CallClaims
+    from tasks.judging.claims import CallClaims
 
 __all__ = [
     "CALL_KEY_FORMAT",
@@ -354,11 +354,11 @@ def compact(work: WorkDir) -> tuple[int, int]:
 class CacheWriter:
     """Journals replies and attempts as they arrive and publishes them as parquet in batches.
 
-    Each `add` goes to this writer's journal at once (see `tasks.journal`), so a process
+    Each `add` goes to this writer's journal at once (see `tasks.judging.journal`), so a process
     killed at any moment loses only the calls still in flight. A flush publishes the
     buffered rows as parquet when `max_rows` replies are waiting or the oldest waiting row
     is `max_age_s` old, and at `close()`; then it deletes the journal segment and releases
-    the published calls' claims (`tasks.cooperation.CallClaims`), so another run that waits
+    the published calls' claims (`tasks.judging.claims.CallClaims`), so another run that waits
     for one of them finds its reply stored. Files are written in a worker thread so sending
     never waits.
 

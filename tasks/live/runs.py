@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from schemas import LiveSummaryRow, conform
-from tasks.live import SUMMARY_FILE
+from tasks.live.outcomes import SUMMARY_FILE
 from tasks.storage import write_json_atomic
 from tasks.workdir import WorkDir
 

@@ -11,7 +11,7 @@ from typing import Any, Literal
 import pandas as pd
 
 from schemas.vocabulary import DESIGNS, POLICIES
-from tasks.report_charts import esc, pct, signed_pct
+from tasks.report.charts import esc, pct, signed_pct
 
 GROUP = ("judge", "config", "dataset")
 """The columns naming one (judge, config, dataset) group: the report's row key."""

@@ -1,7 +1,7 @@
 """Provider dialects: how one attempt is sent and its HTTP reply classified, per API.
 
 One seam: `Provider.call(request) -> Reply | CallFailure` makes exactly one HTTP attempt.
-Retries, limits and records are the client's job (`tasks.client`). Providers register by
+Retries, limits and records are the client's job (`tasks.judging.client`). Providers register by
 name in `PROVIDERS`; `openai` speaks chat completions, `anthropic` the Messages API.
 """
 
@@ -18,7 +18,7 @@ import httpx
 
 from schemas.judge import JudgeSpec, ReasoningConfig
 from schemas.vocabulary import ErrorCategory
-from tasks.cache import decoding_params
+from tasks.judging.cache import decoding_params
 
 __all__ = [
     "CALL_KEY_HEADER",

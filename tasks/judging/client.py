@@ -3,7 +3,7 @@
 Failures are classified (`schemas.vocabulary.ErrorCategory`) and every attempt becomes an
 `AttemptRecord`; a failure is never turned into a reply. The API key lives only inside the
 provider's request headers: it is scrubbed from every detail string this module produces.
-Provider dialects (request body, reply parsing) are in `tasks.providers`.
+Provider dialects (request body, reply parsing) are in `tasks.judging.providers`.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ import httpx
 from schemas.calls import AttemptRecord, ReplyRecord
 from schemas.judge import JudgeSpec
 from schemas.vocabulary import ErrorCategory
-from tasks.cooperation import CallClaims, Claim
 from tasks.errors import InputError
-from tasks.providers import (
+from tasks.judging.claims import CallClaims, Claim
+from tasks.judging.providers import (
     PROVIDERS,
     CallFailure,
     CallRequest,

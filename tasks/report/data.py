@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tasks.report import ReportData, write_report
+from tasks.report.render import ReportData, write_report
 from tasks.runrecord import read_record
 from tasks.warehouse import build_warehouse, query
 from tasks.workdir import WorkDir
@@ -48,7 +48,7 @@ def _live_side(
     replay sections and the expected savings come from the most recent full-grid run of the
     same plan, template and judges; without one they stay empty. Other runs: themselves.
     """
-    from tasks.live_runs import find_reference_run, read_live_summary
+    from tasks.live.runs import find_reference_run, read_live_summary
 
     live = read_live_summary(work, run_id)
     if live is None:

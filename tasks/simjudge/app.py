@@ -1,6 +1,6 @@
 """The simulated judge's HTTP app: OpenAI- and Anthropic-style endpoints and their state.
 
-Replies come from personas (`tasks.simjudge_persona`) in the verdict format of whichever
+Replies come from personas (`tasks.simjudge.persona`) in the verdict format of whichever
 template rendered the prompt. With a manifest the app knows which slot holds the keyed
 answer (answers are indexed by SHA-256); otherwise a stable latent preference is derived
 from the two answer hashes. Replies and faults are pure functions of the request body
@@ -27,7 +27,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from schemas import ManifestRow, conform
-from tasks.simjudge_persona import (
+from tasks.simjudge.persona import (
     PRESETS,
     Faults,
     Persona,

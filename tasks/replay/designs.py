@@ -4,7 +4,7 @@ A pattern is one pair's full grid of outcome classes, shape (K, 2) with column 0
 call and column 1 the `BA` call of each seed. An assignment picks one order per seed; a
 design is a uniform distribution over its assignments. Every metric is the plain mean over
 the design's assignments of the policy's exact behaviour on that assignment's reference
-(tables from `tasks.replay_policies`), computed for many patterns at once. Scores here are
+(tables from `tasks.replay.policies`), computed for many patterns at once. Scores here are
 A-scores; the caller turns them into scores against key `B` (score = 1 - A-score).
 """
 
@@ -16,7 +16,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from tasks.replay_policies import (
+from tasks.replay.policies import (
     CLASS_A,
     CLASS_B,
     CLASS_T,

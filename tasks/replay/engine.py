@@ -21,9 +21,9 @@ import pyarrow as pa
 from schemas import ComponentRow, DesignRow, ReplayRow, SummaryRow, arrow_schema
 from schemas.vocabulary import DESIGNS, POLICIES
 from tasks.errors import InputError
-from tasks.match import cost_to_match
-from tasks.replay_designs import POLICY_DESIGNS, POLICY_METRICS, component_costs, evaluate_patterns
-from tasks.replay_grid import ReplayGrid, build_grid, dense_codes
+from tasks.replay.designs import POLICY_DESIGNS, POLICY_METRICS, component_costs, evaluate_patterns
+from tasks.replay.grid import ReplayGrid, build_grid, dense_codes
+from tasks.replay.matching import cost_to_match
 from tasks.storage import write_parquet_atomic
 
 __all__ = [

@@ -21,14 +21,14 @@ import pyarrow.parquet as pq
 
 from schemas import CallRecord, LabelRecord, OutcomeRow, column_names, conform
 from schemas.vocabulary import DISPOSITIONS, OUTCOMES
-from tasks.dispositions import (
+from tasks.errors import GateError, InputError, IntegrityError
+from tasks.gates import Check, run_gate
+from tasks.remap.dispositions import (
     compute_disclosure,
     compute_dispositions,
     disclosure_table,
     dispositions_table,
 )
-from tasks.errors import GateError, InputError, IntegrityError
-from tasks.quality import Check, run_gate
 from tasks.storage import write_parquet_atomic
 from tasks.workdir import WorkDir
 
@@ -434,8 +434,8 @@ def remap_run(work: WorkDir, run_id: str) -> RemapResult:
 
     Reads only stored data: no judge is called. Raises before anything is written.
     """
-    from tasks.cache import read_replies
-    from tasks.manifest import read_manifest
+    from tasks.ingest.manifest import read_manifest
+    from tasks.judging.cache import read_replies
     from tasks.parsing import PARSER_VERSION, parse_reply
     from tasks.plan import read_plan
 

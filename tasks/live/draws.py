@@ -20,9 +20,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from schemas import LiveDrawRow, conform, rows_to_table
-from tasks.calls import PlannedCall
 from tasks.errors import InputError, IntegrityError
 from tasks.hashing import sha256_text
+from tasks.judging.planned import PlannedCall
 from tasks.plan import check_k
 from tasks.storage import write_parquet_atomic
 from tasks.workdir import WorkDir

@@ -34,9 +34,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tasks.cache import fold_dead_journals, stored_keys
 from tasks.errors import InputError
-from tasks.journal import DeadWriterWatch
+from tasks.judging.cache import fold_dead_journals, stored_keys
+from tasks.judging.journal import DeadWriterWatch
 from tasks.storage import FolderChanges
 from tasks.workdir import WorkDir
 

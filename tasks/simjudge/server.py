@@ -1,6 +1,6 @@
 """Running the simulated judge: a background-thread server, or a `serve-judge` subprocess.
 
-The app itself (endpoints, personas, faults) lives in `tasks.simjudge_app`.
+The app itself (endpoints, personas, faults) lives in `tasks.simjudge.app`.
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ import httpx
 import pyarrow as pa
 import uvicorn
 
-from tasks.simjudge_app import SimJudge
-from tasks.simjudge_persona import PRESETS, Persona
+from tasks.simjudge.app import SimJudge
+from tasks.simjudge.persona import PRESETS, Persona
 
 __all__ = ["SimJudge", "SimJudgeServer", "bind_loopback", "make_server", "simjudge_subprocess"]
 
-_REPO = Path(__file__).resolve().parents[1]
+_REPO = Path(__file__).resolve().parents[2]
 
 
 class _Server(uvicorn.Server):

@@ -20,8 +20,8 @@ from pydantic import ValidationError
 
 from schemas import MANIFEST_FORMAT, ManifestInfo, ManifestRow, Pair, rows_to_table
 from tasks.errors import GateError, InputError, IntegrityError
+from tasks.gates import Check, gate_once, run_gate
 from tasks.hashing import canonical_json, sha256_text
-from tasks.quality import Check, gate_once, run_gate
 from tasks.storage import read_stored_folder, write_json_atomic, write_parquet_atomic
 from tasks.workdir import WorkDir
 

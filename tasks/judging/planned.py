@@ -17,9 +17,9 @@ from schemas.arrow import conform
 from schemas.calls import CallRecord
 from schemas.judge import JudgeSpec, ReasoningConfig
 from schemas.vocabulary import ErrorCategory
-from tasks.cache import CallKeyer, messages_sha256
 from tasks.errors import IntegrityError
-from tasks.providers import CallRequest
+from tasks.judging.cache import CallKeyer, messages_sha256
+from tasks.judging.providers import CallRequest
 from tasks.templates import RenderedPrompt, render
 
 __all__ = ["PlannedCall", "attempts_made", "call_records", "last_failures", "plan_calls"]

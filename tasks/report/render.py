@@ -10,8 +10,8 @@ import pandas as pd
 
 from schemas import DesignRow, DisclosureRow, SummaryRow, column_names
 from tasks.errors import InputError
-from tasks.report_page import page
-from tasks.report_sections import (
+from tasks.report.page import page
+from tasks.report.sections import (
     bias_section,
     changes_section,
     cost_section,
@@ -22,7 +22,7 @@ from tasks.report_sections import (
     run_header,
     scores_section,
 )
-from tasks.report_tables import GROUP, ordered
+from tasks.report.tables import GROUP, ordered
 from tasks.storage import write_text_atomic
 
 __all__ = ["ReportData", "render_report", "validate_report_data", "write_report"]

@@ -1,5 +1,5 @@
 """Benchmark loaders: JudgeBench and RM-Bench files into `Pair`s, answer text exact, and
-`read_source`, which dispatches on the source kind (generic tables: `tasks.table_loaders`).
+`read_source`, which dispatches on the source kind (generic tables: `tasks.ingest.tables`).
 
 Rows are 1-based: the line of a JudgeBench `.jsonl`, the record of an RM-Bench JSON array.
 Each `read_*` gives the pairs with the row of each (`LoadedPairs`), so that freezing can
@@ -14,10 +14,10 @@ from typing import Any
 
 from schemas import Pair
 from schemas.vocabulary import Identity
-from tasks.demo_benchmark import demo_pairs
 from tasks.errors import InputError
 from tasks.hashing import canonical_json, digest
-from tasks.table_loaders import (
+from tasks.ingest.demo_benchmark import demo_pairs
+from tasks.ingest.tables import (
     TOO_DEEP,
     ColumnMapping,
     LoadedPairs,

@@ -1,7 +1,7 @@
 """Live paired unanimity's decisions: remapping executed calls, stops, summaries and their replay.
 
 A live run executes the stopping policy instead of the full grid, over the draws of
-`tasks.live_draws`. Wave 1 sends the first couple of every pair to every judge config; a pair
+`tasks.live.draws`. Wave 1 sends the first couple of every pair to every judge config; a pair
 whose two outcomes are decisive and equal stops with that identity. Wave 2 sends the other K-2
 reference calls of the pairs that did not stop; their decision is the full reference decision.
 Failed calls (`M`) count as executed and are never decisive.
@@ -23,15 +23,15 @@ import pyarrow.parquet as pq
 
 from schemas import LivePairRow, LiveSummaryRow, rows_to_table
 from schemas.vocabulary import Design, Policy
-from tasks.dispositions import (
+from tasks.errors import InputError, IntegrityError
+from tasks.live.draws import Group, Slot
+from tasks.remap.dispositions import (
     compute_disclosure,
     compute_dispositions,
     disclosure_table,
     dispositions_table,
 )
-from tasks.errors import InputError, IntegrityError
-from tasks.live_draws import Group, Slot
-from tasks.remap import RemapResult, remap_run
+from tasks.remap.outcomes import RemapResult, remap_run
 from tasks.storage import write_parquet_atomic
 from tasks.workdir import WorkDir
 

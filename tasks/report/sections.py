@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from schemas.vocabulary import DESIGNS, POLICIES
-from tasks.report_charts import (
+from tasks.report.charts import (
     CHANGE_COLORS,
     DESIGN_COLORS,
     POLICY_COLORS,
@@ -24,7 +24,7 @@ from tasks.report_charts import (
     pct,
     share_bar_chart,
 )
-from tasks.report_tables import (
+from tasks.report.tables import (
     GROUP,
     KEY_COLS,
     Col,

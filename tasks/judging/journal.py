@@ -9,7 +9,7 @@ files holding a segment's lines are published, the segment is deleted.
 
 Each segment is held with an exclusive `flock` while its writer lives; the kernel drops it
 when the writer dies, however it dies. `dead_segments` yields the segments nobody holds
-(their writer died before publishing them); `tasks.cache.fold_dead_journals` publishes
+(their writer died before publishing them); `tasks.judging.cache.fold_dead_journals` publishes
 their lines as parquet and deletes them. Lines may then be stored twice (if the writer died
 between publishing and deleting): harmless, readers keep one row per call key.
 

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from schemas.outcomes import REPLAY_INPUT_COLUMNS
 from tasks.errors import InputError
-from tasks.replay_policies import CLASS_A, CLASS_B, CLASS_OTHER, CLASS_T, MAX_K
+from tasks.replay.policies import CLASS_A, CLASS_B, CLASS_OTHER, CLASS_T, MAX_K
 
 OUTCOME_CLASS = {
     "A": CLASS_A,

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from html import escape
 
-from tasks.match import upper_envelope
+from tasks.replay.matching import upper_envelope
 
 POLICY_COLORS: Mapping[str, str] = {
     "full": "#6b7280",

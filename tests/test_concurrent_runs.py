@@ -19,7 +19,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import StagedPlan, stage_demo_plan
+from support import StagedPlan, stage_demo_plan
 
 from schemas.calls import ReplyRecord
 from schemas.judge import JudgeSpec

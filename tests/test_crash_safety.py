@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import copy_stored_plans, stage_demo_plan
+from support import copy_stored_plans, stage_demo_plan
 
 from schemas.judge import JudgeSpec
 from tasks.judging.cache import read_replies, stored_keys

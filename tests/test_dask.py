@@ -12,7 +12,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import StagedPlan, stage_demo_plan
+from support import StagedPlan, stage_demo_plan
 
 from schemas.judge import JudgeSpec, ReasoningConfig
 from tasks.errors import InputError, IntegrityError

@@ -9,7 +9,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import StagedPlan, copy_stored_plans, stage_demo_plan
+from support import StagedPlan, copy_stored_plans, stage_demo_plan
 
 from schemas.judge import JudgeSpec
 from tasks.judging.cache import read_attempts, stored_keys

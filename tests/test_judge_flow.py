@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import StagedPlan, stage_demo_plan
+from support import StagedPlan, stage_demo_plan
 from typer.testing import CliRunner
 
 from schemas.judge import JudgeSpec, ReasoningConfig

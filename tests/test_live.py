@@ -14,7 +14,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import stage_demo_plan
+from support import stage_demo_plan
 
 from schemas import LiveDrawRow, LivePairRow, LiveSummaryRow, arrow_schema, rows_to_table
 from schemas.judge import JudgeSpec

@@ -18,7 +18,7 @@ from schemas.calls import CallRecord
 from schemas.judge import JudgeSpec, ReasoningConfig
 from schemas.vocabulary import ErrorCategory
 from tasks.errors import IntegrityError
-from tasks.judging.cache import CallKeyer, messages_sha256
+from tasks.judging.callkey import CallKeyer, messages_sha256
 from tasks.judging.providers import CallRequest
 from tasks.templates import RenderedPrompt, render
 

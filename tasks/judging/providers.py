@@ -18,7 +18,7 @@ import httpx
 
 from schemas.judge import JudgeSpec, ReasoningConfig
 from schemas.vocabulary import ErrorCategory
-from tasks.judging.cache import decoding_params
+from tasks.judging.callkey import decoding_params
 
 __all__ = [
     "CALL_KEY_HEADER",

@@ -1,0 +1,127 @@
+"""The call key: the SHA-256 of everything that decides a judge's reply, defined in one place.
+
+Providers read the decoding parameters from here (what is sent is what is keyed); the cache
+stores replies under these keys and never decides what enters them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from schemas.judge import JudgeSpec, ReasoningConfig
+from tasks.hashing import canonical_json, sha256_text
+
+__all__ = [
+    "CALL_KEY_FORMAT",
+    "CallKeyer",
+    "call_key",
+    "call_key_from_digest",
+    "decoding_params",
+    "messages_sha256",
+]
+
+CALL_KEY_FORMAT = "judgeline-call-v1"
+"""First part of every call key's serialisation; bump it if what enters the key changes."""
+
+
+def decoding_params(spec: JudgeSpec, config: ReasoningConfig, seed: int) -> dict[str, Any]:
+    """The request parameters that decide a reply, as sent (the config's extra wins).
+
+    The seed is always included: it tells the K repeats apart even for providers that do
+    not accept one, so they never collapse into one cached call.
+    """
+    params: dict[str, Any] = {
+        "temperature": spec.temperature,
+        "max_tokens": spec.max_tokens,
+        "seed": seed,
+    }
+    if spec.top_p is not None:
+        params["top_p"] = spec.top_p
+    params.update(spec.extra)
+    params.update(config.extra)
+    return params
+
+
+def messages_sha256(messages: Sequence[dict[str, str]]) -> str:
+    """SHA-256 of the rendered messages' canonical JSON."""
+    return sha256_text(canonical_json(list(messages)))
+
+
+class CallKeyer:
+    """Call keys for one (judge, config): the definition of a call key, in one place.
+
+    In: provider, model, decoding params, repeat index, template id and hash, messages.
+    Out: timeouts, keys, base URL, concurrency, retries, judge and config names.
+    The key is the SHA-256 of the canonical JSON of that list; the constant parts are
+    serialised once, so planning 100,000 calls costs one small hash each.
+    """
+
+    def __init__(self, spec: JudgeSpec, config: ReasoningConfig) -> None:
+        self.spec = spec
+        self.config = config
+        self._head = ",".join(
+            canonical_json(v) for v in (CALL_KEY_FORMAT, spec.provider, spec.model)
+        )
+        self._params: dict[int, str] = {}
+        self._tails: dict[tuple[int, str, str], str] = {}
+
+    def key(
+        self, *, seed: int, repeat: int, template_id: str, template_hash: str, messages_digest: str
+    ) -> str:
+        params = self._params.get(seed)
+        if params is None:
+            params = canonical_json(decoding_params(self.spec, self.config, seed))
+            self._params[seed] = params
+        tail = self._tails.get((repeat, template_id, template_hash))
+        if tail is None:
+            tail = ",".join(canonical_json(v) for v in (repeat, template_id, template_hash))
+            self._tails[(repeat, template_id, template_hash)] = tail
+        # Equal to digest(FORMAT, provider, model, params, repeat, template id, template
+        # hash, messages digest): canonical JSON of a list is its items' JSON joined by ",".
+        # A hex digest's JSON is itself in quotes; skip the encoder for the common case.
+        plain = messages_digest.isascii() and messages_digest.isalnum()
+        quoted = f'"{messages_digest}"' if plain else canonical_json(messages_digest)
+        return sha256_text(f"[{self._head},{params},{tail},{quoted}]")
+
+
+def call_key_from_digest(
+    spec: JudgeSpec,
+    config: ReasoningConfig,
+    *,
+    seed: int,
+    repeat: int,
+    template_id: str,
+    template_hash: str,
+    messages_digest: str,
+) -> str:
+    """The call key given the messages' SHA-256 (see `CallKeyer` for what enters it)."""
+    return CallKeyer(spec, config).key(
+        seed=seed,
+        repeat=repeat,
+        template_id=template_id,
+        template_hash=template_hash,
+        messages_digest=messages_digest,
+    )
+
+
+def call_key(
+    spec: JudgeSpec,
+    config: ReasoningConfig,
+    *,
+    seed: int,
+    repeat: int,
+    template_id: str,
+    template_hash: str,
+    messages: Sequence[dict[str, str]],
+) -> str:
+    """SHA-256 of what decides a judge's reply: the cache key of one call."""
+    return call_key_from_digest(
+        spec,
+        config,
+        seed=seed,
+        repeat=repeat,
+        template_id=template_id,
+        template_hash=template_hash,
+        messages_digest=messages_sha256(messages),
+    )

@@ -1,0 +1,119 @@
+"""Stored plans: written once (gated, atomic), resolved by prefix, read and gated."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+
+from schemas import PlanInfo, PresentationRow, conform
+from tasks.errors import GateError, InputError, IntegrityError
+from tasks.gates import gate_once
+from tasks.ingest.manifest import MANIFEST_FILE, MANIFEST_INFO_FILE
+from tasks.plan.files import PLAN_FILE, PLAN_ID, PLAN_INFO_FILE
+from tasks.plan.gate import gate_plan
+from tasks.storage import read_stored_folder, write_json_atomic, write_parquet_atomic
+from tasks.workdir import WorkDir
+
+
+def _read_dir(folder: Path, name: str) -> tuple[PlanInfo, pa.Table]:
+    """Read one stored plan folder without gating it; IntegrityError if unreadable."""
+    return read_stored_folder(
+        folder,
+        kind="plan",
+        name=name,
+        info_file=PLAN_INFO_FILE,
+        info_model=PlanInfo,
+        id_field="plan_id",
+        table_file=PLAN_FILE,
+        row_model=PresentationRow,
+    )
+
+
+def _sorted(table: pa.Table) -> pa.Table:
+    return table.sort_by([("pair_id", "ascending"), ("seed", "ascending"), ("order", "ascending")])
+
+
+def _verify_existing(work: WorkDir, info: PlanInfo, table: pa.Table) -> PlanInfo:
+    """A stored plan with this id must pass its gate and hold exactly these presentations."""
+    stored_info, stored = _read_dir(work.plan_dir(info.plan_id), info.plan_id)
+    try:
+        gate_plan(stored_info, stored, work)
+    except GateError as exc:
+        raise IntegrityError(
+            f"plan {info.plan_id}: the stored plan fails its gate and will not be overwritten.\n"
+            f"{exc}"
+        ) from exc
+    if not _sorted(stored).equals(_sorted(table)):
+        raise IntegrityError(f"plan {info.plan_id}: the stored presentations differ from a redraw")
+    return stored_info
+
+
+def write_plan(work: WorkDir, info: PlanInfo, table: pa.Table) -> PlanInfo:
+    """Gate and store a plan once (atomic); if it is already stored, verify and return it."""
+    table = conform(table, PresentationRow, where=f"plan {info.plan_id}")
+    final = work.plan_dir(info.plan_id)
+    if final.exists():
+        return _verify_existing(work, info, table)
+    staging = work.plans / f".staging-{info.plan_id[:16]}-{uuid.uuid4().hex}"
+    try:
+        write_parquet_atomic(table, staging / PLAN_FILE)
+        write_json_atomic(info.model_dump(mode="json"), staging / PLAN_INFO_FILE)
+        stored_info, stored = _read_dir(staging, info.plan_id)
+        gate_plan(stored_info, stored, work)
+        try:
+            os.rename(staging, final)
+        except OSError:
+            if not (final / PLAN_FILE).exists():
+                raise
+            return _verify_existing(work, info, table)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return info
+
+
+def resolve_plan_id(work: WorkDir, prefix: str) -> str:
+    """The stored plan id that `prefix` names uniquely."""
+    prefix = prefix.strip().lower()
+    root = work.root / "plans"
+    names = [p.name for p in root.iterdir() if p.is_dir()] if root.is_dir() else []
+    names = sorted(n for n in names if not n.startswith("."))
+    if prefix in names:
+        return prefix
+    matches = [n for n in names if prefix and n.startswith(prefix)]
+    if len(matches) != 1:
+        what = "is ambiguous: " + ", ".join(matches) if matches else f"matches no plan in {root}"
+        raise InputError(f"plan id {prefix!r} {what}")
+    return matches[0]
+
+
+def read_plan(work: WorkDir, plan_id: str, *, gate: bool = True) -> tuple[PlanInfo, pa.Table]:
+    """Read a stored plan, conformed to PresentationRow, and (by default) gate it."""
+    if not PLAN_ID.fullmatch(plan_id):
+        raise InputError(f"{plan_id!r} is not a plan id (64 hex digits)")
+    folder = work.root / "plans" / plan_id
+    if not folder.is_dir():
+        raise InputError(f"no plan {plan_id} in {work.root / 'plans'}")
+    info, table = _read_dir(folder, plan_id)
+    if gate:
+        manifest = work.root / "manifests" / info.manifest_hash
+        stored = [folder / PLAN_FILE, folder / PLAN_INFO_FILE]
+        stored += [manifest / MANIFEST_FILE, manifest / MANIFEST_INFO_FILE]
+        gate_once(work.gate_memos, stored, lambda: gate_plan(info, table, work))
+    return info, table
+
+
+def list_plans(work: WorkDir) -> list[PlanInfo]:
+    """The sidecars of every stored plan, oldest first."""
+    root = work.root / "plans"
+    if not root.is_dir():
+        return []
+    infos = [
+        _read_dir(folder, folder.name)[0]
+        for folder in sorted(root.iterdir())
+        if folder.is_dir() and not folder.name.startswith(".")
+    ]
+    return sorted(infos, key=lambda i: (i.created_at, i.plan_id))

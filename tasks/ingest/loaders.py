@@ -17,20 +17,19 @@ from schemas.vocabulary import Identity
 from tasks.errors import InputError
 from tasks.hashing import canonical_json, digest
 from tasks.ingest.demo_benchmark import demo_pairs
-from tasks.ingest.tables import (
+from tasks.ingest.fields import (
     TOO_DEEP,
-    ColumnMapping,
     LoadedPairs,
     check_unicode,
     iter_jsonl,
     json_value,
     read_bytes,
-    read_table,
     required_text,
     shorten,
     text_field,
     type_name,
 )
+from tasks.ingest.tables import ColumnMapping, read_table
 
 __all__ = [
     "KINDS",

@@ -16,12 +16,12 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
-from pydantic import ValidationError
 
 from schemas import MANIFEST_FORMAT, ManifestInfo, ManifestRow, Pair, rows_to_table
 from tasks.errors import GateError, InputError, IntegrityError
 from tasks.gates import Check, gate_once, run_gate
 from tasks.hashing import canonical_json, sha256_text
+from tasks.ingest.validation import SourcePairs, validate_sources
 from tasks.storage import read_stored_folder, write_json_atomic, write_parquet_atomic
 from tasks.workdir import WorkDir
 
@@ -44,13 +44,6 @@ MANIFEST_FILE = "manifest.parquet"
 MANIFEST_INFO_FILE = "manifest.json"
 _HASH = re.compile(r"[0-9a-f]{64}")
 _PAIR_FIELDS = tuple(Pair.model_fields)
-_TEXT_FIELDS = ("pair_id", "dataset", "source", "question", "answer_a", "answer_b")
-_OPTIONAL_TEXT_FIELDS = ("reference", "rubric_revision", "metadata")
-
-SourcePairs = tuple[str, Sequence[Any]] | tuple[str, Sequence[Any], Sequence[int]]
-"""Pairs to freeze: (label, pairs) or (label, pairs, rows). The label names the file (or
-generator) in the sidecar and in errors; `rows[i]` is the 1-based row of that file that
-`pairs[i]` came from, and defaults to the pair's position in `pairs`."""
 
 
 @dataclass(frozen=True)
@@ -77,124 +70,6 @@ def _canonical_text(rows: Iterable[Mapping[str, Any]]) -> str:
 def manifest_hash_of(rows: Iterable[Mapping[str, Any]]) -> str:
     """SHA-256 of the canonical serialisation of pair rows (Pair dicts or ManifestRow dicts)."""
     return sha256_text(_canonical_text(rows))
-
-
-# --- validation -----------------------------------------------------------------------
-
-
-def _unicode_problem(name: str, value: str) -> str | None:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        return f"{name} is not encodable as UTF-8 (unpaired surrogate at character {exc.start})"
-    return None
-
-
-def _pair_problems(pair: Pair) -> list[str]:
-    """Everything wrong with one pair; Pair objects built with model_construct skip
-    pydantic's checks, so the contract is re-checked here field by field."""
-    problems: list[str] = []
-    for name in _TEXT_FIELDS:
-        value = getattr(pair, name, None)
-        if not isinstance(value, str):
-            problems.append(f"{name} is missing")
-            continue
-        if name in ("answer_a", "answer_b", "pair_id"):
-            if value == "":
-                problems.append(f"{name} is empty")
-            elif not value.strip():
-                problems.append(f"{name} is whitespace-only")
-        problem = _unicode_problem(name, value)
-        if problem:
-            problems.append(problem)
-    for name in _OPTIONAL_TEXT_FIELDS:
-        value = getattr(pair, name, None)
-        if value is None and name == "reference":
-            continue
-        if not isinstance(value, str):
-            problems.append(f"{name} is not text")
-            continue
-        problem = _unicode_problem(name, value)
-        if problem:
-            problems.append(problem)
-    key = getattr(pair, "key", None)
-    if key not in ("A", "B", None):
-        problems.append(f"key {key!r} is not A, B or empty")
-    return problems
-
-
-def _as_pair(item: Any, source: str, row: int) -> Pair:
-    if isinstance(item, Pair):
-        return item
-    if isinstance(item, Mapping):
-        try:
-            return Pair.model_validate(dict(item))
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "row"
-            raise InputError(f"{where}: {first['msg']}", file=source, row=row) from None
-    raise InputError(f"not a pair: {type(item).__name__}", file=source, row=row)
-
-
-def _rows(source: SourcePairs) -> Sequence[int]:
-    """The file row of each pair of a source (its position when the source gives none)."""
-    if len(source) == 3:
-        label, items, rows = source
-        if len(rows) != len(items):
-            raise ValueError(f"source {label}: {len(items)} pairs but {len(rows)} rows")
-        return rows
-    return range(1, len(source[1]) + 1)
-
-
-def _validate(sources: Sequence[SourcePairs]) -> tuple[list[Pair], list[str]]:
-    """Check every pair before anything is written; return the pairs and the warnings.
-
-    The first problem is raised as an InputError naming its source and the pair's row in
-    it; any further problems are summarised in the same message so one run shows the
-    extent of the damage.
-    """
-    errors: list[InputError] = []
-    warnings: list[str] = []
-    pairs: list[Pair] = []
-    seen: dict[str, tuple[str, int]] = {}
-    for entry in sources:
-        source, items = entry[0], entry[1]
-        for item, row in zip(items, _rows(entry), strict=True):
-            try:
-                pair = _as_pair(item, source, row)
-            except InputError as exc:
-                errors.append(exc)
-                continue
-            for problem in _pair_problems(pair):
-                errors.append(InputError(f"pair {pair.pair_id!r}: {problem}", file=source, row=row))
-            first = seen.get(pair.pair_id)
-            if first is not None:
-                errors.append(
-                    InputError(
-                        f"duplicate pair id {pair.pair_id!r}: already at {first[0]} row {first[1]}",
-                        file=source,
-                        row=row,
-                    )
-                )
-            else:
-                seen[pair.pair_id] = (source, row)
-            if isinstance(pair.answer_a, str) and pair.answer_a == pair.answer_b:
-                warnings.append(
-                    f"{source}, row {row}: pair {pair.pair_id!r} has byte-identical answers "
-                    "A and B (kept)"
-                )
-            pairs.append(pair)
-    if errors:
-        head = errors[0]
-        problem = head.problem
-        if len(errors) > 1:
-            more = "; ".join(str(e) for e in errors[1:4])
-            extra = f" and {len(errors) - 4} more" if len(errors) > 4 else ""
-            problem += f" (also: {more}{extra})"
-        raise InputError(problem, file=head.file, row=head.row)
-    if not pairs:
-        raise InputError("no pairs to freeze", file=", ".join(s[0] for s in sources) or None)
-    return pairs, warnings
 
 
 # --- building and gating --------------------------------------------------------------
@@ -347,7 +222,7 @@ def freeze_manifest(sources: Sequence[SourcePairs], work: WorkDir) -> FrozenMani
     row of each); errors and warnings name a pair's source and row. Nothing is written
     unless every pair is valid. Identical A and B bytes are warned about and kept.
     """
-    pairs, warnings = _validate(sources)
+    pairs, warnings = validate_sources(sources)
     for warning in warnings:
         log.warning(warning)
     manifest_hash, table = _build_table(pairs)

@@ -37,6 +37,13 @@ from tasks.simjudge.persona import (
     rng_for,
     simulate_reply,
 )
+from tasks.simjudge.wire import (
+    anthropic_error,
+    anthropic_reply,
+    messages_of,
+    openai_error,
+    openai_reply,
+)
 from tasks.templates import DEFAULT_TEMPLATE, identify_template, message_text, slot_texts
 
 __all__ = ["CALL_KEY_HEADER", "SimJudge"]
@@ -209,7 +216,7 @@ class SimJudge:
 
     async def _handle(self, request: Request, anthropic: bool) -> Response:
         started = time.perf_counter()
-        err = _anthropic_error if anthropic else _openai_error
+        err = anthropic_error if anthropic else openai_error
         if not self._authorized(request, anthropic):
             self._record(request, None, 401, None, started, None)
             return err(401, "authentication", "invalid or missing API key")
@@ -224,7 +231,7 @@ class SimJudge:
         if persona is None or not isinstance(model, str):
             self._record(request, model, 404, None, started, None)
             return err(404, "not_found", f"The model `{model}` does not exist", param="model")
-        messages, problem = _messages_of(body, anthropic)
+        messages, problem = messages_of(body, anthropic)
         effort = body.get("reasoning_effort")
         if problem is None and effort is not None:
             try:
@@ -274,9 +281,9 @@ class SimJudge:
         prompt_tokens = sum(len(message_text(m.get("content")) or "") for m in messages) // 4
         usage = (prompt_tokens, len(text) // 4 + 1)
         payload = (
-            _anthropic_reply(digest, model, text, usage)
+            anthropic_reply(digest, model, text, usage)
             if anthropic
-            else _openai_reply(digest, model, text, usage)
+            else openai_reply(digest, model, text, usage)
         )
         data = json.dumps(payload).encode("ascii")
         if fault != "stall":
@@ -297,7 +304,7 @@ class SimJudge:
 
     async def _models(self, request: Request) -> Response:
         if not (self._authorized(request, False) or self._authorized(request, True)):
-            return _openai_error(401, "authentication", "invalid or missing API key")
+            return openai_error(401, "authentication", "invalid or missing API key")
         data = [
             {"id": name, "object": "model", "created": 0, "owned_by": "judgeline-simjudge"}
             for name in self.personas
@@ -324,82 +331,3 @@ class SimJudge:
         except ValueError as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
         return JSONResponse({name: f.model_dump() for name, f in faults.items()})
-
-
-def _messages_of(body: Any, anthropic: bool) -> tuple[list[dict[str, Any]] | None, str | None]:
-    """The request's messages with any Anthropic `system` put first, or a problem."""
-    if not isinstance(body, dict):
-        return None, "request body must be a JSON object"
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        return None, "messages: a non-empty list is required"
-    if not all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages):
-        return None, "messages: each message needs a role"
-    if not anthropic:
-        return messages, None
-    if not isinstance(body.get("max_tokens"), int):
-        return None, "max_tokens: Field required"
-    system = body.get("system")
-    if system is None:
-        return messages, None
-    text = message_text(system)
-    if text is None:
-        return None, "system: must be a string or a list of text blocks"
-    return [{"role": "system", "content": text}, *messages], None
-
-
-_OPENAI_TYPES = {
-    "authentication": ("invalid_request_error", "invalid_api_key"),
-    "invalid_request": ("invalid_request_error", None),
-    "not_found": ("invalid_request_error", "model_not_found"),
-    "rate_limit": ("requests", "rate_limit_exceeded"),
-    "server": ("server_error", None),
-}
-_ANTHROPIC_TYPES = {
-    "authentication": "authentication_error",
-    "invalid_request": "invalid_request_error",
-    "not_found": "not_found_error",
-    "rate_limit": "rate_limit_error",
-    "server": "api_error",
-}
-
-
-def _openai_error(status: int, kind: str, message: str, param: str | None = None) -> Response:
-    kind_type, code = _OPENAI_TYPES[kind]
-    error = {"message": message, "type": kind_type, "param": param, "code": code}
-    return JSONResponse({"error": error}, status_code=status)
-
-
-def _anthropic_error(status: int, kind: str, message: str, param: str | None = None) -> Response:
-    error = {"type": _ANTHROPIC_TYPES[kind], "message": message}
-    return JSONResponse({"type": "error", "error": error}, status_code=status)
-
-
-def _openai_reply(digest: str, model: str, text: str, usage: tuple[int, int]) -> dict[str, Any]:
-    message = {"role": "assistant", "content": text, "refusal": None}
-    return {
-        "id": f"chatcmpl-sim{digest[:24]}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "system_fingerprint": "judgeline-simjudge-1",
-        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": "stop"}],
-        "usage": {
-            "prompt_tokens": usage[0],
-            "completion_tokens": usage[1],
-            "total_tokens": usage[0] + usage[1],
-        },
-    }
-
-
-def _anthropic_reply(digest: str, model: str, text: str, usage: tuple[int, int]) -> dict[str, Any]:
-    return {
-        "id": f"msg_sim{digest[:24]}",
-        "type": "message",
-        "role": "assistant",
-        "model": model,
-        "content": [{"type": "text", "text": text}],
-        "stop_reason": "end_turn",
-        "stop_sequence": None,
-        "usage": {"input_tokens": usage[0], "output_tokens": usage[1]},
-    }

@@ -1,1 +1,49 @@
-"""TODO"""
+"""Remap: stored replies -> slot labels -> identity outcomes -> dispositions.
+
+`outcomes` joins a run's calls with their replies by call key and with the trusted
+presentation map by presentation id only (behind a gate), parses labels and writes the
+run's labels and outcomes; `dispositions` classifies each (pair, judge config) and builds
+the disclosure table.
+"""
+
+from tasks.remap.dispositions import (
+    compute_disclosure,
+    compute_dispositions,
+    disclosure_table,
+    dispositions_table,
+    two_order_disposition,
+)
+from tasks.remap.outcomes import (
+    ParsedLike,
+    RemapResult,
+    RunRef,
+    check_call_columns,
+    check_remap,
+    identity_claims,
+    parse_labels,
+    read_calls,
+    read_run_ref,
+    remap_outcomes,
+    remap_run,
+    write_remap,
+)
+
+__all__ = [
+    "ParsedLike",
+    "RemapResult",
+    "RunRef",
+    "check_call_columns",
+    "check_remap",
+    "compute_disclosure",
+    "compute_dispositions",
+    "disclosure_table",
+    "dispositions_table",
+    "identity_claims",
+    "parse_labels",
+    "read_calls",
+    "read_run_ref",
+    "remap_outcomes",
+    "remap_run",
+    "two_order_disposition",
+    "write_remap",
+]

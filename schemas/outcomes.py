@@ -17,7 +17,7 @@ from schemas.vocabulary import (
 
 class OutcomeRow(BaseModel):
     """One planned slot remapped to an identity outcome. Its first eight columns are the
-    replay input of SPEC section 6."""
+    replay input (docs/design.md#replay-input)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -37,11 +37,11 @@ class OutcomeRow(BaseModel):
 
 
 REPLAY_INPUT_COLUMNS = ("judge", "config", "dataset", "pair_id", "seed", "order", "outcome", "key")
-"""The replay input contract (SPEC section 6), a prefix of OutcomeRow."""
+"""The replay input contract (docs/design.md#replay-input), a prefix of OutcomeRow."""
 
 
 class ReplayInputRow(BaseModel):
-    """One row of the replay input (SPEC section 6)."""
+    """One row of the replay input (docs/design.md#replay-input)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

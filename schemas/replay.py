@@ -8,7 +8,7 @@ from schemas.vocabulary import Design, Policy
 
 
 class DesignRow(BaseModel):
-    """Per (judge, config, dataset, pair, design): SPEC section 4's exact metrics."""
+    """Per (judge, config, dataset, pair, design): the exact docs/design.md#design-metrics."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

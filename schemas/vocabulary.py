@@ -1,4 +1,4 @@
-"""The closed vocabularies of SPEC.md: identities, slots, orders, outcomes, designs, policies."""
+"""Closed vocabularies (docs/design.md): identities, slots, orders, outcomes, designs, policies."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ Strength = Literal["strong", "weak"]
 """Verdict strength where the template has one (`>>` is strong, `>` is weak)."""
 
 Outcome = Literal["A", "B", "T", "X", "I", "M"]
-"""Identity outcome of one planned call after remapping (SPEC section 2)."""
+"""Identity outcome of one planned call after remapping (docs/design.md#outcome-codes)."""
 
 Disposition = Literal[
     "stable_A",
@@ -29,16 +29,16 @@ Disposition = Literal[
     "incomplete_I",
     "incomplete_X",
 ]
-"""Two-order disposition of one (pair, seed) judged in both orders (SPEC section 2)."""
+"""Two-order disposition of one (pair, seed) judged in both orders (docs/design.md#dispositions)."""
 
 Design = Literal["common", "independent", "balanced"]
-"""Reference selection design: which order each of the K seeds uses (SPEC section 4)."""
+"""Reference selection design: which order each of the K seeds uses (docs/design.md#designs)."""
 
 PlanDesign = Literal["full", "common", "independent", "balanced"]
 """What a plan holds: the full 2K grid, or K presentations per pair drawn under one design."""
 
 Policy = Literal["full", "nonstrict", "strict", "paired_unanimity"]
-"""Stopping policy: how many of the reference's K calls are executed (SPEC section 5)."""
+"""Stopping policy: how many of the reference's K calls run (docs/design.md#stopping-policies)."""
 
 Decision = Literal["A", "B", "N"]
 """Decision of a multiset of outcomes: majority of A/B votes, else neutral."""

@@ -22,7 +22,7 @@ FAILURES = ["M", "I", "X"]  # worst first
 
 
 def expected_disposition(ab: str, ba: str) -> str:
-    """SPEC section 2, written independently of the module's lookup table."""
+    """docs/design.md#dispositions, written independently of the module's lookup table."""
     pair = {ab, ba}
     if pair <= DECISIVE:
         return "stable_" + ab if len(pair) == 1 else "order_conflict"

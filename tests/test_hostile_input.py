@@ -6,7 +6,7 @@ presentation, call or field, and that nothing already recorded changed (the mani
 plans folders are compared byte for byte).
 
 Decisions where the behaviour is a judgement:
-- Huge answers (10 MB) are accepted and frozen exactly: SPEC keeps answer bytes as given,
+- Huge answers (10 MB) are accepted and frozen exactly: a manifest keeps answer bytes as given,
   and whether a judge can read them is the judge's concern (a provider that refuses the
   request records the call as `M` with its category). Loading, freezing, rendering and the
   identity-claim detector handle 10 MB linearly; nothing truncates.

@@ -1,4 +1,4 @@
-"""Replay engine: SPEC properties over exhaustive grids, hand-computed cases, input errors,
+"""Replay engine: design properties over exhaustive grids, hand-computed cases, input errors,
 the cost to match, and the flow and CLI on real files."""
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def exhaustive_design() -> pa.Table:
     return replay(table_of(grids, [None] * len(grids)), policies=["full"]).design
 
 
-# --- SPEC properties, exhaustively -------------------------------------------------------
+# --- docs/design.md#tested-properties, exhaustively ------------------------------------
 
 
 def test_independent_captures_three_quarters_of_balanced_agreement(

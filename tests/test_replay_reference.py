@@ -1,7 +1,7 @@
-"""The replay engine against a slow, literal reference in exact fractions (SPEC sections 3-5).
+"""The replay engine against a slow literal reference in exact fractions (docs/design.md#exactness).
 
 The reference enumerates every assignment of the design, every call order (all K!
-permutations) and every perfect matching x pair order, and follows the SPEC's words with no
+permutations) and every perfect matching x pair order, and follows docs/design.md's words with no
 shortcut; the engine must agree with it to 1e-12 on random outcome tables.
 """
 

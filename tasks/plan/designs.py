@@ -17,7 +17,7 @@ from tasks.hashing import digest, sha256_text
 
 
 def check_k(k: Any) -> int:
-    """K must be an even integer >= 2 (SPEC section 1)."""
+    """K must be an even integer >= 2 (docs/design.md#vocabulary)."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 2 or k % 2:
         raise InputError(f"K must be an even integer >= 2, got {k!r}")
     return k

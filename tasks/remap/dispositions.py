@@ -22,7 +22,7 @@ _DISPOSITION_INDEX = {d: i for i, d in enumerate(DISPOSITIONS)}
 
 
 def two_order_disposition(ab: str, ba: str) -> str:
-    """SPEC section 2, for one (pair, seed): the reference rule the lookup table is built from."""
+    """docs/design.md#dispositions for one (pair, seed): the rule the lookup table is built from."""
     decisive = {"A", "B"}
     if ab in decisive and ba in decisive:
         return f"stable_{ab}" if ab == ba else "order_conflict"

@@ -1,4 +1,4 @@
-"""The exact replay of stopping policies under reference selection designs (SPEC sections 3-6).
+"""The exact replay of stopping policies under reference selection designs (docs/design.md#replay).
 
 `replay` turns cached call outcomes into three tables: per-pair policy metrics
 (`replay.parquet`), their per-group summaries with the cost to match (`summary.parquet`) and
@@ -282,7 +282,7 @@ def replay(
 ) -> ReplayResult:
     """Replay every policy under every design exactly, for each pair of the outcomes table.
 
-    `outcomes` has the SPEC section 6 input columns (extra columns, as in an OutcomeRow
+    `outcomes` has the docs/design.md#replay-input columns (extra columns, as in an OutcomeRow
     table, are ignored); `where` names it in errors.
     """
     combos = design_policy_pairs(designs, policies)

@@ -1,6 +1,6 @@
 """Replay input: checks that every pair holds exactly its full 2K grid, and encodes it as codes.
 
-The input is long (one row per cached call outcome, SPEC section 6). K is the number of
+The input is long (one row per cached call outcome, docs/design.md#replay-input). K is the number of
 distinct seeds of each (judge, config, dataset) group. Everything is done with Arrow hash
 encodings and NumPy scatters, so a million pairs take seconds; errors name the group, the
 pair and what is missing, duplicated or malformed.

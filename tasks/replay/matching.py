@@ -3,7 +3,7 @@
 A mixture randomises over components (cost, agreement), so its (expected cost, agreement)
 points fill the convex hull of the components; the best agreement at a given cost is the
 upper concave envelope, and the cheapest mixture reaching a target sits where that envelope
-first crosses it (SPEC section 5, "Nonadaptive baselines and the cost to match").
+first crosses it (docs/design.md#cost-to-match).
 """
 
 from __future__ import annotations

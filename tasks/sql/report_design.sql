@@ -1,4 +1,4 @@
--- Per-pair design metrics of one run (SPEC section 4).
+-- Per-pair design metrics of one run (docs/design.md#design-metrics).
 WITH chosen AS (
     SELECT * EXCLUDE (run_id) FROM design WHERE run_id = $run_id
 )

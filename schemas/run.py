@@ -1,9 +1,10 @@
-"""The record of one pipeline run: what went in, which code ran, when, and what came out."""
+"""One run's metadata: its record (what went in, which code ran, when, what came out) and
+its run.json (the plan, template and judges of its calls, and the judge-stage counts)."""
 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -42,3 +43,33 @@ class RunRecord(BaseModel):
     live: dict[str, object] | None = Field(default=None, description="Live-stopping results.")
     report: str | None = Field(default=None, description="Path of the HTML report.")
     error: str | None = Field(default=None, description="Why the run failed, if it did.")
+
+
+class RunInfo(BaseModel):
+    """`runs/<run_id>/run.json`: what the run's calls were made from, and their counts.
+
+    Written by the judge stage (every field but `live`), extended by a live run with `live`.
+    Fields absent from a file stay absent when it is written back (`dump`), so the bytes of
+    older run folders round-trip; unknown fields are kept as they are.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    run_id: str | None = None
+    plan_id: str
+    manifest_hash: str
+    template_id: str | None = None
+    template_hash: str | None = None
+    judges: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="The judge specs (names of key sources only, never a key) as JSON.",
+    )
+    updated_at: str | None = Field(default=None, description="ISO time of the last write.")
+    counts: dict[str, Any] | None = Field(default=None, description="Judge-stage counts.")
+    live: dict[str, Any] | None = Field(
+        default=None, description="Live-stopping figures; present only for a live run."
+    )
+
+    def dump(self) -> dict[str, Any]:
+        """The JSON object on disk: the fields that were given or set, nothing else."""
+        return self.model_dump(mode="json", exclude_unset=True)

@@ -1,4 +1,4 @@
-"""Run records: new run ids, the code version, and reading/writing `record.json`."""
+"""Run records: new run ids, the code version, outcome counts, and `record.json`."""
 
 from __future__ import annotations
 
@@ -8,12 +8,13 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
+import pyarrow.parquet as pq
+
 from schemas.run import CodeVersion, RunRecord
-from tasks.errors import InputError
-from tasks.storage import write_json_atomic
+from schemas.vocabulary import OUTCOMES
+from tasks.runfolder import RECORD_FILE, RunFolder
 from tasks.workdir import WorkDir
 
-RECORD_FILE = "record.json"
 PACKAGES = ("judgeline", "prefect", "pandas", "pyarrow", "duckdb", "httpx", "pydantic", "numpy")
 REPO = Path(__file__).resolve().parents[1]
 
@@ -51,17 +52,18 @@ def code_version() -> CodeVersion:
 
 def write_record(work: WorkDir, record: RunRecord) -> Path:
     """Write (replace) a run's record.json atomically."""
-    path = work.run_dir(record.run_id) / RECORD_FILE
-    write_json_atomic(record.model_dump(mode="json"), path, overwrite=True)
-    return path
+    return RunFolder(work, record.run_id).write_record(record)
 
 
 def read_record(work: WorkDir, run_id: str) -> RunRecord:
     """A run's record, or an error naming the run."""
-    path = work.root / "runs" / run_id / RECORD_FILE
-    if not path.is_file():
-        raise InputError(f"no run {run_id!r} in {work.root} ({path} does not exist)")
-    return RunRecord.model_validate_json(path.read_text("utf-8"))
+    return RunFolder(work, run_id).read_record()
+
+
+def outcome_counts(folder: RunFolder) -> dict[str, int]:
+    """The count of every outcome code in a run's outcomes table (for its record)."""
+    column = pq.read_table(folder.outcomes, columns=["outcome"]).column("outcome").to_pylist()
+    return {code: column.count(code) for code in OUTCOMES}
 
 
 def list_records(work: WorkDir) -> list[RunRecord]:

@@ -40,6 +40,7 @@ from schemas import (
 )
 from tasks.errors import InputError
 from tasks.hashing import digest
+from tasks.runfolder import TABLE_FILES
 from tasks.workdir import WorkDir
 
 __all__ = [
@@ -68,15 +69,15 @@ VIEWS: tuple[View, ...] = (
     View("presentations", ("plans", "*", "presentations.parquet"), PresentationRow, False),
     View("replies", ("cache", "replies", "*.parquet"), ReplyRecord, False),
     View("attempts", ("cache", "attempts", "*.parquet"), AttemptRecord, False),
-    View("calls", ("runs", "*", "calls.parquet"), CallRecord, False),
-    View("labels", ("runs", "*", "labels.parquet"), LabelRecord, True),
-    View("outcomes", ("runs", "*", "outcomes.parquet"), OutcomeRow, True),
-    View("dispositions", ("runs", "*", "dispositions.parquet"), DispositionRow, True),
-    View("disclosure", ("runs", "*", "disclosure.parquet"), DisclosureRow, True),
-    View("replay", ("runs", "*", "replay.parquet"), ReplayRow, True),
-    View("summary", ("runs", "*", "summary.parquet"), SummaryRow, True),
-    View("design", ("runs", "*", "design.parquet"), DesignRow, True),
-    View("components", ("runs", "*", "components.parquet"), ComponentRow, True),
+    View("calls", ("runs", "*", TABLE_FILES["calls"]), CallRecord, False),
+    View("labels", ("runs", "*", TABLE_FILES["labels"]), LabelRecord, True),
+    View("outcomes", ("runs", "*", TABLE_FILES["outcomes"]), OutcomeRow, True),
+    View("dispositions", ("runs", "*", TABLE_FILES["dispositions"]), DispositionRow, True),
+    View("disclosure", ("runs", "*", TABLE_FILES["disclosure"]), DisclosureRow, True),
+    View("replay", ("runs", "*", TABLE_FILES["replay"]), ReplayRow, True),
+    View("summary", ("runs", "*", TABLE_FILES["summary"]), SummaryRow, True),
+    View("design", ("runs", "*", TABLE_FILES["design"]), DesignRow, True),
+    View("components", ("runs", "*", TABLE_FILES["components"]), ComponentRow, True),
 )
 
 _GLOB_CHARS = re.compile(r"[*?\[]")

@@ -9,6 +9,7 @@ WORK/
   cache/journal/*.jsonl        replies received but not yet in replies/ (tasks.judging.journal)
   cache/claims.lock            calls being sent right now: a lock on one byte per call key
   runs/<run_id>/               one run's calls, labels, outcomes, replay, report
+                               (every file named by tasks.runfolder.RunFolder)
   warehouse.duckdb             rebuildable views over the parquet files
 """
 
@@ -82,7 +83,8 @@ class WorkDir:
         return self._dir("runs")
 
     def run_dir(self, run_id: str) -> Path:
-        return self._dir("runs", run_id)
+        """A run's folder, not created (writers use `tasks.runfolder.RunFolder.create`)."""
+        return self.root / "runs" / run_id
 
     @property
     def warehouse(self) -> Path:

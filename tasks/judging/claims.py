@@ -37,12 +37,11 @@ import pyarrow.parquet as pq
 from tasks.errors import InputError
 from tasks.judging.cache import fold_dead_journals, stored_keys
 from tasks.judging.journal import DeadWriterWatch
+from tasks.runfolder import RunFolder
 from tasks.storage import FolderChanges
 from tasks.workdir import WorkDir
 
-__all__ = ["LOCK_FILE", "CallClaims", "Claim", "RunLock", "StoredKeyView"]
-
-LOCK_FILE = ".lock"
+__all__ = ["CallClaims", "Claim", "RunLock", "StoredKeyView"]
 
 
 class RunLock:
@@ -56,7 +55,7 @@ class RunLock:
     """
 
     def __init__(self, work: WorkDir, run_id: str, *, wait_s: float = 0.0) -> None:
-        self.path = work.run_dir(run_id) / LOCK_FILE
+        self.path = RunFolder(work, run_id).create().lock
         self.run_id = run_id
         self.wait_s = wait_s
         self._fd: int | None = None

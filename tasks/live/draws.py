@@ -24,11 +24,11 @@ from tasks.errors import InputError, IntegrityError
 from tasks.hashing import sha256_text
 from tasks.judging.planned import PlannedCall
 from tasks.plan import check_k
+from tasks.runfolder import RunFolder
 from tasks.storage import write_parquet_atomic
 from tasks.workdir import WorkDir
 
 __all__ = [
-    "DRAWS_FILE",
     "Group",
     "Slot",
     "draw_live",
@@ -38,7 +38,6 @@ __all__ = [
     "write_draws",
 ]
 
-DRAWS_FILE = "live_draws.parquet"
 
 # Keeps live draws apart from a `balanced` plan drawn with the same rng seed.
 _DOMAIN = int(sha256_text("judgeline live paired-unanimity draws")[:16], 16)
@@ -97,7 +96,7 @@ def draw_live(pair_ids: Iterable[str], k: int, rng_seed: int) -> pa.Table:
 
 def write_draws(work: WorkDir, run_id: str, draws: pa.Table) -> Path:
     """Record a run's draws once; a run id already holding other draws is an error."""
-    path = work.run_dir(run_id) / DRAWS_FILE
+    path = RunFolder(work, run_id).live_draws
     if not write_parquet_atomic(draws, path):
         old = conform(pq.read_table(path), LiveDrawRow, where=str(path))
         if not old.equals(draws):

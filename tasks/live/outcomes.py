@@ -32,14 +32,13 @@ from tasks.remap.dispositions import (
     dispositions_table,
 )
 from tasks.remap.outcomes import RemapResult, remap_run
+from tasks.runfolder import RunFolder
 from tasks.storage import write_parquet_atomic
 from tasks.workdir import WorkDir
 
 __all__ = [
     "LIVE_DESIGN",
     "LIVE_POLICY",
-    "PAIRS_FILE",
-    "SUMMARY_FILE",
     "first_couple_stops",
     "live_pairs",
     "live_summary",
@@ -49,8 +48,6 @@ __all__ = [
     "write_live_tables",
 ]
 
-PAIRS_FILE = "live.parquet"
-SUMMARY_FILE = "live_summary.parquet"
 LIVE_POLICY: Final[Policy] = "paired_unanimity"
 LIVE_DESIGN: Final[Design] = "balanced"
 
@@ -67,7 +64,7 @@ def remap_executed(work: WorkDir, run_id: str, executed: set[Slot]) -> RemapResu
     The judge stage records every planned call of the plan; a live run keeps only those it
     executed, so its tables never hold an `M` for a call the policy did not make.
     """
-    path = work.run_dir(run_id) / "calls.parquet"
+    path = RunFolder(work, run_id).calls
     if not path.is_file():
         raise InputError(f"run {run_id!r} has no calls table: {path} does not exist")
     calls = pq.read_table(path)
@@ -206,9 +203,9 @@ def live_summary(pairs: pa.Table, k: int) -> pa.Table:
 
 def write_live_tables(work: WorkDir, run_id: str, pairs: pa.Table, summary: pa.Table) -> None:
     """Write `live.parquet` and `live_summary.parquet` (replacing a previous attempt's)."""
-    folder = work.run_dir(run_id)
-    write_parquet_atomic(pairs, folder / PAIRS_FILE, overwrite=True)
-    write_parquet_atomic(summary, folder / SUMMARY_FILE, overwrite=True)
+    folder = RunFolder(work, run_id).create()
+    write_parquet_atomic(pairs, folder.live, overwrite=True)
+    write_parquet_atomic(summary, folder.live_summary, overwrite=True)
 
 
 # --- the replay of recorded draws ----------------------------------------------------------

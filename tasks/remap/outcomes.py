@@ -7,7 +7,6 @@ answers were not the manifest's bytes, or where anything else claims to know ide
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from tasks.remap.dispositions import (
     disclosure_table,
     dispositions_table,
 )
+from tasks.runfolder import RunFolder
 from tasks.storage import write_parquet_atomic
 from tasks.workdir import WorkDir
 
@@ -370,9 +370,7 @@ def remap_outcomes(
 
 # --- one run, end to end -----------------------------------------------------------------------
 
-CALLS_FILE = "calls.parquet"
-RUN_FILE = "run.json"
-OUTPUT_FILES = ("labels", "outcomes", "dispositions", "disclosure")
+OUTPUT_TABLES = ("labels", "outcomes", "dispositions", "disclosure")
 
 
 @dataclass(frozen=True)
@@ -401,20 +399,13 @@ class RemapResult:
 
 def read_run_ref(work: WorkDir, run_id: str) -> RunRef:
     """The plan and manifest a run names in its `run.json`."""
-    path = work.root / "runs" / run_id / RUN_FILE
-    if not path.is_file():
-        raise InputError(f"no run {run_id!r}: {path} does not exist")
-    try:
-        info = json.loads(path.read_text("utf-8"))
-        return RunRef(run_id=run_id, plan_id=info["plan_id"], manifest_hash=info["manifest_hash"])
-    except (ValueError, KeyError, TypeError) as exc:
-        problem = f"not a run file (needs plan_id and manifest_hash): {exc}"
-        raise InputError(problem, file=str(path)) from None
+    info = RunFolder(work, run_id).read_info()
+    return RunRef(run_id=run_id, plan_id=info.plan_id, manifest_hash=info.manifest_hash)
 
 
 def read_calls(work: WorkDir, run: RunRef) -> pa.Table:
     """A run's planned calls, refusing any column beyond CallRecord's and foreign run ids."""
-    path = work.root / "runs" / run.run_id / CALLS_FILE
+    path = RunFolder(work, run.run_id).calls
     if not path.is_file():
         raise InputError(f"run {run.run_id!r} has no calls table: {path} does not exist")
     raw = pq.read_table(path)
@@ -474,8 +465,8 @@ def remap_run(work: WorkDir, run_id: str) -> RemapResult:
 
 def write_remap(work: WorkDir, result: RemapResult) -> dict[str, Path]:
     """Write the run's labels, outcomes, dispositions and disclosure (replacing old ones)."""
-    folder = work.run_dir(result.run.run_id)
-    paths = {name: folder / f"{name}.parquet" for name in OUTPUT_FILES}
+    folder = RunFolder(work, result.run.run_id).create()
+    paths = {name: folder.table(name) for name in OUTPUT_TABLES}
     for name, path in paths.items():
         write_parquet_atomic(getattr(result, name), path, overwrite=True)
     return paths

@@ -7,11 +7,10 @@ from pathlib import Path
 import pandas as pd
 
 from tasks.report.render import ReportData, write_report
+from tasks.runfolder import RunFolder
 from tasks.runrecord import read_record
 from tasks.warehouse import build_warehouse, query
 from tasks.workdir import WorkDir
-
-REPORT_FILE = "report.html"
 
 
 def _header(work: WorkDir, run_id: str) -> dict[str, str]:
@@ -83,4 +82,4 @@ def load_report_data(work: WorkDir, run_id: str) -> ReportData:
 def build_report(work: WorkDir, run_id: str) -> Path:
     """Write `runs/<run_id>/report.html` from the warehouse; no judge is called."""
     data = load_report_data(work, run_id)
-    return write_report(data, work.run_dir(run_id) / REPORT_FILE)
+    return write_report(data, RunFolder(work, run_id).create().report)

@@ -1,0 +1,147 @@
+"""One run's folder, `runs/<run_id>/`: the name of every file in it, and its metadata.
+
+Every stage finds a run's files through `RunFolder`, never through a literal file name.
+Reading never creates anything; a writer calls `create()` first (writing a table into the
+folder also creates it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from schemas.run import RunInfo, RunRecord
+from tasks.errors import InputError
+from tasks.storage import write_json_atomic
+from tasks.workdir import WorkDir
+
+__all__ = ["INFO_FILE", "LOCK_FILE", "RECORD_FILE", "REPORT_FILE", "TABLE_FILES", "RunFolder"]
+
+RECORD_FILE: Final = "record.json"
+INFO_FILE: Final = "run.json"
+REPORT_FILE: Final = "report.html"
+LOCK_FILE: Final = ".lock"
+TABLE_FILES: Final = {
+    name: f"{name}.parquet"
+    for name in (
+        "calls",
+        "labels",
+        "outcomes",
+        "dispositions",
+        "disclosure",
+        "replay",
+        "summary",
+        "design",
+        "components",
+        "live",
+        "live_summary",
+        "live_draws",
+    )
+}
+"""Each table a run can hold, by name: `calls` is `calls.parquet`, and so on."""
+
+
+@dataclass(frozen=True)
+class RunFolder:
+    """The files of one run under a work directory (paths only; nothing is created)."""
+
+    work: WorkDir
+    run_id: str
+
+    @property
+    def path(self) -> Path:
+        return self.work.root / "runs" / self.run_id
+
+    def exists(self) -> bool:
+        return self.path.is_dir()
+
+    def create(self) -> RunFolder:
+        """Make the folder (and `runs/`) if missing; for writers."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        return self
+
+    def table(self, name: str) -> Path:
+        """The parquet file of table `name` (a key of TABLE_FILES)."""
+        return self.path / TABLE_FILES[name]
+
+    @property
+    def record(self) -> Path:
+        return self.path / RECORD_FILE
+
+    @property
+    def info(self) -> Path:
+        return self.path / INFO_FILE
+
+    @property
+    def calls(self) -> Path:
+        return self.table("calls")
+
+    @property
+    def outcomes(self) -> Path:
+        return self.table("outcomes")
+
+    @property
+    def disclosure(self) -> Path:
+        return self.table("disclosure")
+
+    @property
+    def summary(self) -> Path:
+        return self.table("summary")
+
+    @property
+    def live(self) -> Path:
+        return self.table("live")
+
+    @property
+    def live_summary(self) -> Path:
+        return self.table("live_summary")
+
+    @property
+    def live_draws(self) -> Path:
+        return self.table("live_draws")
+
+    @property
+    def report(self) -> Path:
+        return self.path / REPORT_FILE
+
+    @property
+    def lock(self) -> Path:
+        return self.path / LOCK_FILE
+
+    # --- metadata ---------------------------------------------------------------------------
+
+    def read_info(self) -> RunInfo:
+        """The run's `run.json`, or an InputError naming the missing or unreadable file."""
+        path = self.info
+        if not path.is_file():
+            raise InputError(f"no run {self.run_id!r}: {path} does not exist")
+        try:
+            return RunInfo.model_validate_json(path.read_bytes())
+        except ValueError as exc:
+            problem = f"not a run file (needs plan_id and manifest_hash): {exc}"
+            raise InputError(problem, file=str(path)) from None
+
+    def find_info(self) -> RunInfo | None:
+        """The run's `run.json` if there is a readable one, else None."""
+        try:
+            return RunInfo.model_validate_json(self.info.read_bytes())
+        except (OSError, ValueError):
+            return None
+
+    def write_info(self, info: RunInfo) -> Path:
+        """Write (replace) the run's `run.json` atomically."""
+        write_json_atomic(info.dump(), self.create().info, overwrite=True)
+        return self.info
+
+    def read_record(self) -> RunRecord:
+        """The run's `record.json`, or an InputError naming the run."""
+        path = self.record
+        if not path.is_file():
+            raise InputError(f"no run {self.run_id!r} in {self.work.root} ({path} does not exist)")
+        return RunRecord.model_validate_json(path.read_text("utf-8"))
+
+    def write_record(self, record: RunRecord) -> Path:
+        """Write (replace) the run's `record.json` atomically."""
+        write_json_atomic(record.model_dump(mode="json"), self.create().record, overwrite=True)
+        return self.record

@@ -19,6 +19,7 @@ import httpx
 from schemas.judge import JudgeSpec, ReasoningConfig
 from schemas.vocabulary import ErrorCategory
 from tasks.judging.callkey import decoding_params
+from tasks.judging.failures import CallFailure, classify_status, scrub
 
 __all__ = [
     "CALL_KEY_HEADER",
@@ -35,8 +36,6 @@ __all__ = [
 
 CALL_KEY_HEADER = "X-Judgeline-Call-Key"
 ANTHROPIC_VERSION = "2023-06-01"
-_DETAIL_LIMIT = 200
-_REFUSAL_MARKERS = ("content_filter", "content_policy", "refusal")
 
 
 @dataclass(frozen=True)
@@ -60,35 +59,6 @@ class Reply:
     prompt_tokens: int | None
     completion_tokens: int | None
     latency_ms: float
-
-
-@dataclass(frozen=True)
-class CallFailure:
-    """A failed attempt, classified. `detail` is short and never holds a key."""
-
-    category: ErrorCategory
-    detail: str
-    latency_ms: float
-    http_status: int | None = None
-    retry_after: float | None = None
-
-
-def scrub(text: str, secret: str | None) -> str:
-    """`text` cut to a short detail with any occurrence of `secret` masked."""
-    if secret:
-        text = text.replace(secret, "***")
-    return text[:_DETAIL_LIMIT]
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    """Seconds from a `Retry-After` header (delta-seconds form; HTTP dates are rare here)."""
-    value = response.headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -170,23 +140,7 @@ class Provider(ABC):
             )
 
     def _classify_status(self, response: httpx.Response, ms: float) -> CallFailure:
-        status = response.status_code
-        snippet = response.text[:120].replace("\n", " ")
-        detail = f"HTTP {status}: {snippet}"
-        if status == 429:
-            return self._fail(
-                "rate_limited", detail, ms, http_status=status, retry_after=_retry_after(response)
-            )
-        if status == 408:
-            return self._fail("timeout", detail, ms, http_status=status)
-        if status >= 500:
-            return self._fail(
-                "server_error", detail, ms, http_status=status, retry_after=_retry_after(response)
-            )
-        lowered = response.text.lower()
-        if any(m in lowered for m in _REFUSAL_MARKERS):
-            return self._fail("refused", detail, ms, http_status=status)
-        return self._fail("client_error", detail, ms, http_status=status)
+        return classify_status(response, ms, self._key)
 
 
 PROVIDERS: dict[str, type[Provider]] = {}

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from schemas.judge import JudgeSpec
-from schemas.vocabulary import DESIGNS, POLICIES, Design, Policy
+from schemas.vocabulary import DESIGNS, MAX_K, POLICIES, Design, Policy
 
 LoaderKind = Literal["judgebench", "rmbench", "table", "demo"]
 
@@ -77,9 +77,19 @@ class RunConfig(BaseModel):
     datasets: list[DatasetSpec] = Field(min_length=1)
     judges: list[JudgeSpec] = Field(min_length=1)
     template: str = Field(default="arena-hard-v1", description="Prompt template id.")
-    k: int = Field(default=4, ge=2, description="Seeds per pair (even); 2K calls per pair.")
-    designs: list[Design] = Field(default_factory=lambda: list(DESIGNS))
-    policies: list[Policy] = Field(default_factory=lambda: list(POLICIES))
+    k: int = Field(
+        default=4, ge=2, le=MAX_K, description="Seeds per pair (even, 2-16); 2K calls per pair."
+    )
+    designs: list[Design] = Field(
+        default_factory=lambda: list(DESIGNS),
+        min_length=1,
+        description="Reference designs to replay; leave the field out for all of them.",
+    )
+    policies: list[Policy] = Field(
+        default_factory=lambda: list(POLICIES),
+        min_length=1,
+        description="Stopping policies to replay; leave the field out for all of them.",
+    )
     batch_size: int = Field(default=500, ge=1, description="Calls per judge task.")
     schedule: ScheduleSpec = Field(default_factory=ScheduleSpec)
     work_dir: str | None = Field(default=None, description="Work directory (default ./work).")

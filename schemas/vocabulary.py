@@ -73,3 +73,7 @@ RIGHT_IDENTITY: Final[dict[str, str]] = {"AB": "B", "BA": "A"}
 
 FAILURE_RANK: Final[dict[str, int]] = {"M": 0, "I": 1, "X": 2}
 """Worst failure first when a two-order disposition is incomplete: M before I before X."""
+
+MAX_K = 16
+"""Largest K a plan or run may use: the replay enumerates 2^K order assignments per pattern
+(`independent`), so K is an even number from 2 to 16."""

@@ -77,7 +77,7 @@ def test_full_grid_has_every_condition_once(stored: tuple[WorkDir, pa.Table], k:
         assert r["plan_id"] == digest(manifest_hash, k, "full", None)
 
 
-@pytest.mark.parametrize("k", [0, 1, 3, -2, 5, True, 4.0])
+@pytest.mark.parametrize("k", [0, 1, 3, -2, 5, True, 4.0, 18, 100])
 def test_k_must_be_even_and_at_least_two(stored: tuple[WorkDir, pa.Table], k: Any) -> None:
     _, table = stored
     with pytest.raises(InputError, match="even integer"):

@@ -56,6 +56,10 @@ def test_good_config_loads_with_defaults(tmp_path: Path) -> None:
         (("k: 4", "k: 4\nbatch_sizes: 10"), r"batch_sizes: unknown field"),
         (("    model: strong", "    model: strong\n    temprature: 0.5"), r"judges\.0\.temprature"),
         (("k: 4", "k: 3"), r"k: .*even"),
+        (("k: 4", "k: 18"), r"k: .*16"),
+        (("k: 4", "k: 100"), r"k: .*16"),
+        (("k: 4", "k: 4\ndesigns: []"), r"designs: .*at least 1"),
+        (("k: 4", "k: 4\npolicies: []"), r"policies: .*at least 1"),
         (("timezone: Europe/Berlin", "timezone: Mars/Olympus"), r"schedule\.timezone.*Mars"),
         (("http://127.0.0.1:8000/v1", "127.0.0.1:8000"), r"judges\.0.*base_url"),
         (

@@ -11,15 +11,26 @@ import numpy as np
 import pyarrow as pa
 
 from schemas import PlanInfo, PresentationRow, rows_to_table
-from schemas.vocabulary import DESIGNS, LEFT_IDENTITY, ORDERS, PLAN_DESIGNS, RIGHT_IDENTITY, Order
+from schemas.vocabulary import (
+    DESIGNS,
+    LEFT_IDENTITY,
+    MAX_K,
+    ORDERS,
+    PLAN_DESIGNS,
+    RIGHT_IDENTITY,
+    Order,
+)
 from tasks.errors import InputError, IntegrityError
 from tasks.hashing import digest, sha256_text
 
 
 def check_k(k: Any) -> int:
-    """K must be an even integer >= 2 (docs/design.md#vocabulary)."""
-    if isinstance(k, bool) or not isinstance(k, int) or k < 2 or k % 2:
-        raise InputError(f"K must be an even integer >= 2, got {k!r}")
+    """K must be an even integer from 2 to MAX_K (docs/design.md#vocabulary)."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 2 or k % 2 or k > MAX_K:
+        raise InputError(
+            f"K must be an even integer from 2 to {MAX_K} (the replay enumerates 2^K order "
+            f"assignments), got {k!r}"
+        )
     return k
 
 

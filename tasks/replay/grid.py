@@ -17,8 +17,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from schemas.outcomes import REPLAY_INPUT_COLUMNS
+from schemas.vocabulary import MAX_K
 from tasks.errors import InputError
-from tasks.replay.policies import CLASS_A, CLASS_B, CLASS_OTHER, CLASS_T, MAX_K
+from tasks.replay.policies import CLASS_A, CLASS_B, CLASS_OTHER, CLASS_T
 
 OUTCOME_CLASS = {
     "A": CLASS_A,

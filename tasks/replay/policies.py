@@ -23,9 +23,6 @@ DEC_A, DEC_B, DEC_N = 0, 1, 2
 DECISION_A_SCORE = np.array([1.0, 0.0, 0.5])
 """A-score of each decision code: A=1, B=0, N=0.5 (score against key A, or without a key)."""
 
-MAX_K = 16
-"""Largest K replayed: `independent` enumerates 2^K assignments per outcome pattern."""
-
 
 def decision(n_a: int, n_b: int) -> int:
     """Decision code of a multiset with `n_a` A votes and `n_b` B votes."""

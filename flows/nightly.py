@@ -10,23 +10,23 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections import Counter
-from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from flows.judge import judge_flow
+from flows.judge import judge_flow, rerun_failed_flow
 from flows.live import live_flow
 from flows.prepare import freeze_flow, plan_flow
 from flows.remap import remap_flow
 from flows.replay import replay_flow
 from schemas.config import RunConfig
 from schemas.run import RunRecord
+from schemas.vocabulary import DESIGNS, POLICIES
+from tasks.errors import InputError
 from tasks.runconfig import config_hash, load_run_config
-from tasks.runrecord import code_version, new_run_id, write_record
+from tasks.runfolder import RunFolder
+from tasks.runrecord import code_version, new_run_id, outcome_counts, read_record, write_record
 from tasks.workdir import WorkDir
 
 
@@ -40,11 +40,6 @@ def report_task(work_dir: str, run_id: str) -> str:
     path = str(build_report(work, run_id))
     publish_artifacts(work, run_id, path)
     return path
-
-
-def _outcome_counts(path: Path) -> dict[str, int]:
-    counts = Counter(pq.read_table(path, columns=["outcome"]).column("outcome").to_pylist())
-    return {code: counts.get(code, 0) for code in ("A", "B", "T", "X", "I", "M")}
 
 
 def resolve_config(config: dict[str, Any] | None, config_path: str | None) -> RunConfig:
@@ -111,15 +106,14 @@ async def nightly_flow(
             )  # fmt: skip
             record.calls, record.live = live["calls"], live["live"]
             lap("live")
-        run_dir = work.run_dir(run_id)
-        record.outcomes = _outcome_counts(run_dir / "outcomes.parquet")
+        folder = RunFolder(work, run_id)
+        record.outcomes = outcome_counts(folder)
         if cfg.live is None:
             # The replay needs the full grid; a live run's report takes its expected side
             # from the latest full-grid run of the same plan and judges (tasks.report.data).
             replay_flow(
-                str(run_dir / "outcomes.parquet"), str(run_dir), list(cfg.designs),
-                list(cfg.policies),
-            )  # fmt: skip
+                str(folder.outcomes), str(folder.path), list(cfg.designs), list(cfg.policies)
+            )
             lap("replay")
         record.report = report_task(root, run_id)
         lap("report")
@@ -136,22 +130,17 @@ async def nightly_flow(
 
 
 def _replay_and_report(work: WorkDir, run_id: str, designs: list[str], policies: list[str]) -> str:
-    run_dir = work.run_dir(run_id)
-    replay_flow(str(run_dir / "outcomes.parquet"), str(run_dir), designs, policies)
+    folder = RunFolder(work, run_id)
+    replay_flow(str(folder.outcomes), str(folder.path), designs, policies)
     return report_task(str(work.root), run_id)
 
 
 @flow(name="rerun-failed-run")
 async def rerun_run_flow(run_id: str, work_dir: str | None = None) -> dict[str, Any]:
     """Send again the calls of a run that have no stored reply, then rebuild its tables."""
-    from flows.judge import rerun_failed_flow
-    from tasks.runrecord import read_record
-
     work = WorkDir.at(work_dir)
     record = read_record(work, run_id)
     if record.live is not None:
-        from tasks.errors import InputError
-
         # Resending a live run's failed calls would change which pairs stop after the fact.
         raise InputError(
             f"run {run_id} ran paired unanimity live; start a new live run instead (it "
@@ -162,7 +151,7 @@ async def rerun_run_flow(run_id: str, work_dir: str | None = None) -> dict[str, 
         run_id, str(work.root), dask_address=cfg.dask_address
     )
     remap_flow(run_id, str(work.root))
-    record.outcomes = _outcome_counts(work.run_dir(run_id) / "outcomes.parquet")
+    record.outcomes = outcome_counts(RunFolder(work, run_id))
     record.calls = counts
     record.report = _replay_and_report(work, run_id, list(cfg.designs), list(cfg.policies))
     write_record(work, record)
@@ -180,7 +169,5 @@ def replay_policies_flow(
 
     Reads outcomes only: it never calls a judge.
     """
-    from schemas.vocabulary import DESIGNS, POLICIES
-
     work = WorkDir.at(work_dir)
     return _replay_and_report(work, run_id, list(designs or DESIGNS), list(policies or POLICIES))

@@ -259,7 +259,7 @@ def test_an_unreachable_scheduler_is_an_input_error(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import flows.judge_dask as judge_dask
+    import tasks.judging.dask_batches as judge_dask
     from tasks.simjudge.server import bind_loopback
 
     monkeypatch.setattr(judge_dask, "CONNECT_TIMEOUT_S", 2)
@@ -283,7 +283,7 @@ def test_an_unreachable_scheduler_is_an_input_error(
 
 
 def _batch(staged: StagedPlan, calls: list[PlannedCall], **kw: Any) -> Any:
-    from flows.judge_dask import RemoteBatch
+    from tasks.judging.dask_batches import RemoteBatch
 
     args: dict[str, Any] = {
         "work_root": str(staged.work.root),
@@ -300,7 +300,7 @@ def _batch(staged: StagedPlan, calls: list[PlannedCall], **kw: Any) -> Any:
 
 
 def test_a_batch_rebuilds_its_calls_from_the_work_dir(_stored_plan: StagedPlan) -> None:
-    from flows.judge_dask import rebuild_calls
+    from tasks.judging.dask_batches import rebuild_calls
 
     judge = JudgeSpec(name="j", base_url="http://127.0.0.1:1/v1", model="m")
     planned = _planned(_stored_plan, judge, "r")
@@ -317,7 +317,7 @@ def test_a_batch_rebuilds_its_calls_from_the_work_dir(_stored_plan: StagedPlan) 
 def test_a_batch_on_a_machine_without_the_work_dir_says_so(
     _stored_plan: StagedPlan, tmp_path: Path
 ) -> None:
-    from flows.judge_dask import judge_batch_remote
+    from tasks.judging.dask_batches import judge_batch_remote
 
     judge = JudgeSpec(name="j", base_url="http://127.0.0.1:1/v1", model="m")
     batch = _batch(_stored_plan, _planned(_stored_plan, judge, "r")[:3])
@@ -331,7 +331,7 @@ def test_a_batch_does_not_send_calls_another_run_stored_meanwhile(
 ) -> None:
     import datetime as dt
 
-    from flows.judge_dask import judge_batch_remote
+    from tasks.judging.dask_batches import judge_batch_remote
     from schemas.calls import ReplyRecord
     from tasks.judging.cache import write_replies
 
@@ -399,9 +399,9 @@ def test_a_run_configuration_may_name_a_dask_scheduler() -> None:
 
 
 def test_a_remote_batch_counts_into_the_runs_tally() -> None:
-    from flows.judge import _Tally
+    from tasks.judging.tally import Tally
 
-    tally = _Tally(total=10, cached=0, show=False)
+    tally = Tally(total=10, cached=0, show=False)
     tally.record_batch({"stored": 2, "skipped": 3, "failed_timeout": 1})
     assert (tally.sent, tally.stored, tally.skipped) == (3, 2, 3)
     assert dict(tally.failed) == {"timeout": 1}

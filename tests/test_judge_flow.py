@@ -287,12 +287,14 @@ def test_cli_judge_with_quick_flags_and_judges_file(
 
 
 def test_a_refused_run_leaves_no_run_folder(staged: StagedPlan, server: SimJudgeServer) -> None:
-    from flows.judge import run_judge_stage
+    from tasks.judging.request import JudgeRequest
+    from tasks.judging.stage import run_judge_stage
 
     missing = "f" * 16
     with pytest.raises(InputError, match=missing):
-        asyncio.run(run_judge_stage(staged.work, "refused", missing, [_judge(server)]))
+        request = JudgeRequest(staged.work, "refused", missing, (_judge(server),))
+        asyncio.run(run_judge_stage(request))
     with pytest.raises(InputError, match="unique"):
-        judges = [_judge(server), _judge(server)]
-        asyncio.run(run_judge_stage(staged.work, "refused", staged.plan_id, judges))
+        judges = (_judge(server), _judge(server))
+        asyncio.run(run_judge_stage(JudgeRequest(staged.work, "refused", staged.plan_id, judges)))
     assert not (staged.work.runs / "refused").exists()

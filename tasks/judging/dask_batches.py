@@ -4,7 +4,7 @@ A worker process cannot share the flow's clients or cache writer, so a batch car
 names: the work directory, plan, template, judge spec and its call keys. The worker rebuilds
 those calls from the shared work directory with `plan_calls` (and refuses keys that do not
 follow from it: a worker with other code or other files), opens its own client, sends with
-`flows.judge.send_batch` and writes replies and attempts to the shared cache as new,
+`tasks.judging.batches.send_batch` and writes replies and attempts to the shared cache as new,
 uniquely named, atomically renamed files. The flow then writes calls.parquet from the cache
 exactly as it does after a local run.
 
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import math
 import os
 import socket
 from collections import Counter
@@ -34,13 +33,19 @@ from prefect.cache_policies import NO_CACHE
 
 from schemas.judge import JudgeSpec
 from tasks.errors import InputError, IntegrityError
+from tasks.ingest.manifest import read_manifest
+from tasks.judging.batches import send_batch, split_batches
+from tasks.judging.cache import CacheWriter
+from tasks.judging.claims import CallClaims
+from tasks.judging.client import JudgeClient, aresolve_api_key
 from tasks.judging.planned import PlannedCall, plan_calls
+from tasks.judging.request import JudgeRequest
+from tasks.judging.tally import Tally
+from tasks.plan import read_plan
 from tasks.workdir import WorkDir
 
 if TYPE_CHECKING:
     from prefect.task_runners import TaskRunner
-
-    from flows.judge import _Tally
 
 __all__ = ["DASK_ADDRESS_ENV", "RemoteBatch", "dask_sender", "judge_batch_remote", "rebuild_calls"]
 
@@ -51,10 +56,8 @@ nightly and rerun-failed deployments read it too)."""
 CONNECT_TIMEOUT_S = 15
 """How long to wait for the scheduler before the run fails with a clear error."""
 
-Sender = Callable[
-    [WorkDir, str, list[JudgeSpec], list[PlannedCall], int, "_Tally"],
-    Awaitable[list[dict[str, int]]],
-]
+Sender = Callable[[JudgeRequest, list[PlannedCall], Tally], Awaitable[list[dict[str, int]]]]
+"""Sends a request's calls with the run's tally; returns each batch's counts."""
 
 
 class RemoteBatch:
@@ -105,9 +108,6 @@ class RemoteBatch:
 @functools.lru_cache(maxsize=4)
 def _plan_tables(work_root: str, plan_id: str) -> tuple[pa.Table, pa.Table]:
     """(manifest, presentations) of a plan; both are write-once, so a worker keeps them."""
-    from tasks.ingest.manifest import read_manifest
-    from tasks.plan import read_plan
-
     work = WorkDir(Path(work_root))
     # The flow gated both before planning; the call-key check below catches any other bytes.
     info, presentations = read_plan(work, plan_id, gate=False)
@@ -155,11 +155,6 @@ async def judge_batch_remote(batch: RemoteBatch) -> dict[str, Any]:
 
     Returns `{"counts": {"stored"|"skipped"|"failed_<category>": n}, "worker": host/pid}`.
     """
-    from flows.judge import send_batch
-    from tasks.judging.cache import CacheWriter
-    from tasks.judging.claims import CallClaims
-    from tasks.judging.client import JudgeClient, aresolve_api_key
-
     work = WorkDir(Path(batch.work_root))
     if not work.root.is_dir():
         raise InputError(
@@ -210,32 +205,27 @@ def _flow_dask_runner() -> TaskRunner[Any] | None:
     return runner if isinstance(runner, module.DaskTaskRunner) else None
 
 
-def dask_sender(address: str | None, plan_id: str) -> Sender | None:
-    """A batch sender for `flows.judge.run_judge_stage` that runs batches on Dask, or None.
+def dask_sender(request: JudgeRequest) -> Sender | None:
+    """A batch sender for `tasks.judging.stage.run_judge_stage` that runs batches on Dask,
+    or None.
 
-    Dask is used if `address` (or $JUDGELINE_DASK_ADDRESS) names a scheduler, or the
-    running flow was given a `DaskTaskRunner`; otherwise batches stay in the flow's loop.
+    Dask is used if the request's `dask_address` (or $JUDGELINE_DASK_ADDRESS) names a
+    scheduler, or the running flow was given a `DaskTaskRunner`; otherwise batches stay in
+    the flow's loop.
     """
-    address = address or os.environ.get(DASK_ADDRESS_ENV) or None
+    address = request.dask_address or os.environ.get(DASK_ADDRESS_ENV) or None
     flow_runner = None if address else _flow_dask_runner()
     if address is None and flow_runner is None:
         return None
 
     async def send(
-        work: WorkDir,
-        run_id: str,
-        judges: list[JudgeSpec],
-        to_send: list[PlannedCall],
-        batch_size: int,
-        tally: _Tally,
+        request: JudgeRequest, to_send: list[PlannedCall], tally: Tally
     ) -> list[dict[str, int]]:
         def on_dask() -> list[dict[str, Any]]:
             with ExitStack() as stack:
                 stack.enter_context(_shared_api())
                 runner = flow_runner or _connect(address or "", stack)
-                return _run_batches(
-                    runner, work, run_id, plan_id, judges, to_send, batch_size, tally
-                )
+                return _run_batches(runner, request, to_send, tally)
 
         # Waiting on Dask blocks: do it in a thread (contextvars, hence the Prefect flow
         # context that task submission serialises, are copied into it).
@@ -244,7 +234,7 @@ def dask_sender(address: str | None, plan_id: str) -> Sender | None:
         where = address or "the flow's Dask cluster"
         get_run_logger().info(
             "run %s: %d batches on Dask at %s, by worker: %s",
-            run_id,
+            request.run_id,
             len(results),
             where,
             dict(sorted(placement.items())),
@@ -294,40 +284,29 @@ def _threads(runner: TaskRunner[Any]) -> int:
 
 
 def _run_batches(
-    runner: TaskRunner[Any],
-    work: WorkDir,
-    run_id: str,
-    plan_id: str,
-    judges: list[JudgeSpec],
-    to_send: list[PlannedCall],
-    batch_size: int,
-    tally: _Tally,
+    runner: TaskRunner[Any], request: JudgeRequest, to_send: list[PlannedCall], tally: Tally
 ) -> list[dict[str, Any]]:
     """Submit every batch, count each as it finishes; raise the first failure at the end
     (after the others finished, so no batch is still writing when the flow moves on)."""
     from distributed import as_completed
 
     threads = _threads(runner)
-    specs = {j.name: j for j in judges}
-    by_judge: dict[str, list[PlannedCall]] = {}
-    for c in to_send:
-        by_judge.setdefault(c.judge.name, []).append(c)
-    batches: list[RemoteBatch] = []
-    for name, calls in by_judge.items():
-        count = math.ceil(len(calls) / batch_size)
-        for i in range(count):
-            batches.append(
-                RemoteBatch(
-                    work_root=str(work.root),
-                    run_id=run_id,
-                    plan_id=plan_id,
-                    template_id=calls[0].template_id,
-                    spec=specs[name],
-                    index=i,
-                    share=min(count, threads),
-                    calls=calls[i * batch_size : (i + 1) * batch_size],
-                )
-            )
+    specs = {j.name: j for j in request.judges}
+    local = split_batches(to_send, request.batch_size)
+    per_judge = Counter(b.judge for b in local)
+    batches = [
+        RemoteBatch(
+            work_root=str(request.work.root),
+            run_id=request.run_id,
+            plan_id=request.plan_id,
+            template_id=b.calls[0].template_id,
+            spec=specs[b.judge],
+            index=b.index,
+            share=min(per_judge[b.judge], threads),
+            calls=b.calls,
+        )
+        for b in local
+    ]
     futures = {}
     for batch in batches:
         future = runner.submit(judge_batch_remote, parameters={"batch": batch})

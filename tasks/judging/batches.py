@@ -1,0 +1,143 @@
+"""Batches of judge calls in this process: split, send through pooled clients, count.
+
+Each batch (hundreds of calls) is one Prefect task; batches run in the flow's event loop
+and share one pooled client per judge, so the judge's latency and rate limit are the only
+limits. Replies reach the cache as they arrive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections import Counter
+from collections.abc import Callable
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from tasks.judging.cache import CacheWriter
+from tasks.judging.claims import CallClaims, StoredKeyView
+from tasks.judging.client import JudgeClient, aresolve_api_key
+from tasks.judging.planned import PlannedCall
+from tasks.judging.request import JudgeRequest
+from tasks.judging.tally import Tally
+
+__all__ = ["Batch", "Session", "judge_batch", "send_all", "send_batch", "split_batches"]
+
+
+class Session:
+    """What the batches of one run share: a client per judge, the cache writer, the tally.
+
+    A plain class on purpose: Prefect walks dataclass and list parameters looking for
+    futures, which would cost time per call; it leaves this opaque.
+    """
+
+    def __init__(self, clients: dict[str, JudgeClient], writer: CacheWriter, tally: Tally):
+        self.clients = clients
+        self.writer = writer
+        self.tally = tally
+
+
+class Batch:
+    """Up to `batch_size` calls of one judge (opaque to Prefect, like `Session`)."""
+
+    def __init__(self, judge: str, index: int, calls: list[PlannedCall]) -> None:
+        self.judge = judge
+        self.index = index
+        self.calls = calls
+
+    def __repr__(self) -> str:
+        return f"<batch {self.judge}#{self.index}: {len(self.calls)} calls>"
+
+
+def split_batches(calls: list[PlannedCall], batch_size: int) -> list[Batch]:
+    """The calls cut into batches of one judge each, numbered per judge, in call order."""
+    by_judge: dict[str, list[PlannedCall]] = {}
+    for c in calls:
+        by_judge.setdefault(c.judge.name, []).append(c)
+    out: list[Batch] = []
+    for judge, items in by_judge.items():
+        for i in range(0, len(items), batch_size):
+            out.append(Batch(judge, i // batch_size, items[i : i + batch_size]))
+    return out
+
+
+async def send_batch(
+    client: JudgeClient,
+    writer: CacheWriter,
+    calls: list[PlannedCall],
+    record: Callable[[bool, str | None], None] | None = None,
+    skip: Callable[[], None] | None = None,
+) -> dict[str, int]:
+    """Send calls through one client; each outcome is queued for the cache at once.
+
+    Returns counts: `stored` and `failed_<category>`. Shared by the in-process batches and
+    the batches that run on Dask workers (`tasks.judging.dask_batches`).
+    """
+
+    async def one(call: PlannedCall) -> tuple[bool, str | None]:
+        result = await client.send(call.request())
+        if result.skipped:
+            if skip is not None:
+                skip()
+            return True, None
+        writer.add(result.reply, result.attempts)
+        category = result.failure.category if result.failure else None
+        if record is not None:
+            record(result.reply is not None, category)
+        return result.reply is not None, category
+
+    outcomes = await asyncio.gather(*(one(c) for c in calls))
+    counts: Counter[str] = Counter()
+    for ok, category in outcomes:
+        counts["stored" if ok else f"failed_{category}"] += 1
+    await writer.flush()
+    return dict(counts)
+
+
+@task(name="judge-batch", cache_policy=NO_CACHE, task_run_name="judge-{batch.judge}-{batch.index}")
+async def judge_batch(batch: Batch, session: Session) -> dict[str, int]:
+    """Send one batch of uncached calls; each outcome is queued for the cache at once."""
+    return await send_batch(
+        session.clients[batch.judge],
+        session.writer,
+        batch.calls,
+        session.tally.record,
+        session.tally.skip,
+    )
+
+
+async def send_all(
+    request: JudgeRequest, to_send: list[PlannedCall], tally: Tally, fresh: StoredKeyView
+) -> list[dict[str, int]]:
+    """Run the batches, at most enough at once to keep every judge's connections busy.
+
+    Each call is claimed before it is sent (`CallClaims` over `fresh`): a call another run
+    sharing the cache is sending waits for it, and is not sent if that run stores it.
+    """
+    batches = split_batches(to_send, request.batch_size)
+    needed = {b.judge for b in batches}
+    clients: dict[str, JudgeClient] = {}
+    limits: dict[str, asyncio.Semaphore] = {}
+
+    async def bounded(batch: Batch, session: Session) -> dict[str, int]:
+        async with limits[batch.judge]:
+            return await judge_batch(batch, session)
+
+    claims = CallClaims(request.work, fresh)
+    try:
+        # Inside the try: a key that fails to resolve still closes the clients made so far.
+        for spec in request.judges:
+            if spec.name in needed:
+                key = await aresolve_api_key(spec)
+                clients[spec.name] = JudgeClient(spec, key, run_id=request.run_id, claims=claims)
+                # One extra batch in flight lets the next batch fill slots as one drains.
+                slots = math.ceil(spec.max_concurrency / request.batch_size) + 1
+                limits[spec.name] = asyncio.Semaphore(slots)
+        async with CacheWriter(request.work, claims=claims) as writer:
+            session = Session(clients, writer, tally)
+            return list(await asyncio.gather(*(bounded(b, session) for b in batches)))
+    finally:
+        claims.close()
+        for client in clients.values():
+            await client.aclose()

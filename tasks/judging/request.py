@@ -1,0 +1,42 @@
+"""What one judge stage is asked to do: the run, its plan, judges, template and batching."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from schemas.judge import JudgeSpec
+from tasks.errors import InputError
+from tasks.templates import DEFAULT_TEMPLATE, get_template
+from tasks.workdir import WorkDir
+
+__all__ = ["JudgeRequest"]
+
+
+@dataclass(frozen=True)
+class JudgeRequest:
+    """One judge stage: send the run's uncached planned calls of `plan_id` to `judges`.
+
+    `only_keys` restricts the stage to those call keys (a rerun of failed calls, a wave of a
+    live run); `dask_address` (or $JUDGELINE_DASK_ADDRESS) sends the batches to a Dask
+    scheduler instead of this process's event loop.
+    """
+
+    work: WorkDir
+    run_id: str
+    plan_id: str
+    judges: tuple[JudgeSpec, ...]
+    template_id: str = DEFAULT_TEMPLATE
+    batch_size: int = 500
+    only_keys: frozenset[str] | None = None
+    dask_address: str | None = None
+
+    def check(self) -> None:
+        """Refuse a request that cannot run, before anything is read or written."""
+        if self.batch_size < 1:
+            raise InputError(f"batch size must be at least 1, not {self.batch_size}")
+        if not self.judges:
+            raise InputError("no judges given")
+        names = [j.name for j in self.judges]
+        if len(set(names)) != len(names):
+            raise InputError(f"judge names must be unique, got {names}")
+        get_template(self.template_id)

@@ -1,0 +1,196 @@
+"""The judge stage: plan a run's calls, send the uncached ones in batches, record them all.
+
+A cached call is never sent again. The stage writes the run's `calls.parquet` (every
+planned call with its status) and its `run.json` (what the calls were made from, and the
+counts), holding the run's lock while it sends.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import time
+from collections import Counter
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from schemas.run import RunInfo
+from tasks.errors import InputError, IntegrityError
+from tasks.ingest.manifest import read_manifest
+from tasks.judging.batches import send_all
+from tasks.judging.cache import compact, read_attempts, recover, stored_keys
+from tasks.judging.claims import RunLock, StoredKeyView
+from tasks.judging.dask_batches import dask_sender
+from tasks.judging.planned import (
+    PlannedCall,
+    attempts_made,
+    call_records,
+    last_failures,
+    plan_calls,
+)
+from tasks.judging.request import JudgeRequest
+from tasks.judging.tally import Tally
+from tasks.plan import read_plan
+from tasks.runfolder import RunFolder
+from tasks.storage import write_parquet_atomic
+from tasks.templates import get_template
+from tasks.workdir import WorkDir
+
+__all__ = ["COMPACT_AT", "call_status_counts", "run_judge_stage", "unstored_call_keys"]
+
+COMPACT_AT = 256
+"""Reply files in the cache above which a run compacts it (reading many small files costs
+a few ms each; one merged file reads in one scan)."""
+
+_SAME_ORIGIN = ("plan_id", "manifest_hash", "template_id", "template_hash", "judges")
+
+
+def _run_info(request: JudgeRequest, manifest_hash: str) -> RunInfo:
+    # JudgeSpec holds the names of key sources only, never a key.
+    return RunInfo(
+        run_id=request.run_id,
+        plan_id=request.plan_id,
+        manifest_hash=manifest_hash,
+        template_id=request.template_id,
+        template_hash=get_template(request.template_id).template_hash,
+        judges=[j.model_dump(mode="json") for j in request.judges],
+    )
+
+
+def _check_run_info(folder: RunFolder, info: RunInfo) -> None:
+    """Refuse a run id whose `run.json` was made from another plan, template or judge set."""
+    if not folder.info.exists():
+        return
+    old = folder.read_info()
+    for field in _SAME_ORIGIN:
+        if getattr(old, field) != getattr(info, field):
+            raise IntegrityError(
+                f"run {info.run_id}: {folder.info} was made with a different {field}; "
+                "use a new --run-id for a different plan, template or judge set"
+            )
+
+
+async def run_judge_stage(request: JudgeRequest, *, show_progress: bool = False) -> dict[str, Any]:
+    """Send the request's uncached planned calls, then write the run's calls and run.json.
+
+    Batches run in this event loop, or on a Dask cluster (`tasks.judging.dask_batches`)
+    when the request names a scheduler (or $JUDGELINE_DASK_ADDRESS does) or the flow's
+    task runner is a `prefect_dask.DaskTaskRunner`. Returns the run's counts.
+    """
+    request.check()
+    work = request.work
+    plan_info, presentations = read_plan(work, request.plan_id)
+    _, manifest = read_manifest(work, plan_info.manifest_hash)
+    info = _run_info(request, plan_info.manifest_hash)
+    folder = RunFolder(work, request.run_id)
+    _check_run_info(folder, info)
+    planned = plan_calls(
+        manifest, presentations, list(request.judges), request.template_id, request.run_id
+    )
+    if request.only_keys is not None:
+        missing = request.only_keys - {c.call_key for c in planned}
+        if missing:
+            raise IntegrityError(
+                f"run {request.run_id}: {len(missing)} recorded call keys are not planned any "
+                f"more (e.g. {sorted(missing)[0]}); the plan, template or judges changed"
+            )
+    # Checked inputs first: a refused run leaves no run folder behind.
+    with RunLock(work, request.run_id):
+        _check_run_info(folder, info)  # again, now that it is ours
+        return await _judge_planned(request, planned, info, show_progress)
+
+
+def _to_send(
+    request: JudgeRequest, planned: list[PlannedCall], cached: set[str]
+) -> list[PlannedCall]:
+    """The distinct wanted calls with no stored reply, in a random order per run."""
+    unique: dict[str, PlannedCall] = {}
+    for c in planned:
+        wanted = request.only_keys is None or c.call_key in request.only_keys
+        if wanted and c.call_key not in cached and c.call_key not in unique:
+            unique[c.call_key] = c
+    to_send = list(unique.values())
+    if to_send:
+        made = attempts_made(read_attempts(request.work), unique)
+        for call in to_send:
+            call.attempts_before = made.get(call.call_key, 0)
+    # A random order per run: two runs sharing the cache then rarely want the same call
+    # at the same moment, and each skips what the other stored, instead of sending the
+    # same calls in lockstep. Replies do not depend on the order.
+    random.shuffle(to_send)
+    return to_send
+
+
+async def _judge_planned(
+    request: JudgeRequest, planned: list[PlannedCall], info: RunInfo, show_progress: bool
+) -> dict[str, Any]:
+    """Send what is not stored yet and write the run's calls table and run.json."""
+    work = request.work
+    folder = RunFolder(work, request.run_id).create()
+    recover(work)  # what an earlier, killed process received is stored before we look
+    fresh = StoredKeyView(work)
+    cached = fresh.keys
+    to_send = _to_send(request, planned, cached)
+    total_keys = len({c.call_key for c in planned})
+
+    tally = Tally(total_keys, total_keys - len(to_send), show_progress)
+    started = time.perf_counter()
+    try:
+        if to_send:
+            sender = dask_sender(request)
+            if sender is not None:
+                await sender(request, to_send, tally)
+            else:
+                await send_all(request, to_send, tally, fresh)
+    finally:
+        tally.close()
+    elapsed = time.perf_counter() - started
+
+    if to_send and sum(1 for _ in work.replies.glob("*.parquet")) > COMPACT_AT:
+        compact(work)
+    stored = stored_keys(work) if to_send else cached
+    unstored = {c.call_key for c in planned} - stored
+    failures = last_failures(read_attempts(work), unstored) if unstored else {}
+    records = call_records(planned, stored, failures)
+    write_parquet_atomic(records, folder.calls, overwrite=True)
+    counts = {
+        "planned": records.num_rows,
+        "unique_keys": total_keys,
+        "cached": total_keys - len(to_send),
+        "sent": tally.sent,
+        "stored_by_other_runs": tally.skipped,
+        **call_status_counts(records),
+        "send_seconds": round(elapsed, 3),
+    }
+    info.updated_at = dt.datetime.now(dt.UTC).isoformat()
+    info.counts = counts
+    folder.write_info(info)
+    return counts
+
+
+def call_status_counts(calls: pa.Table) -> dict[str, Any]:
+    """How many of a calls table's rows are stored, failed (by category) and pending.
+
+    With the distinct calls (`unique_keys`) of a run's counts: `cached` were stored before
+    the run started, `sent` were sent, and `stored_by_other_runs` were not sent after all
+    (another run sharing the cache stored them while this one waited).
+    """
+    status = Counter(calls.column("status").to_pylist())
+    categories = Counter(c for c in calls.column("error_category").to_pylist() if c is not None)
+    return {
+        "stored": status.get("stored", 0),
+        "failed": status.get("failed", 0),
+        "pending": status.get("pending", 0),
+        "failed_by_category": dict(sorted(categories.items())),
+    }
+
+
+def unstored_call_keys(work: WorkDir, run_id: str) -> frozenset[str]:
+    """The planned call keys of a run that have no stored reply."""
+    path = RunFolder(work, run_id).calls
+    if not path.is_file():
+        raise InputError(f"run {run_id!r} has no calls table: {path} does not exist")
+    keys = set(pq.read_table(path, columns=["call_key"]).column("call_key").to_pylist())
+    return frozenset(keys - stored_keys(work))

@@ -3,40 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from flows.cli import app, console, state
+from flows.cli.app import DaskAddress, app, console, load_judges, prepare_prefect, state
 from tasks.errors import InputError
 
 if TYPE_CHECKING:
     from schemas.judge import JudgeSpec
-
-
-def _load_judges(path: Path) -> list[JudgeSpec]:
-    """Judges from a YAML file: a run configuration, a `judges:` mapping or a bare list."""
-    from pydantic import ValidationError
-
-    from schemas.judge import JudgeFile
-    from tasks.runconfig import read_yaml
-
-    data = read_yaml(path, "judges file")
-    if isinstance(data, list):
-        data = {"judges": data}
-    if not isinstance(data, dict) or "judges" not in data:
-        raise InputError("expected a `judges:` list of judge specs", file=str(path))
-    try:
-        return list(JudgeFile.model_validate({"judges": data["judges"]}).judges)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"judges[{'.'.join(str(p) for p in e['loc'][1:])}]: "
-            + ("unknown field" if e["type"] == "extra_forbidden" else e["msg"])
-            for e in exc.errors()
-        )
-        raise InputError(problems, file=str(path)) from None
 
 
 def _quick_judge(base_url: str, model: str, provider: str, api_key_env: str | None) -> JudgeSpec:
@@ -80,21 +56,6 @@ def _print_counts(run_id: str, counts: dict[str, Any]) -> None:
         )
 
 
-DaskAddress = Annotated[
-    str | None,
-    typer.Option(
-        "--dask-address",
-        envvar="JUDGELINE_DASK_ADDRESS",
-        help="Run the batches on this Dask scheduler, e.g. tcp://10.0.0.5:8786.",
-    ),
-]
-
-
-def _prepare_prefect() -> None:
-    # A loaded machine can take more than Prefect's default 20 s to start its server.
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
-
-
 @app.command("judge")
 def judge(
     plan_id: Annotated[str, typer.Argument(help="Plan id (or a unique prefix of one).")],
@@ -118,7 +79,7 @@ def judge(
     dask_address: DaskAddress = None,
 ) -> None:
     """Send every planned call of a plan to the judges (cached calls are never resent)."""
-    _prepare_prefect()
+    prepare_prefect()
     from flows.judge import judge_flow
     from tasks.hashing import digest
     from tasks.plan import resolve_plan_id
@@ -126,7 +87,7 @@ def judge(
 
     judges: list[JudgeSpec] = []
     if judges_file is not None:
-        judges.extend(_load_judges(judges_file))
+        judges.extend(load_judges(judges_file))
     if base_url or model:
         if not (base_url and model):
             raise InputError("a quick judge needs both --base-url and --model")
@@ -160,7 +121,7 @@ def rerun_failed(
     dask_address: DaskAddress = None,
 ) -> None:
     """Send again exactly the planned calls of a run that have no stored reply."""
-    _prepare_prefect()
+    prepare_prefect()
     from flows.judge import rerun_failed_flow
 
     counts = asyncio.run(

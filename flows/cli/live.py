@@ -8,7 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
-from flows.cli import app, console, state
+from flows.cli.app import app, console, load_judges, prepare_prefect, state
+from tasks.runfolder import RunFolder
 
 
 def _expected_savings(run_id: str) -> tuple[str | None, dict[tuple[str, str, str], float]]:
@@ -21,7 +22,7 @@ def _expected_savings(run_id: str) -> tuple[str | None, dict[tuple[str, str, str
     reference = find_reference_run(state.work, run_id)
     if reference is None:
         return None, {}
-    rows = pq.read_table(state.work.run_dir(reference) / "summary.parquet").to_pylist()
+    rows = pq.read_table(RunFolder(state.work, reference).summary).to_pylist()
     return reference, {
         (r["judge"], r["config"], r["dataset"]): float(r["savings"])
         for r in rows
@@ -42,18 +43,17 @@ def live(
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
 ) -> None:
     """Run paired unanimity live: the first drawn couple of every pair, then the rest of the
-    reference only for pairs that did not stop. Draws are recorded and reproducible."""
+    reference unless it stopped (docs/design.md#live-stopping). Draws are recorded, reproducible."""
     from rich.table import Table
 
-    from flows.cmd_judge import _load_judges, _prepare_prefect
     from tasks.hashing import digest
     from tasks.plan import resolve_plan_id
     from tasks.templates import DEFAULT_TEMPLATE
 
-    _prepare_prefect()
+    prepare_prefect()
     from flows.live import live_flow
 
-    judges = _load_judges(judges_file)
+    judges = load_judges(judges_file)
     plan = resolve_plan_id(state.work, plan_id)
     template_id = template or DEFAULT_TEMPLATE
     if run_id is None:
@@ -90,7 +90,7 @@ def live(
     calls = result["calls"]
     console.print(
         f"sent {calls['sent']} calls ({calls['failed']} failed); draws, outcomes and live "
-        f"tables in {state.work.run_dir(run_id)}",
+        f"tables in {RunFolder(state.work, run_id).path}",
         highlight=False,
         soft_wrap=True,
     )

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from flows.cli import app, console, state
+from flows.cli.app import app, console, state
 from tasks.errors import InputError
 
 

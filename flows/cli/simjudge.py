@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from flows.cli import app, console, state
+from flows.cli.app import app, console, state
 from tasks.errors import InputError
 
 

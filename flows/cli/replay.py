@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from flows.cli import app, console
+from flows.cli.app import app, console
 
 _SHOWN = (
     ("expected_calls", "calls", "{:.3f}"),
@@ -51,7 +51,7 @@ def replay_command(
     ],
     out: Annotated[
         Path,
-        typer.Option("--out", help="Folder for replay.parquet, summary.parquet, design.parquet."),
+        typer.Option("--out", help="Folder for the replay, summary, design and components tables."),
     ],
     design: Annotated[
         list[str] | None,
@@ -62,7 +62,7 @@ def replay_command(
         typer.Option("--policy", help="Policy to replay (repeatable); default: all four."),
     ] = None,
 ) -> None:
-    """Replay stopping policies exactly over cached outcomes (never calls a judge)."""
+    """Replay stopping policies exactly over cached outcomes; no judge (docs/design.md#replay)."""
     import pyarrow.parquet as pq
 
     from flows.replay import replay_flow

@@ -6,7 +6,8 @@ from typing import Annotated, Any
 
 import typer
 
-from flows.cli import app, console, state
+from flows.cli.app import app, console, state
+from tasks.runfolder import RunFolder
 
 _DISCLOSURE_COLUMNS = (
     "planned",
@@ -49,7 +50,7 @@ def remap(run_id: Annotated[str, typer.Argument(help="The run to remap.")]) -> N
 
     import pyarrow.parquet as pq
 
-    rows = pq.read_table(state.work.run_dir(run_id) / "disclosure.parquet").to_pylist()
+    rows = pq.read_table(RunFolder(state.work, run_id).disclosure).to_pylist()
     # One column per (judge, config, dataset) so the table fits a narrow terminal.
     table = Table(title="Disclosure (consistency and accuracy apart)")
     table.add_column("count")

@@ -11,7 +11,7 @@ import typer
 from rich import box
 from rich.table import Table
 
-from flows.cli import app, console, state
+from flows.cli.app import app, console, state
 
 
 def _run_nightly(**params: Any) -> dict[str, Any]:

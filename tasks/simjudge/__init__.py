@@ -1,12 +1,15 @@
 """The simulated judge: a real HTTP server on loopback that answers like the judges' APIs.
 
-`persona` decides replies and faults, `wire` speaks the OpenAI and Anthropic formats,
-`app` is the Starlette app with its endpoints and state, `server` runs it in-process or
-as a subprocess.
+`persona` decides replies and faults, `rules` holds what each API refuses (model
+profiles, `anthropic-version`, extended thinking), `compose` fits replies into the token
+limit, `wire` speaks the OpenAI, Azure OpenAI and Anthropic formats, `failures` the error
+replies, `limits` request ids and rate-limit headers, `app` is the Starlette app with its
+endpoints and state, `server` runs it in-process or as a subprocess.
 """
 
 from tasks.simjudge.app import CALL_KEY_HEADER, SimJudge
 from tasks.simjudge.persona import (
+    ACCEPTED_EFFORTS,
     PRESETS,
     FaultKind,
     Faults,
@@ -20,16 +23,19 @@ from tasks.simjudge.persona import (
     rng_for,
     simulate_reply,
 )
+from tasks.simjudge.rules import is_reasoning_model
 from tasks.simjudge.server import SimJudgeServer, bind_loopback, make_server, simjudge_subprocess
 from tasks.simjudge.wire import (
     anthropic_error,
     anthropic_reply,
+    azure_error,
     messages_of,
     openai_error,
     openai_reply,
 )
 
 __all__ = [
+    "ACCEPTED_EFFORTS",
     "CALL_KEY_HEADER",
     "FaultKind",
     "Faults",
@@ -41,9 +47,11 @@ __all__ = [
     "Slot",
     "anthropic_error",
     "anthropic_reply",
+    "azure_error",
     "bind_loopback",
     "choose_fault",
     "invalid_reply",
+    "is_reasoning_model",
     "latent_slot",
     "make_server",
     "messages_of",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 import hashlib
 import json
 import logging
@@ -27,6 +28,16 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from schemas import ManifestRow, conform
+from tasks.simjudge.compose import anthropic_payload, openai_payload
+from tasks.simjudge.failures import (
+    ERRORS,
+    ID_HEADERS,
+    UNAUTHORIZED,
+    QuietTruncation,
+    TruncatedResponse,
+    fault_response,
+)
+from tasks.simjudge.limits import Api, RateWindow, request_id
 from tasks.simjudge.persona import (
     PRESETS,
     Faults,
@@ -37,44 +48,14 @@ from tasks.simjudge.persona import (
     rng_for,
     simulate_reply,
 )
-from tasks.simjudge.wire import (
-    anthropic_error,
-    anthropic_reply,
-    messages_of,
-    openai_error,
-    openai_reply,
-)
+from tasks.simjudge.rules import anthropic_problem, is_reasoning_model, openai_problem
+from tasks.simjudge.wire import anthropic_error, azure_error, messages_of, openai_error
 from tasks.templates import DEFAULT_TEMPLATE, identify_template, message_text, slot_texts
 
 __all__ = ["CALL_KEY_HEADER", "SimJudge"]
 
 CALL_KEY_HEADER = "x-judgeline-call-key"
-_HOT_PATHS = {"/v1/chat/completions": False, "/v1/messages": True}
-
-
-class _DeliberateTruncation(Exception):
-    """Raised after sending a short body so the server drops the connection."""
-
-
-class _QuietTruncation(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        exc = record.exc_info[1] if record.exc_info else None
-        return not isinstance(exc, _DeliberateTruncation)
-
-
-class _TruncatedResponse(Response):
-    """Announces a Content-Length, sends half of it, then aborts the connection."""
-
-    def __init__(self, content: bytes) -> None:
-        super().__init__(content, media_type="application/json")
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = [(k, v) for k, v in self.raw_headers if k != b"content-length"]
-        headers.append((b"content-length", str(len(self.body)).encode()))
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        cut = self.body[: len(self.body) // 2]
-        await send({"type": "http.response.body", "body": cut, "more_body": True})
-        raise _DeliberateTruncation
+_HOT_PATHS: dict[str, Api] = {"/v1/chat/completions": "openai", "/v1/messages": "anthropic"}
 
 
 def _index_manifest(manifest: pa.Table) -> dict[tuple[str, str], str | None]:
@@ -104,7 +85,9 @@ class SimJudge:
         *,
         manifest: pa.Table | None = None,
         api_key: str | None = None,
+        require_anthropic_version: bool = False,
     ) -> None:
+        """`require_anthropic_version`: refuse Messages requests without the header (400)."""
         names = [p.name for p in personas]
         if not names or len(set(names)) != len(names):
             raise ValueError(f"persona names must be present and unique: {names}")
@@ -112,15 +95,23 @@ class SimJudge:
         self.faults: dict[str, Faults] = {p.name: p.faults for p in personas}
         self._key_of = _index_manifest(manifest) if manifest is not None else {}
         self._api_key = api_key
+        self._require_version = require_anthropic_version
+        self._window = RateWindow()
         self._log: list[dict[str, Any]] = []
         self._attempts: dict[str, int] = {}
         self._faulted: dict[str, int] = {}
         self.closing = False
-        logging.getLogger("uvicorn.error").addFilter(_QuietTruncation())
+        logging.getLogger("uvicorn.error").addFilter(QuietTruncation())
         self.starlette = Starlette(
             routes=[
                 Route("/v1/chat/completions", self._openai, methods=["POST"]),
                 Route("/v1/messages", self._anthropic, methods=["POST"]),
+                Route(
+                    "/openai/deployments/{deployment}/chat/completions",
+                    self._azure_deployment,
+                    methods=["POST"],
+                ),
+                Route("/openai/v1/chat/completions", self._azure_v1, methods=["POST"]),
                 Route("/v1/models", self._models, methods=["GET"]),
                 Route("/_judgeline/health", self._health, methods=["GET"]),
                 Route("/_judgeline/log", self._get_log, methods=["GET"]),
@@ -138,7 +129,7 @@ class SimJudge:
         if scope["type"] == "http" and scope["method"] == "POST":
             hot = _HOT_PATHS.get(scope["path"])
             if hot is not None:
-                response = await self._handle(Request(scope, receive), anthropic=hot)
+                response = await self._handle(Request(scope, receive), hot)
                 await response(scope, receive, send)
                 return
         await self.starlette(scope, receive, send)
@@ -182,12 +173,18 @@ class SimJudge:
             }
         )
 
-    def _authorized(self, request: Request, anthropic: bool) -> bool:
-        if self._api_key is None:
-            return True
-        if anthropic:
-            return request.headers.get("x-api-key") == self._api_key
-        return request.headers.get("authorization") == f"Bearer {self._api_key}"
+    def _credential(self, request: Request, api: Api) -> str | None:
+        """The key the request presents the way this API reads keys (None: none)."""
+        headers = request.headers
+        if api == "anthropic":
+            return headers.get("x-api-key")
+        if api == "azure" and "api-key" in headers:
+            return headers["api-key"]
+        bearer = headers.get("authorization", "")
+        return bearer[len("Bearer ") :] if bearer.startswith("Bearer ") else None
+
+    def _authorized(self, request: Request, api: Api) -> bool:
+        return self._api_key is None or self._credential(request, api) == self._api_key
 
     def _preferred_slot(
         self, messages: Sequence[Mapping[str, Any]], digest: str
@@ -214,33 +211,60 @@ class SimJudge:
                 return
             await asyncio.sleep(min(left, 0.05))
 
-    async def _handle(self, request: Request, anthropic: bool) -> Response:
+    def _finish(self, response: Response, api: Api, rid: str, tokens: int = 0,
+                limited_for: float | None = None) -> Response:  # fmt: skip
+        """Add the API's request-id and (past authentication) rate-limit headers."""
+        for name in ID_HEADERS[api]:
+            response.headers[name] = rid
+        if response.status_code != 401:
+            response.headers.update(self._window.headers(api, tokens, limited_for))
+        return response
+
+    async def _handle(self, request: Request, api: Api, deployment: str | None = None) -> Response:
         started = time.perf_counter()
-        err = anthropic_error if anthropic else openai_error
-        if not self._authorized(request, anthropic):
-            self._record(request, None, 401, None, started, None)
-            return err(401, "authentication", "invalid or missing API key")
+        anthropic = api == "anthropic"
+        rid = request_id(api)
+        err = ERRORS[api]
+        if anthropic:
+            err = functools.partial(anthropic_error, request_id=rid)
+
+        def refuse(status: int, model: Any, *args: Any, **kwargs: Any) -> Response:
+            self._record(request, model, status, None, started, None)
+            return self._finish(err(status, *args, **kwargs), api, rid)
+
+        if not self._authorized(request, api):
+            missing = self._credential(request, api) is None
+            return refuse(401, None, "authentication", UNAUTHORIZED[api][0 if missing else 1])
         raw = await request.body()
         try:
             body = json.loads(raw)
         except (ValueError, UnicodeDecodeError):
-            self._record(request, None, 400, None, started, None)
-            return err(400, "invalid_request", "request body is not JSON")
-        model = body.get("model") if isinstance(body, dict) else None
+            return refuse(400, None, "invalid_request", "request body is not JSON")
+        model = deployment or (body.get("model") if isinstance(body, dict) else None)
         persona = self.personas.get(model) if isinstance(model, str) else None
         if persona is None or not isinstance(model, str):
-            self._record(request, model, 404, None, started, None)
-            return err(404, "not_found", f"The model `{model}` does not exist", param="model")
+            if deployment is not None:
+                return refuse(404, model, "not_found", "The API deployment for this resource "
+                              "does not exist.", code="DeploymentNotFound")  # fmt: skip
+            return refuse(404, model, "not_found", f"The model `{model}` does not exist",
+                          param="model")  # fmt: skip
         messages, problem = messages_of(body, anthropic)
+        if problem is not None or messages is None:
+            return refuse(400, model, "invalid_request", problem or "no messages")
+        rule = (
+            anthropic_problem(body, request.headers, require_version=self._require_version)
+            if anthropic
+            else openai_problem(body, model)
+        )
+        if rule is not None:
+            return refuse(rule.status, model, rule.kind, rule.message, rule.param, rule.code)
         effort = body.get("reasoning_effort")
-        if problem is None and effort is not None:
+        if effort is not None:
             try:
                 persona.shifted(str(effort))
             except ValueError as exc:
-                problem = str(exc)
-        if problem is not None or messages is None:
-            self._record(request, model, 400, None, started, None)
-            return err(400, "invalid_request", problem or "no messages")
+                return refuse(400, model, "invalid_request", str(exc), "reasoning_effort",
+                              "invalid_value")  # fmt: skip
 
         # The request's identity is its exact body (model, messages, seed, temperature and
         # every extra parameter); re-encoding it canonically would cost more than the rest
@@ -262,15 +286,11 @@ class SimJudge:
         if persona.latency_ms or persona.latency_jitter_ms:
             jitter = (rng.random() * 2 - 1) * persona.latency_jitter_ms
             await self._sleep(max(0.0, persona.latency_ms + jitter) / 1000)
-        if fault == "rate_limited":
-            self._record(request, model, 429, fault, started, attempt)
-            response = err(429, "rate_limit", "Rate limit reached (simulated)")
-            response.headers["retry-after"] = str(faults.retry_after_s)
-            return response
-        if fault == "server_error":
-            status = (500, 502, 503)[rng_for(digest, "status", str(attempt)).randrange(3)]
-            self._record(request, model, status, fault, started, attempt)
-            return err(status, "server", f"simulated server error {status}")
+        failed = fault_response(fault, api, err, faults, digest, attempt)
+        if failed is not None:
+            response, limited_for = failed
+            self._record(request, model, response.status_code, fault, started, attempt)
+            return self._finish(response, api, rid, limited_for=limited_for)
         if fault == "stall":
             # Logged before sleeping (status None): the client usually gives up first.
             self._record(request, model, None, fault, started, attempt)
@@ -279,31 +299,54 @@ class SimJudge:
         template_id, preferred = self._preferred_slot(messages, digest)
         text, _ = simulate_reply(persona, template_id, preferred, effort, rng)
         prompt_tokens = sum(len(message_text(m.get("content")) or "") for m in messages) // 4
-        usage = (prompt_tokens, len(text) // 4 + 1)
         payload = (
-            anthropic_reply(digest, model, text, usage)
+            anthropic_payload(digest, model, text, prompt_tokens, body)
             if anthropic
-            else openai_reply(digest, model, text, usage)
+            else openai_payload(
+                digest,
+                model,
+                text,
+                prompt_tokens,
+                body,
+                reasoning=is_reasoning_model(model),
+                effort=effort,
+            )  # fmt: skip
         )
         data = json.dumps(payload).encode("ascii")
         if fault != "stall":
             self._record(request, model, 200, fault, started, attempt)
+        usage = payload["usage"]
+        tokens = (
+            usage["input_tokens"] + usage["output_tokens"] if anthropic else usage["total_tokens"]
+        )
         if fault == "malformed":
-            return Response(
+            response = Response(
                 data[: len(data) // 2] + b"<!-- upstream", media_type="application/json"
             )
-        if fault == "truncated":
-            return _TruncatedResponse(data)
-        return Response(data, media_type="application/json")
+        elif fault == "truncated":
+            response = TruncatedResponse(data)
+        else:
+            response = Response(data, media_type="application/json")
+        return self._finish(response, api, rid, tokens)
 
     async def _openai(self, request: Request) -> Response:
-        return await self._handle(request, anthropic=False)
+        return await self._handle(request, "openai")
 
     async def _anthropic(self, request: Request) -> Response:
-        return await self._handle(request, anthropic=True)
+        return await self._handle(request, "anthropic")
+
+    async def _azure_deployment(self, request: Request) -> Response:
+        if "api-version" not in request.query_params:
+            return self._finish(
+                azure_error(404, "not_found", "Resource not found"), "azure", request_id("azure")
+            )
+        return await self._handle(request, "azure", request.path_params["deployment"])
+
+    async def _azure_v1(self, request: Request) -> Response:
+        return await self._handle(request, "azure")
 
     async def _models(self, request: Request) -> Response:
-        if not (self._authorized(request, False) or self._authorized(request, True)):
+        if not (self._authorized(request, "openai") or self._authorized(request, "anthropic")):
             return openai_error(401, "authentication", "invalid or missing API key")
         data = [
             {"id": name, "object": "model", "created": 0, "owned_by": "judgeline-simjudge"}

@@ -17,6 +17,7 @@ from schemas.vocabulary import SlotLabel, Strength
 from tasks.templates import format_verdict
 
 __all__ = [
+    "ACCEPTED_EFFORTS",
     "PRESETS",
     "FaultKind",
     "Faults",
@@ -32,7 +33,14 @@ __all__ = [
 ]
 
 Slot = Literal["Left", "Right"]
-FaultKind = Literal["rate_limited", "server_error", "stall", "malformed", "truncated"]
+FaultKind = Literal[
+    "rate_limited", "server_error", "stall", "malformed", "truncated", "overloaded", "quota"
+]
+
+# The `reasoning_effort` values the OpenAI API accepts today, lowest first.
+ACCEPTED_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+# An accepted effort a persona does not configure acts like its nearest configured one.
+_EFFORT_FALLBACK = {"none": "minimal", "minimal": "low", "xhigh": "high"}
 
 
 class Faults(BaseModel):
@@ -49,6 +57,14 @@ class Faults(BaseModel):
     rate_truncated: float = Field(
         default=0.0, ge=0, le=1, description="Body cut short of its Content-Length."
     )
+    rate_529: float = Field(
+        default=0.0, ge=0, le=1,
+        description="Overloaded: Anthropic 529 overloaded_error; OpenAI and Azure 503.",
+    )  # fmt: skip
+    rate_quota: float = Field(
+        default=0.0, ge=0, le=1,
+        description="Quota used up: OpenAI 429 insufficient_quota; Anthropic 400 credit balance.",
+    )  # fmt: skip
     max_faults_per_request: int | None = Field(
         default=None, ge=0, description="At most this many faults per distinct request."
     )
@@ -62,7 +78,7 @@ class Faults(BaseModel):
     def total(self) -> float:
         return (
             self.rate_429 + self.rate_5xx + self.rate_stall + self.rate_malformed
-            + self.rate_truncated
+            + self.rate_truncated + self.rate_529 + self.rate_quota
         )  # fmt: skip
 
 
@@ -112,13 +128,27 @@ class Persona(BaseModel):
         return self
 
     def shifted(self, effort: str | None) -> tuple[float, float]:
-        """(skill, left_bias) under a reasoning effort; unknown efforts are a ValueError."""
+        """(skill, left_bias) under a reasoning effort; unknown efforts are a ValueError.
+
+        An effort the API accepts but the persona does not configure falls back to the
+        nearest configured one (`none` -> `minimal` -> `low`, `xhigh` -> `high`), else
+        leaves the persona as it is.
+        """
         if effort is None:
             return self.skill, self.left_bias
-        if effort not in self.reasoning:
-            known = ", ".join(sorted(self.reasoning)) or "none"
-            raise ValueError(f"reasoning_effort {effort!r} not supported (supported: {known})")
-        shift = self.reasoning[effort]
+        if effort not in self.reasoning and effort not in ACCEPTED_EFFORTS:
+            known = sorted({*self.reasoning, *ACCEPTED_EFFORTS})
+            raise ValueError(
+                f"Invalid value: {effort!r}. Supported values are: "
+                + ", ".join(repr(k) for k in known)
+                + "."
+            )
+        nearest: str | None = effort
+        while nearest is not None and nearest not in self.reasoning:
+            nearest = _EFFORT_FALLBACK.get(nearest)
+        if nearest is None:
+            return self.skill, self.left_bias
+        shift = self.reasoning[nearest]
         return (
             min(1.0, max(0.0, self.skill + shift.skill)),
             min(1.0, max(0.0, self.left_bias + shift.left_bias)),
@@ -224,6 +254,8 @@ def choose_fault(faults: Faults, request_digest: str, attempt: int) -> FaultKind
         ("stall", faults.rate_stall),
         ("malformed", faults.rate_malformed),
         ("truncated", faults.rate_truncated),
+        ("overloaded", faults.rate_529),
+        ("quota", faults.rate_quota),
     ):
         if draw < rate:
             return kind  # type: ignore[return-value]

@@ -79,8 +79,14 @@ class SimJudgeServer:
         manifest: pa.Table | None = None,
         api_key: str | None = None,
         port: int = 0,
+        require_anthropic_version: bool = False,
     ) -> None:
-        self.judge = SimJudge(personas, manifest=manifest, api_key=api_key)
+        self.judge = SimJudge(
+            personas,
+            manifest=manifest,
+            api_key=api_key,
+            require_anthropic_version=require_anthropic_version,
+        )
         self._requested_port = port
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None

@@ -1,7 +1,9 @@
-"""The simulated judge's wire formats: OpenAI and Anthropic request checks, replies and errors."""
+"""The simulated judge's wire formats: OpenAI, Azure and Anthropic messages, replies, errors."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import time
 from typing import Any
 
@@ -9,7 +11,14 @@ from starlette.responses import JSONResponse, Response
 
 from tasks.templates import message_text
 
-__all__ = ["anthropic_error", "anthropic_reply", "messages_of", "openai_error", "openai_reply"]
+__all__ = [
+    "anthropic_error",
+    "anthropic_reply",
+    "azure_error",
+    "messages_of",
+    "openai_error",
+    "openai_reply",
+]
 
 
 def messages_of(body: Any, anthropic: bool) -> tuple[list[dict[str, Any]] | None, str | None]:
@@ -39,53 +48,98 @@ _OPENAI_TYPES = {
     "invalid_request": ("invalid_request_error", None),
     "not_found": ("invalid_request_error", "model_not_found"),
     "rate_limit": ("requests", "rate_limit_exceeded"),
+    "quota": ("insufficient_quota", "insufficient_quota"),
     "server": ("server_error", None),
+    "overloaded": ("server_error", None),
 }
 _ANTHROPIC_TYPES = {
     "authentication": "authentication_error",
     "invalid_request": "invalid_request_error",
     "not_found": "not_found_error",
     "rate_limit": "rate_limit_error",
+    "quota": "invalid_request_error",
     "server": "api_error",
+    "overloaded": "overloaded_error",
 }
 
 
-def openai_error(status: int, kind: str, message: str, param: str | None = None) -> Response:
-    kind_type, code = _OPENAI_TYPES[kind]
-    error = {"message": message, "type": kind_type, "param": param, "code": code}
+def openai_error(
+    status: int, kind: str, message: str, param: str | None = None, code: str | None = None
+) -> Response:
+    """An OpenAI error body: `{"error": {message, type, param, code}}`."""
+    kind_type, default_code = _OPENAI_TYPES[kind]
+    error = {"message": message, "type": kind_type, "param": param, "code": code or default_code}
     return JSONResponse({"error": error}, status_code=status)
 
 
-def anthropic_error(status: int, kind: str, message: str, param: str | None = None) -> Response:
+def azure_error(
+    status: int, kind: str, message: str, param: str | None = None, code: str | None = None
+) -> Response:
+    """Azure OpenAI's errors: its own shape for 401 and 404, OpenAI's for the rest."""
+    if status in (401, 404):
+        return JSONResponse(
+            {"error": {"code": code or str(status), "message": message}}, status_code=status
+        )
+    return openai_error(status, kind, message, param, code)
+
+
+def anthropic_error(
+    status: int, kind: str, message: str, param: str | None = None, code: str | None = None,
+    *, request_id: str | None = None,
+) -> Response:  # fmt: skip
+    """An Anthropic error body: `{"type": "error", "error": {type, message}, "request_id"}`."""
     error = {"type": _ANTHROPIC_TYPES[kind], "message": message}
-    return JSONResponse({"type": "error", "error": error}, status_code=status)
+    body: dict[str, Any] = {"type": "error", "error": error}
+    if request_id is not None:
+        body["request_id"] = request_id
+    return JSONResponse(body, status_code=status)
 
 
-def openai_reply(digest: str, model: str, text: str, usage: tuple[int, int]) -> dict[str, Any]:
+def openai_reply(
+    digest: str, model: str, text: str, usage: tuple[int, int],
+    finish_reason: str = "stop", reasoning_tokens: int | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """A chat completion; `reasoning_tokens` (reasoning models) adds the usage details."""
     message = {"role": "assistant", "content": text, "refusal": None}
-    return {
+    choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}
+    reply: dict[str, Any] = {
         "id": f"chatcmpl-sim{digest[:24]}",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
         "system_fingerprint": "judgeline-simjudge-1",
-        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": "stop"}],
+        "choices": [choice],
         "usage": {
             "prompt_tokens": usage[0],
             "completion_tokens": usage[1],
             "total_tokens": usage[0] + usage[1],
         },
     }
+    if reasoning_tokens is not None:
+        reply["usage"]["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
+    return reply
 
 
-def anthropic_reply(digest: str, model: str, text: str, usage: tuple[int, int]) -> dict[str, Any]:
+def anthropic_reply(
+    digest: str, model: str, text: str | None, usage: tuple[int, int],
+    stop_reason: str = "end_turn", thinking: str | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """A Messages reply: a thinking block (if any) before the text block (None: no text)."""
+    content: list[dict[str, Any]] = []
+    if thinking is not None:
+        signature = base64.b64encode(hashlib.sha256(f"{digest}:thinking".encode()).digest())
+        content.append(
+            {"type": "thinking", "thinking": thinking, "signature": signature.decode("ascii")}
+        )
+    if text is not None:
+        content.append({"type": "text", "text": text})
     return {
         "id": f"msg_sim{digest[:24]}",
         "type": "message",
         "role": "assistant",
         "model": model,
-        "content": [{"type": "text", "text": text}],
-        "stop_reason": "end_turn",
+        "content": content,
+        "stop_reason": stop_reason,
         "stop_sequence": None,
         "usage": {"input_tokens": usage[0], "output_tokens": usage[1]},
     }

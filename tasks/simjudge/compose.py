@@ -1,0 +1,72 @@
+"""Reply bodies within the request's token limit: reasoning tokens, thinking, truncation.
+
+A token is four characters of reply text (plus one per reply), as the judge has always
+counted. OpenAI reasoning models spend reasoning tokens by effort before the visible reply,
+all within `max_completion_tokens`. With Anthropic extended thinking the judge thinks for
+its whole budget and a little past it (the budget is a target, not a hard cap), then
+writes its reply within `max_tokens`. A reply that does not fit is cut at the limit and
+ends with `finish_reason: "length"` / `stop_reason: "max_tokens"`; a limit used up by
+reasoning leaves empty content, or a Messages reply holding only its thinking block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tasks.simjudge.rules import reply_limit, thinking_budget
+from tasks.simjudge.wire import anthropic_reply, openai_reply
+
+__all__ = ["REASONING_TOKENS", "THINKING_OVERRUN", "anthropic_payload", "openai_payload"]
+
+REASONING_TOKENS = {"none": 0, "minimal": 16, "low": 64, "medium": 256, "high": 768,
+                    "xhigh": 1536}  # fmt: skip
+THINKING_OVERRUN = 32
+_THOUGHTS = (
+    "The question has one correct result. I check each answer's result and its steps, "
+    "then weigh completeness and clarity.",
+    "I compare the two answers against the question: first correctness, then whether "
+    "each follows the instructions.",
+)
+
+
+def _tokens(text: str) -> int:
+    return len(text) // 4 + 1
+
+
+def openai_payload(
+    digest: str, model: str, text: str, prompt_tokens: int, body: Mapping[str, Any],
+    *, reasoning: bool, effort: str | None,
+) -> dict[str, Any]:  # fmt: skip
+    """A chat completion of `text` within the request's limit (reasoning models reason first)."""
+    spent = REASONING_TOKENS.get(effort or "medium", REASONING_TOKENS["medium"]) if reasoning else 0
+    tokens, finish = _tokens(text), "stop"
+    limit = reply_limit(body)
+    if limit is not None and spent + tokens > limit:
+        spent = min(spent, limit)
+        tokens = limit - spent
+        text, finish = text[: tokens * 4], "length"
+    return openai_reply(
+        digest, model, text, (prompt_tokens, spent + tokens), finish,
+        spent if reasoning else None,
+    )  # fmt: skip
+
+
+def anthropic_payload(
+    digest: str, model: str, text: str, prompt_tokens: int, body: Mapping[str, Any]
+) -> dict[str, Any]:
+    """A Messages reply of `text` within `max_tokens`, after a thinking block if enabled."""
+    budget = thinking_budget(body)
+    limit = reply_limit(body)
+    thought = None if budget is None else _THOUGHTS[int(digest[1], 16) % len(_THOUGHTS)]
+    spent = 0 if budget is None else budget + THINKING_OVERRUN
+    tokens, stop = _tokens(text), "end_turn"
+    reply: str | None = text
+    if limit is not None and spent + tokens > limit:
+        stop = "max_tokens"
+        if spent >= limit:
+            spent, tokens, reply = limit, 0, None
+        else:
+            tokens = limit - spent
+            reply = text[: tokens * 4]
+    return anthropic_reply(digest, model, reply, (prompt_tokens, spent + tokens), stop, thought)

@@ -1,0 +1,95 @@
+"""Request ids and rate-limit headers, as OpenAI, Azure OpenAI and Anthropic send them.
+
+The simulated judge counts requests and tokens per API in one-minute windows against
+fixed limits; the counts only feed the headers (the judge never refuses a request for
+them; rate-limit faults are injected by personas). A rate-limited reply shows no
+requests remaining until its Retry-After.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+import uuid
+from typing import Literal
+
+__all__ = ["Api", "RateWindow", "request_id"]
+
+Api = Literal["openai", "azure", "anthropic"]
+
+REQUESTS_PER_MINUTE = 10_000
+TOKENS_PER_MINUTE = 2_000_000
+_WINDOW_S = 60.0
+
+
+def request_id(api: Api) -> str:
+    """A fresh request id in the API's style (`req_...`; Azure sends a UUID)."""
+    if api == "azure":
+        return str(uuid.uuid4())
+    return f"req_{uuid.uuid4().hex}"
+
+
+def _duration(seconds: float) -> str:
+    """OpenAI's reset format: `1s`, `6m0s`, `120ms`."""
+    if seconds < 1:
+        return f"{max(1, round(seconds * 1000))}ms"
+    whole = int(round(seconds))
+    minutes, secs = divmod(whole, 60)
+    return f"{minutes}m{secs}s" if minutes else f"{secs}s"
+
+
+class RateWindow:
+    """Requests and tokens used per API in the current one-minute window."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._start: dict[Api, float] = {}
+        self._used: dict[Api, tuple[int, int]] = {}
+
+    def charge(self, api: Api, tokens: int) -> tuple[int, int, float]:
+        """Count one request of `tokens`; (requests used, tokens used, seconds to reset)."""
+        now = time.monotonic()
+        with self._lock:
+            start = self._start.get(api)
+            if start is None or now - start >= _WINDOW_S:
+                start = self._start[api] = now
+                self._used[api] = (0, 0)
+            requests, used_tokens = self._used[api]
+            self._used[api] = (requests + 1, used_tokens + tokens)
+            return requests + 1, used_tokens + tokens, _WINDOW_S - (now - start)
+
+    def headers(self, api: Api, tokens: int, limited_for: float | None) -> dict[str, str]:
+        """The rate-limit headers of one reply (`limited_for`: seconds of a 429, else None)."""
+        requests, used_tokens, reset = self.charge(api, tokens)
+        remaining_requests = max(0, REQUESTS_PER_MINUTE - requests)
+        remaining_tokens = max(0, TOKENS_PER_MINUTE - used_tokens)
+        reset_requests = reset_tokens = reset
+        if limited_for is not None:
+            remaining_requests, reset_requests = 0, limited_for
+        if api == "anthropic":
+            now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+
+            def at(seconds: float) -> str:
+                return (
+                    (now + dt.timedelta(seconds=round(seconds))).isoformat().replace("+00:00", "Z")
+                )
+
+            headers = {
+                "anthropic-ratelimit-requests-limit": str(REQUESTS_PER_MINUTE),
+                "anthropic-ratelimit-requests-remaining": str(remaining_requests),
+                "anthropic-ratelimit-requests-reset": at(reset_requests),
+            }
+            for prefix in ("tokens", "input-tokens", "output-tokens"):
+                headers[f"anthropic-ratelimit-{prefix}-limit"] = str(TOKENS_PER_MINUTE)
+                headers[f"anthropic-ratelimit-{prefix}-remaining"] = str(remaining_tokens)
+                headers[f"anthropic-ratelimit-{prefix}-reset"] = at(reset_tokens)
+            return headers
+        return {
+            "x-ratelimit-limit-requests": str(REQUESTS_PER_MINUTE),
+            "x-ratelimit-limit-tokens": str(TOKENS_PER_MINUTE),
+            "x-ratelimit-remaining-requests": str(remaining_requests),
+            "x-ratelimit-remaining-tokens": str(remaining_tokens),
+            "x-ratelimit-reset-requests": _duration(reset_requests),
+            "x-ratelimit-reset-tokens": _duration(reset_tokens),
+        }

@@ -8,18 +8,26 @@ from typing import Any
 
 import pandas as pd
 
-from schemas import DesignRow, DisclosureRow, SummaryRow, column_names
+from schemas import (
+    ComponentRow,
+    DesignRow,
+    DisclosureRow,
+    PositionBiasRow,
+    RealisedRow,
+    ScoreRow,
+    SummaryRow,
+    column_names,
+)
 from tasks.errors import InputError
-from tasks.report.page import page
+from tasks.report.page import render_page
 from tasks.report.sections import (
     bias_section,
     changes_section,
     cost_section,
     designs_section,
     disclosure_section,
-    glance,
+    header_view,
     realised_section,
-    run_header,
     scores_section,
 )
 from tasks.report.tables import GROUP, ordered
@@ -43,13 +51,16 @@ class ReportData:
 
 
 _COLUMNS: dict[str, tuple[str, ...]] = {
-    "disclosure": tuple(column_names(DisclosureRow)),
-    "scores": (*GROUP, "design", "policy", "score", "ci_low", "ci_high", "pairs"),
-    "summary": tuple(column_names(SummaryRow)),
-    "components": (*GROUP, "design", "component", "cost", "agreement"),
-    "design": tuple(column_names(DesignRow)),
-    "position_bias": (*GROUP, "conflicts", "left_left", "right_right"),
-    "realised": (*GROUP, "policy", "realised_calls", "planned_calls", "realised_savings"),
+    name: tuple(column_names(model))
+    for name, model in (
+        ("disclosure", DisclosureRow),
+        ("scores", ScoreRow),
+        ("summary", SummaryRow),
+        ("components", ComponentRow),
+        ("design", DesignRow),
+        ("position_bias", PositionBiasRow),
+        ("realised", RealisedRow),
+    )
 }
 _TEXT = {"judge", "config", "dataset", "pair_id", "design", "policy", "component"}
 # Shares must lie in [0, 1]: a chart would silently clip anything else.
@@ -136,21 +147,20 @@ def render_report(data: ReportData) -> str:
     validate_report_data(data)
     summary = ordered(data.summary)
     sections = [
-        ("disclosure", "Disclosure", disclosure_section(ordered(data.disclosure))),
-        ("scores", "Scores", scores_section(ordered(data.scores))),
-        ("cost", "Cost vs agreement", cost_section(summary, ordered(data.components))),
-        ("bias", "Position bias", bias_section(ordered(data.position_bias))),
-        ("changes", "Decision changes", changes_section(summary)),
-        ("designs", "Reference designs", designs_section(ordered(data.design))),
+        disclosure_section(ordered(data.disclosure)),
+        scores_section(ordered(data.scores)),
+        cost_section(summary, ordered(data.components)),
+        bias_section(ordered(data.position_bias)),
+        changes_section(summary),
+        designs_section(ordered(data.design)),
     ]
     if data.realised is not None:
-        sections.append(("realised", "Realised savings", realised_section(data.realised, summary)))
+        sections.append(realised_section(data.realised, summary))
     run = next((data.header[k] for k in ("run_id", "run id", "run") if k in data.header), "")
-    return page(
+    return render_page(
         title=f"judgeline report {run}".strip(),
-        header=run_header(data.header) + glance(data.disclosure, data.summary),
-        nav=[(sid, label) for sid, label, _ in sections],
-        body="".join(html for _, _, html in sections),
+        head=header_view(data.header, data.disclosure, data.summary),
+        sections=sections,
     )
 
 

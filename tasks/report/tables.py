@@ -1,4 +1,4 @@
-"""The report's HTML building blocks: formatted, sortable tables, legends and sections."""
+"""The report's tables as data for the table template; row order and grouping of frames."""
 
 from __future__ import annotations
 
@@ -6,18 +6,16 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import pandas as pd
+from pydantic import BaseModel
 
+from schemas.report import Show
 from schemas.vocabulary import DESIGNS, POLICIES
-from tasks.report.charts import esc, pct, signed_pct
 
 GROUP = ("judge", "config", "dataset")
 """The columns naming one (judge, config, dataset) group: the report's row key."""
-
-
-Kind = Literal["text", "int", "pct", "pct2", "score", "calls", "extra", "var"]
 
 
 @dataclass(frozen=True)
@@ -25,34 +23,41 @@ class Col:
     """One table column: where its values come from and how they read."""
 
     key: str
-    label: str
-    kind: Kind = "text"
-    group: str = ""
-    bar: bool = False
-    tip: str = ""
+    show: Show
 
 
-def cell(value: Any, col: Col) -> str:
-    if col.kind == "text":
-        return f"<td>{esc(value)}</td>"
+def columns(model: type[BaseModel], frame: pd.DataFrame | None = None) -> list[Col]:
+    """A table model's columns in order; an optional one only when `frame` has it."""
+    cols = []
+    for name, info in model.model_fields.items():
+        show = next(m for m in info.metadata if isinstance(m, Show))
+        if show.optional and (frame is None or name not in frame):
+            continue
+        cols.append(Col(name, show))
+    return cols
+
+
+@dataclass(frozen=True)
+class Table:
+    """What the table template draws: heading rows, body cells and the columns said once."""
+
+    table_id: str
+    constant: list[tuple[str, Any]]
+    """(label, value) of key columns with one value in every row, said above the table."""
+    groups: list[tuple[str, int]]
+    """Group headings with their column spans; empty when no column has a group."""
+    cols: list[Show]
+    rows: list[list[tuple[Show, Any]]]
+    """Per row, each column with its value: raw for text, else a float or None (blank)."""
+
+
+def _number(value: Any) -> float | None:
     number = float(value) if value is not None and not pd.isna(value) else math.nan
-    if math.isnan(number):
-        return '<td class="num" data-v="">—</td>'
-    shown = {
-        "int": lambda v: f"{round(v):,}",
-        "pct": lambda v: pct(v, 1),
-        "pct2": lambda v: pct(v, 2),
-        "score": lambda v: f"{v:.3f}",
-        "calls": lambda v: f"{v:.2f}",
-        "extra": lambda v: signed_pct(v, 1),
-        "var": lambda v: f"{v:.5f}",
-    }[col.kind](number)
-    style = f' style="--v:{min(max(number, 0.0), 1.0):.4f}"' if col.bar else ""
-    cls = "num bar" if col.bar else "num"
-    return f'<td class="{cls}" data-v="{number:.10g}"{style}>{shown}</td>'
+    return None if math.isnan(number) else number
 
 
-def table(frame: pd.DataFrame, cols: Sequence[Col], *, table_id: str) -> str:
+def table(frame: pd.DataFrame, cols: Sequence[Col], *, table_id: str) -> Table:
+    """The table of `frame`'s rows under `cols`."""
     # A key column with one value for every row (often the dataset) costs width a laptop
     # screen lacks: state it once above the table instead.
     constant = [
@@ -61,47 +66,26 @@ def table(frame: pd.DataFrame, cols: Sequence[Col], *, table_id: str) -> str:
         if c.key in GROUP and len(frame) > 1 and frame[c.key].astype(str).nunique() == 1
     ]
     cols = [c for c in cols if c not in constant]
-    note = ""
-    if constant:
-        said = "; ".join(f"{c.label.lower()} {esc(frame[c.key].iloc[0])}" for c in constant)
-        note = f'<p class="note">Every row: {said}.</p>'
     groups: list[tuple[str, int]] = []
     for col in cols:
-        if groups and groups[-1][0] == col.group:
-            groups[-1] = (col.group, groups[-1][1] + 1)
+        if groups and groups[-1][0] == col.show.group:
+            groups[-1] = (col.show.group, groups[-1][1] + 1)
         else:
-            groups.append((col.group, 1))
-    head = ""
-    if any(g for g, _ in groups):
-        head += (
-            "<tr class='groups'>"
-            + "".join(
-                f'<th colspan="{n}" scope="colgroup" class="{"grp" if g else ""}">{esc(g)}</th>'
-                for g, n in groups
-            )
-            + "</tr>"
-        )
-    head += (
-        "<tr>"
-        + "".join(
-            f'<th scope="col" class="{"num" if c.kind != "text" else ""}"'
-            + (f' title="{esc(c.tip)}"' if c.tip else "")
-            + f">{esc(c.label)}</th>"
+            groups.append((col.show.group, 1))
+    rows = [
+        [
+            (c.show, rec.get(c.key) if c.show.kind == "text" else _number(rec.get(c.key)))
             for c in cols
-        )
-        + "</tr>"
-    )
-    body = "".join(
-        "<tr>" + "".join(cell(rec.get(c.key), c) for c in cols) + "</tr>"
+        ]
         for rec in frame.to_dict("records")
+    ]
+    return Table(
+        table_id=table_id,
+        constant=[(c.show.label.lower(), frame[c.key].iloc[0]) for c in constant],
+        groups=groups if any(g for g, _ in groups) else [],
+        cols=[c.show for c in cols],
+        rows=rows,
     )
-    return (
-        f'{note}<div class="table-wrap"><table class="sortable" id="{table_id}">'
-        f"<thead>{head}</thead><tbody>{body}</tbody></table></div>"
-    )
-
-
-KEY_COLS = [Col("judge", "Judge"), Col("config", "Config"), Col("dataset", "Dataset")]
 
 
 def _natural_key(text: str) -> tuple[str | int, ...]:
@@ -136,23 +120,6 @@ def ordered(frame: pd.DataFrame) -> pd.DataFrame:
 def present(frame: pd.DataFrame, col: str, vocab: Sequence[str]) -> list[str]:
     seen = set(frame[col].astype(str)) if not frame.empty else set()
     return [v for v in vocab if v in seen] + sorted(seen - set(vocab))
-
-
-def legend(items: Sequence[tuple[str, str]], *, hollow: Sequence[str] = ()) -> str:
-    spans = "".join(
-        f'<span class="key"><i style="{"border-color" if n in hollow else "background"}:'
-        f'{color}" class="{"hollow" if n in hollow else ""}"></i>{esc(n)}</span>'
-        for n, color in items
-    )
-    return f'<div class="legend">{spans}</div>'
-
-
-def section(sid: str, title: str, lead: str, body: str) -> str:
-    return f'<section id="{sid}"><h2>{esc(title)}</h2><p class="lead">{lead}</p>{body}</section>'
-
-
-def empty(what: str) -> str:
-    return f'<p class="empty">No {esc(what)} in this run.</p>'
 
 
 GroupKey = tuple[str, str, str]

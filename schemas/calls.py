@@ -35,8 +35,16 @@ class CallRecord(BaseModel):
     error_category: ErrorCategory | None = None
 
 
+TRUNCATED_FINISH_REASONS: frozenset[str] = frozenset({"length", "max_tokens"})
+"""Finish reasons of a reply cut by the token limit: OpenAI `length`, Anthropic `max_tokens`."""
+
+
 class ReplyRecord(BaseModel):
-    """A successful reply, stored verbatim in the content-addressed cache (immutable)."""
+    """A successful reply, stored verbatim in the content-addressed cache (immutable).
+
+    A reply cut by the token limit is stored too (it was paid for, and sending it again buys
+    the same cut); `truncated` says so, and parsing labels it Invalid.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -50,6 +58,11 @@ class ReplyRecord(BaseModel):
     latency_ms: float
     received_at: dt.datetime
 
+    @property
+    def truncated(self) -> bool:
+        """Whether the reply was cut by the token limit (`TRUNCATED_FINISH_REASONS`)."""
+        return self.finish_reason in TRUNCATED_FINISH_REASONS
+
 
 class AttemptRecord(BaseModel):
     """One attempt to send a call, successful or not (the attempts log, append-only)."""
@@ -62,7 +75,11 @@ class AttemptRecord(BaseModel):
     ok: bool
     error_category: ErrorCategory | None = None
     http_status: int | None = None
-    detail: str | None = Field(default=None, description="Short reason; never holds a key.")
+    detail: str | None = Field(
+        default=None,
+        description="Why it failed, with the provider's own message (at most 4 KB); never "
+        "holds a key.",
+    )
     latency_ms: float
     started_at: dt.datetime
 

@@ -44,15 +44,24 @@ Decision = Literal["A", "B", "N"]
 """Decision of a multiset of outcomes: majority of A/B votes, else neutral."""
 
 ErrorCategory = Literal[
+    "auth",
+    "quota",
+    "bad_request",
     "rate_limited",
+    "overloaded",
     "server_error",
-    "client_error",
     "timeout",
     "transport",
     "malformed_response",
     "refused",
+    "client_error",
 ]
-"""Why a judge call produced no reply. A call with one of these is `Missing`, never a result."""
+"""Why a judge call produced no reply. A call with one of these is `Missing`, never a result.
+
+`auth` (401/403), `quota` (credit, spend limit or budget exhausted), `bad_request` (any other
+4xx: the request or model is wrong) and `refused` never succeed when sent again; the others
+are transient. `client_error` is no longer produced: it is how attempts logged before
+`auth`, `quota` and `bad_request` existed name any 4xx, and stays readable."""
 
 CallStatus = Literal["stored", "failed", "pending"]
 """State of a planned call in a run: a reply is stored, the last attempt failed, or not yet sent."""

@@ -12,13 +12,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from schemas.calls import TRUNCATED_FINISH_REASONS
 from schemas.vocabulary import SlotLabel, Strength
 from tasks.templates import get_template
 
 __all__ = ["PARSER_VERSION", "ParsedReply", "parse_reply"]
 
 PARSER_VERSION = "1"
-"""Stored with every parsed label; bump it whenever any template's parsing changes."""
+"""Stored with every parsed label; bump it whenever the label of a stored reply that was not
+cut by the token limit changes (labelling cut replies Invalid did not bump it)."""
 
 
 @dataclass(frozen=True)
@@ -182,7 +184,17 @@ _PARSERS: dict[str, Callable[[str], ParsedReply]] = {
 }
 
 
-def parse_reply(template_id: str, text: str) -> ParsedReply:
-    """Parse one raw reply under the template's output contract (unknown id: InputError)."""
+def parse_reply(template_id: str, text: str, finish_reason: str | None = None) -> ParsedReply:
+    """Parse one raw reply under the template's output contract (unknown id: InputError).
+
+    A reply cut by the token limit (`finish_reason` `length` or `max_tokens`) is Invalid
+    with a `truncated` note, even if its text already holds a verdict: what was cut could
+    have changed or contradicted it. Other replies parse as before, whatever their finish.
+    """
     get_template(template_id)
+    if finish_reason in TRUNCATED_FINISH_REASONS:
+        return _invalid(
+            f"truncated: the reply was cut by the token limit (finish_reason {finish_reason!r});"
+            " raise the judge's max_tokens"
+        )
     return _PARSERS[template_id](text)

@@ -98,22 +98,22 @@ def test_anthropic_round_trip(server: SimJudgeServer) -> None:
     assert sorted(e["call_key"] for e in log) == [f"key-2-{s}" for s in range(3)]
 
 
-def test_wrong_key_is_a_client_error_without_retry_and_without_the_key(
+def test_wrong_key_is_an_auth_failure_without_retry_and_without_the_key(
     server: SimJudgeServer,
 ) -> None:
     wrong = "sk-wrong-key-5d1e0a"
     [result] = _send(_spec(server, max_retries=3), [_request()], key=wrong)
     assert result.reply is None and result.failure is not None
-    assert result.failure.category == "client_error" and result.failure.http_status == 401
+    assert result.failure.category == "auth" and result.failure.http_status == 401
     assert len(result.attempts) == 1
     assert all(
         wrong not in (a.detail or "") and KEY not in (a.detail or "") for a in result.attempts
     )
 
 
-def test_unknown_model_is_a_client_error(server: SimJudgeServer) -> None:
+def test_unknown_model_is_a_bad_request(server: SimJudgeServer) -> None:
     [result] = _send(_spec(server, model="nope"), [_request()])
-    assert result.failure is not None and result.failure.category == "client_error"
+    assert result.failure is not None and result.failure.category == "bad_request"
     assert result.failure.http_status == 404
 
 
@@ -242,12 +242,17 @@ def test_retry_policy_numbers() -> None:
     assert policy.should_retry(failure, 1) and policy.should_retry(failure, 2)
     assert not policy.should_retry(failure, 3)
     assert not policy.should_retry(CallFailure("client_error", "x", 1.0), 1)
+    for never in ("auth", "quota", "bad_request"):
+        assert not policy.should_retry(CallFailure(never, "x", 1.0), 1)
+    assert policy.should_retry(CallFailure("overloaded", "x", 1.0), 1)
     assert not policy.should_retry(CallFailure("refused", "x", 1.0), 1)
 
 
 def test_public_surface_is_pinned() -> None:
     assert set(PROVIDERS) == {"openai", "anthropic"}
     assert set(client_module.__all__) == {
+        "BREAKER_TRIP_AFTER",
+        "BreakerTrip",
         "CallRequest",
         "CallResult",
         "JudgeClient",

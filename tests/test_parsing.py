@@ -190,3 +190,29 @@ def test_json_invalid_replies_say_why(reply: str, note_part: str) -> None:
 )
 def test_parser_returns_slots_never_identities(template_id: str, reply: str) -> None:
     assert parse_reply(template_id, reply).label == "Left"
+
+
+@pytest.mark.parametrize("finish", ["length", "max_tokens"])
+@pytest.mark.parametrize(
+    ("template_id", "text"),
+    [
+        ("arena-hard-v1", "Both are fine. My final verdict is [[A>B]]"),
+        ("arena-hard-v1", ""),
+        ("judgebench-vanilla-v1", "Output (a)"),
+        ("json-strict-v1", '{"verdict": "left", "strength": "weak"'),
+    ],
+)
+def test_a_reply_cut_by_the_token_limit_is_invalid_even_with_a_verdict(
+    template_id: str, text: str, finish: str
+) -> None:
+    parsed = parse_reply(template_id, text, finish)
+    assert parsed.label == "Invalid" and parsed.strength is None
+    assert parsed.note is not None and parsed.note.startswith("truncated")
+    assert finish in parsed.note
+
+
+@pytest.mark.parametrize("finish", [None, "stop", "end_turn", "stop_sequence"])
+def test_other_finish_reasons_parse_as_before(finish: str | None) -> None:
+    text = "My final verdict is [[A>B]]"
+    assert parse_reply("arena-hard-v1", text, finish) == parse_reply("arena-hard-v1", text)
+    assert parse_reply("arena-hard-v1", text, finish).label == "Left"

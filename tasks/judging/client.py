@@ -1,9 +1,14 @@
 """The judge client: one httpx connection pool per judge, bounded, rate-limited, retried.
 
-Failures are classified (`schemas.vocabulary.ErrorCategory`) and every attempt becomes an
-`AttemptRecord`; a failure is never turned into a reply. The API key lives only inside the
-provider's request headers: it is scrubbed from every detail string this module produces.
-Provider dialects (request body, reply parsing) are in `tasks.judging.providers`.
+Failures are classified (`schemas.vocabulary.ErrorCategory`, `tasks.judging.failures`) and
+every attempt becomes an `AttemptRecord`; a failure is never turned into a reply. The API key
+lives only inside the provider's request headers: it is scrubbed from every detail string
+this module produces. Provider dialects (request body, reply parsing) are in
+`tasks.judging.providers`.
+
+A judge config that keeps failing in a way no retry mends (a wrong key, no quota left, a
+request the model rejects) is stopped by its breaker (`Breaker`): its remaining calls are
+not sent and stay pending, and `JudgeClient.tripped` says which configs stopped and why.
 """
 
 from __future__ import annotations
@@ -25,16 +30,12 @@ from schemas.judge import JudgeSpec
 from schemas.vocabulary import ErrorCategory
 from tasks.errors import InputError
 from tasks.judging.claims import CallClaims, Claim
-from tasks.judging.providers import (
-    PROVIDERS,
-    CallFailure,
-    CallRequest,
-    Provider,
-    Reply,
-    scrub,
-)
+from tasks.judging.failures import CallFailure, scrub
+from tasks.judging.providers import PROVIDERS, CallRequest, Provider, Reply
 
 __all__ = [
+    "BREAKER_TRIP_AFTER",
+    "BreakerTrip",
     "CallRequest",
     "CallResult",
     "JudgeClient",
@@ -45,9 +46,20 @@ __all__ = [
 ]
 
 RETRYABLE: frozenset[ErrorCategory] = frozenset(
-    {"rate_limited", "server_error", "timeout", "transport", "malformed_response"}
+    {"rate_limited", "overloaded", "server_error", "timeout", "transport", "malformed_response"}
 )
-"""Categories worth another attempt. A 4xx or a refusal would fail the same way again."""
+"""Categories worth another attempt. `auth`, `quota`, `bad_request` and `refused` would fail
+the same way again."""
+THROTTLING: frozenset[ErrorCategory] = frozenset({"rate_limited", "overloaded"})
+"""Categories that cut the client's concurrency: the provider asks for fewer requests.
+`quota` does not: sending slower never brings credit back."""
+FATAL: frozenset[ErrorCategory] = frozenset({"auth", "quota", "bad_request"})
+"""Categories that trip a judge config's breaker (`Breaker`)."""
+BREAKER_TRIP_AFTER = 3
+"""Consecutive `FATAL` failures of one judge config that stop it. Three: one could be a
+request of its own (a prompt over the context window), three in a row with nothing between
+are the key, the account or the config; the calls already in flight still answer, so a
+tripped config costs at most this plus its concurrency in failed requests."""
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +118,7 @@ class RateLimiter:
 
 class _AdaptiveSlots:
     """How many requests may be in flight: up to the judge's `max_concurrency`, halved by a
-    429 and regrown by successes (additive increase, multiplicative decrease, as in TCP).
+    429 or 529 and regrown by successes (additive increase, multiplicative decrease, as in TCP).
 
     A provider that answers 429 is over its limit; sending at the same rate only buys more
     429s, so the whole client slows down, not just the throttled call. Only a 429 to a
@@ -155,6 +167,77 @@ class _AdaptiveSlots:
                 waiter.set_result(None)
 
 
+@dataclass(frozen=True)
+class BreakerTrip:
+    """A judge config stopped by its breaker: why, and what it cost.
+
+    `category` and `message` are those of the first failure of the run that tripped it
+    (`message`: the attempt's detail, the provider's own words, scrubbed of the key).
+    """
+
+    judge: str
+    config: str
+    category: ErrorCategory
+    http_status: int | None
+    message: str
+    failures: int
+    """`FATAL` failures of the config since its last success, in-flight answers included."""
+    held: int
+    """Calls not sent because the breaker was open: they stay pending for `rerun-failed`."""
+
+
+class Breaker:
+    """One judge config's circuit breaker: open after `BREAKER_TRIP_AFTER` `FATAL` failures
+    with no success between them, and open for the rest of the client's life.
+
+    `auth` and `quota` count at any time (a key revoked or credit run out mid-run stops
+    the rest). `bad_request` counts only before the config's first success: once the judge
+    has accepted a request of this config, a 400 says something about one prompt (too
+    long, say), not about the config.
+    """
+
+    def __init__(self, judge: str, config: str) -> None:
+        self.judge = judge
+        self.config = config
+        self.failures = 0
+        self.held = 0
+        self.first: CallFailure | None = None
+        self.succeeded = False
+        self.open = False
+
+    def record(self, outcome: Reply | CallFailure) -> bool:
+        """Count one answered attempt; True if this one opened the breaker."""
+        if isinstance(outcome, Reply):
+            self.succeeded = True
+            if not self.open:
+                self.failures, self.first = 0, None
+            return False
+        counts = outcome.category in ("auth", "quota") or (
+            outcome.category == "bad_request" and not self.succeeded
+        )
+        if not counts:
+            return False
+        self.failures += 1
+        self.first = self.first or outcome
+        if self.open or self.failures < BREAKER_TRIP_AFTER:
+            return False
+        self.open = True
+        return True
+
+    def trip(self) -> BreakerTrip:
+        """What stopped this config (only once it is open)."""
+        assert self.first is not None
+        return BreakerTrip(
+            judge=self.judge,
+            config=self.config,
+            category=self.first.category,
+            http_status=self.first.http_status,
+            message=self.first.detail,
+            failures=self.failures,
+            held=self.held,
+        )
+
+
 @dataclass
 class CallResult:
     """The outcome of sending one call: a stored-to-be reply or the last failure."""
@@ -165,6 +248,9 @@ class CallResult:
     attempts: list[AttemptRecord] = field(default_factory=list)
     skipped: bool = False
     """Not sent: its reply was stored (by another process) by the time it could go."""
+    held: bool = False
+    """Not sent: its judge config's breaker is open (`JudgeClient.tripped`). No attempt is
+    recorded, so the call stays pending and `rerun-failed` sends it later."""
 
 
 def resolve_api_key(spec: JudgeSpec) -> str | None:
@@ -207,7 +293,8 @@ def _secret_value(block: object, spec: JudgeSpec) -> str:
 
 class JudgeClient:
     """Sends calls to one judge: a pooled httpx client, adaptive concurrency (fewer requests
-    in flight while the judge answers 429), an optional rate limit.
+    in flight while the judge answers 429 or 529), an optional rate limit, a breaker per
+    config (`tripped` lists the configs it stopped).
 
     async with JudgeClient(spec, api_key) as client:
         result = await client.send(CallRequest(...))
@@ -248,6 +335,31 @@ class JudgeClient:
         self.provider: Provider = provider_cls(spec, self.http, api_key)
         self._slots = _AdaptiveSlots(spec.max_concurrency)
         self._limiter = RateLimiter(spec.requests_per_minute) if spec.requests_per_minute else None
+        self._breakers: dict[str, Breaker] = {}
+
+    @property
+    def tripped(self) -> list[BreakerTrip]:
+        """The judge configs whose breaker opened, and why (in the order they opened)."""
+        return [b.trip() for b in self._breakers.values() if b.open]
+
+    def _breaker(self, config: str) -> Breaker:
+        breaker = self._breakers.get(config)
+        if breaker is None:
+            breaker = self._breakers[config] = Breaker(self.spec.name, config)
+        return breaker
+
+    def _record(self, breaker: Breaker, outcome: Reply | CallFailure) -> None:
+        if breaker.record(outcome):
+            trip = breaker.trip()
+            log.warning(
+                "judge %s, config %s: stopped after %d %s failures in a row; its remaining "
+                "calls are not sent (they stay pending). First: %s",
+                trip.judge,
+                trip.config,
+                trip.failures,
+                trip.category,
+                trip.message,
+            )
 
     async def __aenter__(self) -> JudgeClient:
         return self
@@ -263,12 +375,18 @@ class JudgeClient:
     async def aclose(self) -> None:
         await self.http.aclose()
 
-    async def _attempt(self, request: CallRequest, claim: bool) -> Reply | CallFailure | Claim:
+    async def _attempt(
+        self, request: CallRequest, claim: bool
+    ) -> Reply | CallFailure | Claim | None:
         """One attempt; with `claim`, first the call's claim: `Claim.STORED` or `Claim.BUSY`
-        come back unsent."""
+        come back unsent, and None if the config's breaker is open (nothing sent)."""
         epoch = await self._slots.acquire()
         outcome: Reply | CallFailure | None = None
+        breaker = self._breaker(request.config.name)
         try:
+            if breaker.open:  # checked with a slot in hand: queued calls see a trip at once
+                breaker.held += 1
+                return None
             if claim and self._claims is not None:
                 state = self._claims.take(request.call_key)
                 if state is not Claim.MINE:
@@ -276,9 +394,10 @@ class JudgeClient:
             if self._limiter is not None:
                 await self._limiter.wait()
             outcome = await self.provider.call(request)
+            self._record(breaker, outcome)
             return outcome
         finally:
-            throttled = isinstance(outcome, CallFailure) and outcome.category == "rate_limited"
+            throttled = isinstance(outcome, CallFailure) and outcome.category in THROTTLING
             self._slots.release(epoch, throttled=throttled)
 
     async def send(self, request: CallRequest) -> CallResult:
@@ -291,6 +410,11 @@ class JudgeClient:
             attempt += 1
             started = dt.datetime.now(dt.UTC)
             outcome = await self._attempt(request, claim=claim and attempt == 1)
+            if outcome is None:
+                # Breaker open: a first attempt leaves the call pending; a retry keeps the
+                # failure it already has.
+                result.held = attempt == 1
+                return result
             if isinstance(outcome, Claim):
                 if outcome is Claim.STORED:
                     result.skipped = True

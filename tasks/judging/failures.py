@@ -1,68 +1,211 @@
-"""Failed attempts: how an HTTP reply that is not a reply is classified, and what is kept of it.
+"""Failed attempts: how a reply that is not a reply is classified, and what is kept of it.
 
-`classify_status` turns a non-200 reply into a `CallFailure` (category, the provider's message,
-how long the server asked us to wait); `scrub` keeps keys out of every detail string.
+`classify_status` turns a non-200 HTTP reply into a `CallFailure`: a category that says
+whether trying again can help, the provider's own message (whole, scrubbed of the key,
+bounded at `DETAIL_LIMIT_BYTES`), and how long the server asked us to wait.
+
+Categories of a non-200 reply, first match wins:
+
+- `quota`: out of credit or over a spend limit or budget, whatever the status (400, 402,
+  403, 429): error type or code `insufficient_quota`, `billing_error`, `budget_exceeded`,
+  `enforced_spend_limit_reached`, or the message says so (OpenAI, Anthropic, OpenRouter,
+  LiteLLM wordings in `_QUOTA_PHRASES`); every 402.
+- `auth`: 401, 403 (a wrong, revoked or unentitled key).
+- `overloaded`: 529, or error type `overloaded_error` (Anthropic, busy for everyone).
+- `rate_limited`: 429. `timeout`: 408. `server_error`: 5xx.
+- `refused`: a content-policy refusal. `bad_request`: any other 4xx (400, 404, 422, ...):
+  the request or the model name is wrong.
+
+`auth`, `quota`, `bad_request` and `refused` never succeed when sent again; the client
+retries only the others (`tasks.judging.client.RETRYABLE`).
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import email.utils
+import json
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
 from schemas.vocabulary import ErrorCategory
 
-__all__ = ["CallFailure", "classify_status", "retry_after", "scrub"]
+__all__ = [
+    "DETAIL_LIMIT_BYTES",
+    "CallFailure",
+    "classify_status",
+    "error_message",
+    "retry_after",
+    "scrub",
+]
 
-_DETAIL_LIMIT = 200
+DETAIL_LIMIT_BYTES = 4096
+"""Longest detail kept of one failed attempt (UTF-8 bytes): a provider's whole message fits."""
+
 _REFUSAL_MARKERS = ("content_filter", "content_policy", "refusal")
+_QUOTA_CODES = frozenset(
+    {
+        "insufficient_quota",  # OpenAI: out of credit or over the monthly budget (429)
+        "billing_error",  # Anthropic (402)
+        "enforced_spend_limit_reached",  # Anthropic: the tier's monthly spend limit (429)
+        "budget_exceeded",  # LiteLLM proxy budgets
+        "billing_hard_limit_reached",  # OpenAI
+    }
+)
+_QUOTA_PHRASES = (
+    "exceeded your current quota",  # OpenAI
+    "credit balance is too low",  # Anthropic
+    "reached your specified api usage limits",  # Anthropic workspace spend limit (400)
+    "spend limit",
+    "insufficient credits",  # OpenRouter (402)
+    "budget has been exceeded",  # LiteLLM
+    "exceededbudget",  # LiteLLM
+    "over budget",
+    "max budget",
+)
+_RETRY_AFTER_HEADERS = ("", "llm_provider-")  # LiteLLM forwards the provider's headers prefixed
+_REQUEST_ID_HEADERS = ("request-id", "x-request-id")
 
 
 @dataclass(frozen=True)
 class CallFailure:
-    """A failed attempt, classified. `detail` is short and never holds a key."""
+    """A failed attempt, classified. `detail` holds the provider's message, never a key."""
 
     category: ErrorCategory
     detail: str
     latency_ms: float
     http_status: int | None = None
     retry_after: float | None = None
+    """Seconds the server asked us to wait before sending again (a floor), if it said."""
 
 
 def scrub(text: str, secret: str | None) -> str:
-    """`text` cut to a short detail with any occurrence of `secret` masked."""
+    """`text` with any occurrence of `secret` masked, then cut to `DETAIL_LIMIT_BYTES`."""
     if secret:
         text = text.replace(secret, "***")
-    return text[:_DETAIL_LIMIT]
+    raw = text.encode("utf-8")
+    if len(raw) <= DETAIL_LIMIT_BYTES:
+        return text
+    return raw[:DETAIL_LIMIT_BYTES].decode("utf-8", errors="ignore")
 
 
-def retry_after(response: httpx.Response) -> float | None:
-    """Seconds from a `Retry-After` header (delta-seconds form; HTTP dates are rare here)."""
-    value = response.headers.get("retry-after")
-    if value is None:
-        return None
+def _seconds(name: str, value: str, now: dt.datetime) -> float | None:
+    """One Retry-After header value in seconds: milliseconds for `*-ms`, else seconds or an
+    HTTP date."""
+    value = value.strip()
     try:
-        return max(0.0, float(value))
+        number = float(value)
     except ValueError:
+        if name.endswith("-ms"):
+            return None
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=dt.UTC)
+        return max(0.0, (when - now).total_seconds())
+    if number != number or number in (float("inf"), float("-inf")):
         return None
+    return max(0.0, number / 1000 if name.endswith("-ms") else number)
+
+
+def retry_after(headers: httpx.Headers, now: dt.datetime | None = None) -> float | None:
+    """The longest wait any Retry-After header asks for, in seconds, or None.
+
+    Read: `retry-after` (delta-seconds or HTTP date), `retry-after-ms` (OpenAI, Azure), and
+    both as forwarded by a LiteLLM gateway (`llm_provider-retry-after`, ...). The longest
+    wins: we never come back sooner than any of them asked.
+    """
+    now = now or dt.datetime.now(dt.UTC)
+    waits = [
+        wait
+        for prefix in _RETRY_AFTER_HEADERS
+        for name in (f"{prefix}retry-after", f"{prefix}retry-after-ms")
+        if (value := headers.get(name)) is not None
+        and (wait := _seconds(name, value, now)) is not None
+    ]
+    return max(waits) if waits else None
+
+
+def _error_object(data: Any) -> dict[str, Any]:
+    if isinstance(data, dict):
+        error = data.get("error")
+        if isinstance(error, dict):
+            return error
+        return data
+    return {}
+
+
+def error_message(body: str) -> str:
+    """The provider's message in its own words: `error.message` of an OpenAI or Anthropic
+    error body (or a plain `message`/`detail`/`error` string), else the body text."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return body.strip()
+    error = _error_object(data)
+    for field in ("message", "detail", "error"):
+        value = error.get(field)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    if isinstance(data, dict) and isinstance(data.get("error"), str):
+        return str(data["error"]).strip()
+    return body.strip()
+
+
+def _error_codes(body: str) -> set[str]:
+    """The error's type and code strings, lowercased (`error.type`, `error.code`,
+    `error.details.error_code`, a top-level `type`)."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return set()
+    error = _error_object(data)
+    details = error.get("details")
+    values = [error.get("type"), error.get("code")]
+    if isinstance(details, dict):
+        values.append(details.get("error_code"))
+    if isinstance(data, dict) and data.get("type") != "error":
+        values.append(data.get("type"))
+    return {v.lower() for v in values if isinstance(v, str)}
+
+
+def _category(status: int, body: str, message: str) -> ErrorCategory:
+    codes = _error_codes(body)
+    said = message.lower()
+    quota = status == 402 or codes & _QUOTA_CODES or any(p in said for p in _QUOTA_PHRASES)
+    if quota and status < 500:
+        return "quota"
+    if status in (401, 403):
+        return "auth"
+    if status == 529 or "overloaded_error" in codes:
+        return "overloaded"
+    if status == 429:
+        return "rate_limited"
+    if status == 408:
+        return "timeout"
+    if status >= 500:
+        return "server_error"
+    if any(m in body.lower() for m in _REFUSAL_MARKERS):
+        return "refused"
+    return "bad_request"
 
 
 def classify_status(response: httpx.Response, ms: float, secret: str | None) -> CallFailure:
-    """A non-200 reply as a failure: its category, a scrubbed detail, the wait it asked for."""
+    """A non-200 reply as a failure: its category, the provider's message and request id
+    (scrubbed, bounded), and the wait it asked for."""
     status = response.status_code
-    snippet = response.text[:120].replace("\n", " ")
-    detail = scrub(f"HTTP {status}: {snippet}", secret)
-    if status == 429:
-        return CallFailure(
-            "rate_limited", detail, ms, http_status=status, retry_after=retry_after(response)
-        )
-    if status == 408:
-        return CallFailure("timeout", detail, ms, http_status=status)
-    if status >= 500:
-        return CallFailure(
-            "server_error", detail, ms, http_status=status, retry_after=retry_after(response)
-        )
-    lowered = response.text.lower()
-    if any(m in lowered for m in _REFUSAL_MARKERS):
-        return CallFailure("refused", detail, ms, http_status=status)
-    return CallFailure("client_error", detail, ms, http_status=status)
+    body = response.text
+    message = error_message(body)
+    request_id = next((v for h in _REQUEST_ID_HEADERS if (v := response.headers.get(h))), None)
+    where = f" (request {request_id})" if request_id else ""
+    return CallFailure(
+        _category(status, body, message),
+        scrub(f"HTTP {status}{where}: {message}", secret),
+        ms,
+        http_status=status,
+        retry_after=retry_after(response.headers),
+    )

@@ -52,7 +52,9 @@ class CallRequest:
 
 @dataclass(frozen=True)
 class Reply:
-    """A successful attempt: the reply text verbatim, with usage and latency."""
+    """A successful attempt: the reply text verbatim, with usage and latency.
+
+    `finish_reason` is the provider's (`length` or `max_tokens`: cut by the token limit)."""
 
     text: str
     finish_reason: str | None
@@ -86,7 +88,11 @@ class Provider(ABC):
 
     @abstractmethod
     def parse(self, data: Any, latency_ms: float) -> Reply | CallFailure:
-        """Read a 200 reply's JSON; a refusal or a missing text is a failure."""
+        """Read a 200 reply's JSON; a refusal or a missing text is a failure.
+
+        A reply cut by the token limit is a reply (it was paid for; sending it again buys
+        the same cut): with no text at all, its text is "" and its finish reason says why.
+        """
 
     def _fail(
         self, category: ErrorCategory, detail: str, latency_ms: float, **kw: Any
@@ -179,6 +185,8 @@ class OpenAIProvider(Provider):
             why = message.get("refusal") or "finish_reason content_filter"
             return self._fail("refused", f"refused: {why}", latency_ms, http_status=200)
         content = message.get("content")
+        if content is None and finish == "length":
+            content = ""  # the token limit was spent before any text (reasoning): a paid reply
         if not isinstance(content, str):
             return self._fail(
                 "malformed_response", "reply has no text content", latency_ms, http_status=200
@@ -226,6 +234,8 @@ class AnthropicProvider(Provider):
             return self._fail("refused", "stop_reason refusal", latency_ms, http_status=200)
         blocks = data["content"]
         texts = [b["text"] for b in blocks if b.get("type") == "text"]
+        if not texts and stop == "max_tokens":
+            texts = [""]  # only a thinking block before the token limit: a paid reply
         if not texts or not all(isinstance(t, str) for t in texts):
             return self._fail(
                 "malformed_response", "reply has no text block", latency_ms, http_status=200

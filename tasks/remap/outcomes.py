@@ -114,8 +114,8 @@ class ParsedLike(Protocol):
     def note(self) -> Any: ...
 
 
-Parser = Callable[[str, str], ParsedLike]
-"""`parse_reply(template_id, text)`, from tasks.parsing."""
+Parser = Callable[[str, str, str | None], ParsedLike]
+"""`parse_reply(template_id, text, finish_reason)`, from tasks.parsing."""
 
 
 def parse_labels(
@@ -126,9 +126,13 @@ def parse_labels(
     Parsing reads only the stored reply text: a new parser version re-labels without a call.
     """
     wanted = calls.select(["call_key", "template_id"]).to_pandas().drop_duplicates()
-    texts = replies.select(["call_key", "raw_reply"]).to_pandas().drop_duplicates("call_key")
-    todo = wanted.merge(texts, on="call_key", how="inner")
-    parsed = [parse(t, r) for t, r in zip(todo["template_id"], todo["raw_reply"], strict=True)]
+    texts = replies.select(["call_key", "raw_reply", "finish_reason"]).to_pandas()
+    todo = wanted.merge(texts.drop_duplicates("call_key"), on="call_key", how="inner")
+    finish = [f if isinstance(f, str) else None for f in todo["finish_reason"]]
+    parsed = [
+        parse(t, r, f)
+        for t, r, f in zip(todo["template_id"], todo["raw_reply"], finish, strict=True)
+    ]
     frame = pd.DataFrame(
         {
             "call_key": todo["call_key"].to_numpy(),

@@ -176,7 +176,8 @@ class SimJudge:
     def _credential(self, request: Request, api: Api) -> str | None:
         """The key the request presents the way this API reads keys (None: none)."""
         headers = request.headers
-        if api == "anthropic":
+        if api == "anthropic" and ("x-api-key" in headers or "anthropic-version" not in headers):
+            # x-api-key wins; a bearer key counts from clients that name an API version.
             return headers.get("x-api-key")
         if api == "azure" and "api-key" in headers:
             return headers["api-key"]

@@ -3,10 +3,12 @@
 A token is four characters of reply text (plus one per reply), as the judge has always
 counted. OpenAI reasoning models spend reasoning tokens by effort before the visible reply,
 all within `max_completion_tokens`. With Anthropic extended thinking the judge thinks for
-its whole budget and a little past it (the budget is a target, not a hard cap), then
-writes its reply within `max_tokens`. A reply that does not fit is cut at the limit and
-ends with `finish_reason: "length"` / `stop_reason: "max_tokens"`; a limit used up by
-reasoning leaves empty content, or a Messages reply holding only its thinking block.
+its whole budget and a little past it (the budget is a target, not a hard cap; adaptive
+thinking takes a fixed amount), then writes its reply within `max_tokens`; with
+`display: "omitted"` the thinking block keeps only its signature. A reply that does not
+fit is cut at the limit and ends with `finish_reason: "length"` /
+`stop_reason: "max_tokens"`; a limit used up by reasoning leaves empty content, or a
+Messages reply holding only its thinking block.
 """
 
 from __future__ import annotations
@@ -17,11 +19,18 @@ from typing import Any
 from tasks.simjudge.rules import reply_limit, thinking_budget
 from tasks.simjudge.wire import anthropic_reply, openai_reply
 
-__all__ = ["REASONING_TOKENS", "THINKING_OVERRUN", "anthropic_payload", "openai_payload"]
+__all__ = [
+    "ADAPTIVE_THINKING",
+    "REASONING_TOKENS",
+    "THINKING_OVERRUN",
+    "anthropic_payload",
+    "openai_payload",
+]
 
 REASONING_TOKENS = {"none": 0, "minimal": 16, "low": 64, "medium": 256, "high": 768,
-                    "xhigh": 1536}  # fmt: skip
+                    "xhigh": 1536, "max": 3072}  # fmt: skip
 THINKING_OVERRUN = 32
+ADAPTIVE_THINKING = 256
 _THOUGHTS = (
     "The question has one correct result. I check each answer's result and its steps, "
     "then weigh completeness and clarity.",
@@ -59,7 +68,11 @@ def anthropic_payload(
     budget = thinking_budget(body)
     limit = reply_limit(body)
     thought = None if budget is None else _THOUGHTS[int(digest[1], 16) % len(_THOUGHTS)]
-    spent = 0 if budget is None else budget + THINKING_OVERRUN
+    if thought is not None and body["thinking"].get("display") == "omitted":
+        thought = ""
+    spent = 0
+    if budget is not None:
+        spent = ADAPTIVE_THINKING if budget == "adaptive" else int(budget) + THINKING_OVERRUN
     tokens, stop = _tokens(text), "end_turn"
     reply: str | None = text
     if limit is not None and spent + tokens > limit:

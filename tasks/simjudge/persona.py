@@ -38,9 +38,9 @@ FaultKind = Literal[
 ]
 
 # The `reasoning_effort` values the OpenAI API accepts today, lowest first.
-ACCEPTED_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+ACCEPTED_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 # An accepted effort a persona does not configure acts like its nearest configured one.
-_EFFORT_FALLBACK = {"none": "minimal", "minimal": "low", "xhigh": "high"}
+_EFFORT_FALLBACK = {"none": "minimal", "minimal": "low", "max": "xhigh", "xhigh": "high"}
 
 
 class Faults(BaseModel):
@@ -131,7 +131,7 @@ class Persona(BaseModel):
         """(skill, left_bias) under a reasoning effort; unknown efforts are a ValueError.
 
         An effort the API accepts but the persona does not configure falls back to the
-        nearest configured one (`none` -> `minimal` -> `low`, `xhigh` -> `high`), else
+        nearest configured one (`none` -> `minimal` -> `low`, `max` -> `xhigh` -> `high`), else
         leaves the persona as it is.
         """
         if effort is None:

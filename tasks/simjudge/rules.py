@@ -3,8 +3,9 @@
 Model profiles follow the model name as OpenAI's do: reasoning models (`o1`, `o3`, `o4-mini`,
 `gpt-5*` except the `-chat` variants, with or without a `provider/` prefix) refuse a
 temperature other than 1 and `max_tokens`, and accept `max_completion_tokens`. The
-Messages API wants `anthropic-version` and `max_tokens`, and with extended thinking a
-budget of at least 1024 tokens below `max_tokens` and no temperature other than 1.
+Messages API wants `anthropic-version` and `max_tokens`; from version 2026-10-21 on it
+refuses `temperature`, `top_p` and `top_k` whatever their value; with extended thinking it
+wants a budget of at least 1024 tokens below `max_tokens` and no temperature other than 1.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, NamedTuple
 
 __all__ = [
     "MIN_THINKING_BUDGET",
+    "SAMPLING_FREE_VERSION",
     "Problem",
     "anthropic_problem",
     "is_reasoning_model",
@@ -24,6 +26,9 @@ __all__ = [
 ]
 
 MIN_THINKING_BUDGET = 1024
+# The Messages API version that dropped the sampling parameters (SDKs send it by default).
+SAMPLING_FREE_VERSION = "2026-10-21"
+_THINKING_TYPES = ("enabled", "adaptive", "disabled", "between_tools")
 _REASONING_NAME = re.compile(r"^(?:o\d+(?:$|-)|gpt-5(?!.*-chat))")
 _THINKING_DOCS = (
     "Please consult our documentation at "
@@ -82,10 +87,13 @@ def openai_problem(body: Mapping[str, Any], model: str) -> Problem | None:
     return None
 
 
-def thinking_budget(body: Mapping[str, Any]) -> int | None:
-    """The extended-thinking budget of a (checked) Messages request, None without thinking."""
+def thinking_budget(body: Mapping[str, Any]) -> int | str | None:
+    """A (checked) Messages request's thinking: its budget, "adaptive", or None (none)."""
     thinking = body.get("thinking")
-    if isinstance(thinking, dict) and thinking.get("type") == "enabled":
+    kind = thinking.get("type") if isinstance(thinking, dict) else None
+    if kind == "adaptive":
+        return "adaptive"
+    if kind == "enabled" and isinstance(thinking, dict):
         budget = thinking.get("budget_tokens")
         return budget if isinstance(budget, int) else None
     return None
@@ -95,18 +103,22 @@ def anthropic_problem(
     body: Mapping[str, Any], headers: Mapping[str, str], *, require_version: bool
 ) -> Problem | None:
     """What a Messages request breaks (header, thinking, temperature), if anything."""
-    if require_version and not headers.get("anthropic-version"):
+    version = headers.get("anthropic-version")
+    if require_version and not version:
         return Problem(400, "invalid_request", "anthropic-version: header is required")
+    if version and version >= SAMPLING_FREE_VERSION:
+        for name in ("temperature", "top_p", "top_k"):
+            if name in body:
+                return Problem(400, "invalid_request", f"{name}: Extra inputs are not permitted")
     thinking = body.get("thinking")
     if thinking is None:
         return None
     kind = thinking.get("type") if isinstance(thinking, dict) else None
-    if kind == "disabled":
-        return None
+    if kind not in _THINKING_TYPES:
+        allowed = ", ".join(f"'{k}'" for k in _THINKING_TYPES)
+        return Problem(400, "invalid_request", f"thinking.type: Input should be one of {allowed}")
     if kind != "enabled":
-        return Problem(
-            400, "invalid_request", "thinking.type: Input should be 'enabled' or 'disabled'"
-        )
+        return None
     budget = thinking.get("budget_tokens")
     if not isinstance(budget, int) or isinstance(budget, bool):
         return Problem(400, "invalid_request", "thinking.enabled.budget_tokens: Field required")

@@ -87,6 +87,7 @@ class Bench:
         spec: dict[str, Any] = {
             "name": "bench-judge",
             "base_url": self.server.base_url,
+            "simulated": True,
             "model": "bench",
             "max_concurrency": self.args.concurrency,
         }

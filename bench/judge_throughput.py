@@ -140,8 +140,9 @@ def _warm_prefect() -> float:
 def throughput(root: Path, base_url: str, calls: int, concurrency: int) -> None:
     work = WorkDir(root / "throughput")
     judge = JudgeSpec(
-        name="bench", base_url=base_url, model="strong", max_concurrency=concurrency, max_retries=0
-    )
+        name="bench", base_url=base_url, simulated=True, model="strong",
+        max_concurrency=concurrency, max_retries=0,
+    )  # fmt: skip
     plan_id = _stage(work, calls, "tp")
     planned = _planned(work, plan_id, judge)
     print(f"throughput: {len(planned):,} calls, concurrency {concurrency}")
@@ -171,7 +172,7 @@ def throughput(root: Path, base_url: str, calls: int, concurrency: int) -> None:
 
 def cached_rerun(root: Path, base_url: str, calls: int) -> None:
     work = WorkDir(root / "cached")
-    judge = JudgeSpec(name="bench", base_url=base_url, model="strong")
+    judge = JudgeSpec(name="bench", base_url=base_url, simulated=True, model="strong")
     plan_id = _stage(work, calls, "cache")
     planned = _planned(work, plan_id, judge)
     now = dt.datetime.now(dt.UTC)

@@ -1,37 +1,178 @@
 """Judge specifications: which endpoint, model, decoding and reasoning settings a run uses.
 
-A run configuration (YAML) holds a list of these, for example::
+A run configuration (YAML) holds a list of these. One judge per endpoint profile::
 
     judges:
-      - name: gpt-small
-        provider: openai
-        base_url: https://api.example.com/v1
+      - name: gpt-small                  # OpenAI chat completions (profile openai, the default)
+        base_url: https://api.openai.com/v1
         model: gpt-4o-mini
         api_key_env: OPENAI_API_KEY
         configs:
-          - name: low
-            extra: {reasoning_effort: low}
-          - name: high
-            extra: {reasoning_effort: high}
+          - {name: default}
+      - name: o4-mini                    # an OpenAI reasoning model
+        base_url: https://api.openai.com/v1
+        model: o4-mini
+        reasoning: true                  # no temperature, max_completion_tokens
+        api_key_env: OPENAI_API_KEY
+        configs:
+          - {name: low, reasoning_effort: low}
+          - {name: high, reasoning_effort: high, max_tokens: 16000}
+      - name: claude                     # Anthropic Messages, extended thinking
+        provider: anthropic
+        base_url: https://api.anthropic.com
+        model: claude-sonnet-4-5
+        thinking: {type: enabled, budget_tokens: 4000}   # max_tokens defaults to 5024
+        anthropic_beta: [interleaved-thinking-2025-05-14]
+        api_key_env: ANTHROPIC_API_KEY
+      - name: azure-gpt                  # Azure OpenAI, a deployment URL
+        profile: azure
+        base_url: https://my-res.openai.azure.com/openai/deployments/gpt-4o?api-version=2024-10-21
+        model: gpt-4o
+        api_key_env: AZURE_OPENAI_API_KEY   # sent as `api-key`
+      - name: azure-v1                   # Azure OpenAI, the v1 API
+        profile: azure
+        base_url: https://my-res.openai.azure.com/openai/v1/
+        model: my-o4-mini-deployment
+        reasoning: true
+        api_key_env: AZURE_OPENAI_API_KEY
+      - name: llama                      # vLLM, Ollama, llama.cpp, OpenRouter, LiteLLM, ...
+        profile: openai_compatible       # seed sent only when set
+        base_url: https://openrouter.ai/api/v1
+        model: meta-llama/llama-3.3-70b-instruct
+        api_key_env: OPENROUTER_API_KEY
+        headers: {HTTP-Referer: "https://example.org", X-Title: judgeline}
+        seed: plan                       # send the plan's seed after all
+
+Decoding fields (`temperature`, `max_tokens`, `seed`, `top_p`, `stop`, `response_format`,
+`reasoning_effort`, `thinking`, `system_role`) can be set per judge and per config; a
+config's value wins, and `null` removes the field from the request. `extra` and the
+configs' `extra` are passed through unchanged after them.
 
 Keys are never stored here: only the name of the environment variable or of the Prefect
-Secret block that holds one.
+Secret block that holds one (`api_key_env`/`api_key_secret`, and `{env: NAME}` or
+`{secret: NAME}` as a header's value).
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
+from urllib.parse import parse_qsl, urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 Provider = Literal["openai", "anthropic"]
 """The API dialect a judge speaks: OpenAI chat completions or Anthropic Messages."""
 
+Profile = Literal["openai", "azure", "openai_compatible", "anthropic"]
+"""The kind of endpoint, which decides URLs, headers and default decoding fields:
 
-class ReasoningConfig(BaseModel):
-    """One reasoning configuration of a judge; its `extra` joins the request body."""
+- `openai`: the OpenAI platform's chat completions (`{base_url}/chat/completions`, bearer
+  key); the plan's seed is sent; `reasoning: true` marks a reasoning model.
+- `azure`: Azure OpenAI, either a deployment URL (`.../openai/deployments/D`, with an
+  `api-version` query parameter) or the v1 API (`.../openai/v1`); the key goes in `api-key`.
+  Defaults as for `openai`.
+- `openai_compatible`: any other chat completions server (vLLM, Ollama, llama.cpp,
+  OpenRouter, LiteLLM); bearer key; no seed unless `seed` is set.
+- `anthropic`: the Messages API; `base_url` as the Anthropic SDK writes it
+  (`https://api.anthropic.com`) or ending in `/v1`; key in `x-api-key`; never a seed.
+
+Without `profile`, it is the provider's name; without `provider`, the profile's dialect.
+"""
+
+ANTHROPIC_VERSION = "2023-06-01"
+"""The `anthropic-version` header sent unless a judge sets another."""
+
+DECODING_FIELDS = (
+    "temperature",
+    "max_tokens",
+    "seed",
+    "top_p",
+    "stop",
+    "response_format",
+    "reasoning_effort",
+    "thinking",
+    "system_role",
+)
+"""Fields a judge sets and its configs may override (`null` removes the field)."""
+
+_RESERVED_HEADERS = frozenset(
+    {"authorization", "api-key", "x-api-key", "anthropic-version", "anthropic-beta",
+     "content-type", "content-length", "host", "x-judgeline-call-key"}
+)  # fmt: skip
+_OPENAI_ONLY = ("response_format", "reasoning_effort")
+
+
+class SecretRef(BaseModel):
+    """A header value read when the run starts: from an environment variable or a Prefect
+    Secret block. Its value is never written to a file or a log."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    env: str | None = Field(default=None, min_length=1, description="Environment variable.")
+    secret: str | None = Field(default=None, min_length=1, description="Prefect Secret block.")
+
+    @model_validator(mode="after")
+    def _one(self) -> SecretRef:
+        if (self.env is None) == (self.secret is None):
+            raise ValueError("set exactly one of env and secret")
+        return self
+
+
+class Decoding(BaseModel):
+    """Request fields that decide a reply; each one present is sent and enters the call key."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    temperature: float | None = Field(default=None, ge=0.0, description="Sampling temperature.")
+    max_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="Reply length limit in tokens (reasoning and thinking tokens count), sent "
+        "as `max_completion_tokens` to OpenAI and Azure reasoning models.",
+    )
+    seed: int | Literal["plan"] | None = Field(
+        default=None,
+        description="`plan`: the seed of each planned call; a number: that seed on every call.",
+    )
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0, description="Nucleus sampling.")
+    stop: str | list[str] | None = Field(
+        default=None, description="Stop sequences (`stop_sequences` for Anthropic)."
+    )
+    response_format: dict[str, Any] | None = Field(
+        default=None, description="OpenAI dialect: e.g. `{type: json_object}`."
+    )
+    reasoning_effort: str | None = Field(
+        default=None, min_length=1, description="OpenAI dialect: e.g. `low`, `medium`, `high`."
+    )
+    thinking: dict[str, Any] | None = Field(
+        default=None,
+        description="Anthropic extended thinking, e.g. `{type: enabled, budget_tokens: 4000}`.",
+    )
+    system_role: Literal["system", "developer", "user"] | None = Field(
+        default=None,
+        description="OpenAI dialect: the role system prompts are sent as (`developer`), or "
+        "`user` to prepend them to the first user message; Anthropic always sends `system`.",
+    )
+
+
+def thinking_on(thinking: dict[str, Any] | None) -> bool:
+    """Whether a `thinking` value turns extended thinking on."""
+    return thinking is not None and thinking.get("type") != "disabled"
+
+
+class ReasoningConfig(Decoding):
+    """One reasoning configuration of a judge: decoding fields it overrides, and `extra`.
+
+    A field the config sets replaces the judge's (`null` removes it); a config that turns
+    `thinking` on also removes the temperature unless it sets one.
+    """
 
     name: str = Field(min_length=1, description="Config name, e.g. `default`, `low`, `high`.")
     extra: dict[str, Any] = Field(
@@ -40,29 +181,106 @@ class ReasoningConfig(BaseModel):
         "they override the judge's `extra` and are part of the call key.",
     )
 
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Only what was set: a dumped config read back overrides exactly the same fields.
+        data: dict[str, Any] = handler(self)
+        return {k: v for k, v in data.items() if k in ("name", "extra") or k in self.overrides}
 
-class JudgeSpec(BaseModel):
-    """One judge: an endpoint, a model, decoding parameters and its reasoning configs.
+    @property
+    def overrides(self) -> frozenset[str]:
+        """The decoding fields this config sets."""
+        return frozenset(self.model_fields_set).intersection(DECODING_FIELDS)
 
-    Everything that decides a reply (provider, model, decoding, extra) enters the call key;
-    timeouts, concurrency, rate limits, retries, base URL and credentials do not.
+
+def _defaults(provider: str, profile: str, reasoning: bool, thinking: Any) -> dict[str, Any]:
+    """Judge-level values of the fields a judge leaves out, per profile."""
+    budget = thinking.get("budget_tokens") if isinstance(thinking, dict) else None
+    quiet = reasoning or (isinstance(thinking, dict) and thinking_on(thinking))
+    max_tokens = 1024
+    if quiet:
+        max_tokens = budget + 1024 if isinstance(budget, int) else 4096
+    return {
+        "profile": "anthropic" if provider == "anthropic" else "openai",
+        "reasoning": False,
+        "temperature": None if quiet else 0.0,
+        "max_tokens": max_tokens,
+        "seed": "plan" if profile in ("openai", "azure") else None,
+        "system_role": None if provider == "anthropic" else "system",
+        "anthropic_version": ANTHROPIC_VERSION if provider == "anthropic" else None,
+        "anthropic_beta": [],
+        "headers": {},
+        "query": {},
+        "simulated": False,
+    }
+
+
+_NEW = frozenset(
+    {"profile", "reasoning", "seed", "stop", "response_format", "reasoning_effort", "thinking",
+     "system_role", "anthropic_version", "anthropic_beta", "headers", "query", "simulated"}
+)  # fmt: skip
+"""Fields a judge dump holds only when they differ from the profile's default (the dumps of
+earlier runs have none of them)."""
+
+
+class JudgeSpec(Decoding):
+    """One judge: an endpoint, a model, decoding fields and its reasoning configs.
+
+    Left-out decoding fields take the profile's defaults: temperature 0 and max_tokens 1024;
+    for a reasoning model (`reasoning: true`) or with `thinking` on, no temperature and
+    max_tokens 4096 (or thinking's budget_tokens + 1024); seed `plan` for the openai and
+    azure profiles, none for openai_compatible and anthropic.
+
+    The call key holds the provider, model and every decoding field as sent, plus what
+    reshapes a request: `system_role` other than `system`, an `anthropic_version` other than
+    the default, `anthropic_beta` (betas can change replies). The seed of the planned call
+    always enters it, sent or not, and so does the repeat index: the K calls of a judge that
+    sends no seed stay K distinct calls. Profile, base URL, `headers` (e.g. `X-Title`),
+    `query` (e.g. `api-version`), credentials, timeouts, concurrency, rate limits, retries
+    and names do not.
     """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(min_length=1, description="Judge name used in every table of the run.")
     provider: Provider = Field(default="openai", description="API dialect of the endpoint.")
-    base_url: str = Field(description="API root including the version, e.g. `.../v1`.")
+    profile: Profile | None = Field(
+        default=None, description="Endpoint kind (see `Profile`); default: the provider's."
+    )
+    base_url: str = Field(
+        description="API root as the vendor's SDK writes it, e.g. `https://api.openai.com/v1`, "
+        "`https://api.anthropic.com`; a query string is kept on every request."
+    )
     model: str = Field(min_length=1, description="Model name sent in each request.")
+    reasoning: bool = Field(
+        default=False,
+        description="OpenAI dialect: a reasoning model (o-series, gpt-5): no default "
+        "temperature, and (openai, azure) max_tokens sent as `max_completion_tokens`.",
+    )
     api_key_env: str | None = Field(
         default=None, description="Environment variable holding the API key."
     )
     api_key_secret: str | None = Field(
         default=None, description="Prefect Secret block holding the API key."
     )
-    temperature: float = Field(default=0.0, ge=0.0, description="Decoding temperature.")
-    top_p: float | None = Field(default=None, gt=0.0, le=1.0, description="Nucleus sampling.")
-    max_tokens: int = Field(default=1024, ge=1, description="Reply length limit in tokens.")
+    anthropic_version: str | None = Field(
+        default=None, min_length=1, description="Anthropic: the `anthropic-version` header."
+    )
+    anthropic_beta: list[str] = Field(
+        default_factory=list, description="Anthropic: `anthropic-beta` features (keyed)."
+    )
+    headers: dict[str, str | SecretRef] = Field(
+        default_factory=dict,
+        description="Extra request headers (not keyed); a value may be `{env: NAME}` or "
+        "`{secret: NAME}`.",
+    )
+    query: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra query parameters (not keyed; no secrets: URLs get logged).",
+    )
+    simulated: bool = Field(
+        default=False,
+        description="The endpoint is judgeline's simulated judge: each request carries the "
+        "call key in `X-Judgeline-Call-Key` (its request log and seedless repeats use it).",
+    )
     extra: dict[str, Any] = Field(
         default_factory=dict, description="Request parameters passed through unchanged."
     )
@@ -78,17 +296,102 @@ class JudgeSpec(BaseModel):
     )
     max_retries: int = Field(default=4, ge=0, description="Retries after the first attempt.")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _fill(cls, data: Any) -> Any:
+        """Fill left-out fields with the profile's defaults, so a dump reads back the same."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        profile = data.get("profile")
+        if "provider" not in data and profile in ("anthropic", "azure", "openai_compatible"):
+            data["provider"] = "anthropic" if profile == "anthropic" else "openai"
+        provider = data.get("provider", "openai")
+        if profile is None:
+            data["profile"] = "anthropic" if provider == "anthropic" else "openai"
+        defaults = _defaults(
+            provider, data["profile"], bool(data.get("reasoning")), data.get("thinking")
+        )
+        for field in ("temperature", "max_tokens", "seed", "system_role", "anthropic_version"):
+            data.setdefault(field, defaults[field])
+        return data
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Fields at their profile defaults are left out: a judge configured as before these
+        # fields existed dumps as it did then, and reads back the same.
+        data: dict[str, Any] = handler(self)
+        defaults = _defaults(self.provider, self.profile or "", self.reasoning, self.thinking)
+        return {k: v for k, v in data.items() if k not in _NEW or v != defaults.get(k)}
+
     @model_validator(mode="after")
     def _check(self) -> JudgeSpec:
+        who = f"judge {self.name!r}"
         if self.api_key_env and self.api_key_secret:
-            raise ValueError(f"judge {self.name!r}: set api_key_env or api_key_secret, not both")
+            raise ValueError(f"{who}: set api_key_env or api_key_secret, not both")
         names = [c.name for c in self.configs]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
-            raise ValueError(f"judge {self.name!r}: duplicate config names {dupes}")
+            raise ValueError(f"{who}: duplicate config names {dupes}")
         if not self.base_url.startswith(("http://", "https://")):
-            raise ValueError(f"judge {self.name!r}: base_url must start with http:// or https://")
+            raise ValueError(f"{who}: base_url must start with http:// or https://")
+        anthropic = self.provider == "anthropic"
+        if anthropic != (self.profile == "anthropic"):
+            raise ValueError(f"{who}: profile {self.profile!r} needs another provider")
+        if anthropic and self.reasoning:
+            raise ValueError(f"{who}: reasoning is for OpenAI-dialect judges; Claude: thinking")
+        if not anthropic and (self.anthropic_version or self.anthropic_beta):
+            raise ValueError(f"{who}: anthropic_version/anthropic_beta need provider anthropic")
+        for header in self.headers:
+            if header.lower() in _RESERVED_HEADERS:
+                raise ValueError(f"{who}: headers.{header} is set by judgeline, not headers")
+        if self.profile == "azure":
+            self._check_azure()
+        for config in (None, *self.configs):
+            self._check_decoding(config)
         return self
+
+    def _check_azure(self) -> None:
+        path = urlsplit(self.base_url).path.rstrip("/")
+        query = dict(parse_qsl(urlsplit(self.base_url).query)) | self.query
+        if "/openai/deployments/" in path:
+            if "api-version" not in query:
+                raise ValueError(
+                    f"judge {self.name!r}: an Azure deployment base_url needs an api-version "
+                    "(`?api-version=2024-10-21` or `query: {api-version: ...}`)"
+                )
+        elif not path.endswith("/openai/v1"):
+            raise ValueError(
+                f"judge {self.name!r}: an Azure base_url ends in /openai/deployments/"
+                "<deployment> or /openai/v1"
+            )
+
+    def _check_decoding(self, config: ReasoningConfig | None) -> None:
+        where = f"judge {self.name!r}" + (f" config {config.name!r}" if config else "")
+        fields = self.decoding(config)
+        if self.provider == "anthropic":
+            bad = [f for f in (*_OPENAI_ONLY, "system_role") if fields.get(f) is not None]
+            if fields.get("seed") is not None:
+                bad.append("seed")
+            if bad:
+                raise ValueError(f"{where}: {', '.join(bad)}: not a Messages API field")
+            if fields.get("max_tokens") is None:
+                raise ValueError(f"{where}: max_tokens: the Messages API requires one")
+        elif fields.get("thinking") is not None and self.profile != "openai_compatible":
+            raise ValueError(f"{where}: thinking: an Anthropic field (OpenAI: reasoning_effort)")
+        budget = (fields.get("thinking") or {}).get("budget_tokens")
+        limit = fields.get("max_tokens")
+        if isinstance(budget, int) and limit is not None and budget >= limit:
+            raise ValueError(f"{where}: max_tokens must exceed thinking.budget_tokens")
+
+    def decoding(self, config: ReasoningConfig | None = None) -> dict[str, Any]:
+        """The decoding fields of a call under `config`: the config's win, None = not sent."""
+        fields = {f: getattr(self, f) for f in DECODING_FIELDS}
+        if config is not None:
+            if "thinking" in config.overrides and thinking_on(config.thinking):
+                fields["temperature"] = None
+            fields.update({f: getattr(config, f) for f in config.overrides})
+        return fields
 
     def config(self, name: str) -> ReasoningConfig:
         """The reasoning config called `name`."""

@@ -21,6 +21,7 @@ def demo_config(base_url: str, *, k: int = 4) -> RunConfig:
             name=persona,
             provider="openai",
             base_url=base_url,
+            simulated=True,
             model=persona,
             configs=list(DEMO_CONFIGS),
             max_concurrency=32,

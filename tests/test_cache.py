@@ -277,3 +277,21 @@ def test_public_surface_is_pinned() -> None:
         "write_attempts",
         "write_replies",
     }
+
+
+def test_call_key_of_a_reasoning_judge_is_the_digest_of_its_documented_parts() -> None:
+    spec = _spec(reasoning=True, seed=None, system_role="developer", headers={"X-Title": "t"})
+    config = ReasoningConfig(name="c", reasoning_effort="high", max_tokens=2000)
+    params = {
+        "max_completion_tokens": 2000,
+        "reasoning_effort": "high",
+        "unsent_seed": 3,
+        "system_role": "developer",
+    }
+    parts = [callkey.CALL_KEY_FORMAT, "openai", "m", params, 2, "t", "h", messages_sha256(MESSAGES)]
+    assert _key(spec, config, seed=3, repeat=2) == sha256_text(canonical_json(parts))
+    claude = _spec(provider="anthropic", anthropic_beta=["b"], timeout_s=5)
+    params = {"temperature": 0.0, "max_tokens": 1024, "seed": 3, "anthropic-beta": ["b"]}
+    parts = [callkey.CALL_KEY_FORMAT, "anthropic", "m", params, 2, "t", "h"]
+    parts.append(messages_sha256(MESSAGES))
+    assert _key(claude, seed=3, repeat=2) == sha256_text(canonical_json(parts))

@@ -45,7 +45,9 @@ def _clean(server: SimJudgeServer) -> Iterator[None]:
 
 
 def _spec(server: SimJudgeServer, **kw: object) -> JudgeSpec:
-    base: dict[str, object] = {"name": "j", "base_url": server.base_url, "model": "strong"}
+    base: dict[str, object] = {
+        "name": "j", "base_url": server.base_url, "model": "strong", "simulated": True,
+    }  # fmt: skip
     base.update(kw)
     return JudgeSpec.model_validate(base)
 

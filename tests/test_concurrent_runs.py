@@ -58,6 +58,7 @@ def _judge(server: SimJudgeServer, configs: int = 2) -> JudgeSpec:
         {
             "name": "slow-judge",
             "base_url": server.base_url,
+            "simulated": True,
             "model": "slow",
             "max_concurrency": CONCURRENCY,
             "configs": [

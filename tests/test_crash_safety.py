@@ -46,6 +46,7 @@ def _judges(server: SimJudgeServer, concurrency: int) -> list[JudgeSpec]:
             {
                 "name": "slow-judge",
                 "base_url": server.base_url,
+                "simulated": True,
                 "model": "slow",
                 "max_concurrency": concurrency,
                 "configs": [

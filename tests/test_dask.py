@@ -67,6 +67,7 @@ def _judge(server: SimJudgeServer, **kw: Any) -> JudgeSpec:
     base: dict[str, Any] = {
         "name": "strong-judge",
         "base_url": server.base_url,
+        "simulated": True,
         "model": "strong",
         "api_key_env": KEY_ENV,
         "max_concurrency": 8,
@@ -242,6 +243,7 @@ def test_cli_judge_with_dask_address(
         result = _cli(
             "--work-dir", str(staged.work.root), "judge", staged.plan_id[:12],
             "--base-url", server.base_url, "--model", "left-biased", "--api-key-env", KEY_ENV,
+            "--simulated",
             "--batch-size", "30", "--no-progress", "--dask-address", cluster.scheduler_address,
         )  # fmt: skip
     assert result.exit_code == 0, result.output

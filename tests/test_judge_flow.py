@@ -54,6 +54,7 @@ def _judge(server: SimJudgeServer, **kw: Any) -> JudgeSpec:
     base: dict[str, Any] = {
         "name": "strong-judge",
         "base_url": server.base_url,
+        "simulated": True,
         "model": "strong",
         "api_key_env": "JUDGELINE_TEST_KEY",
         "max_concurrency": 8,

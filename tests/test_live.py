@@ -198,7 +198,9 @@ class Runs:
 
 def _judges(base_url: str) -> list[JudgeSpec]:
     return [
-        JudgeSpec(name=p, base_url=base_url, model=p, max_concurrency=32, max_retries=0)
+        JudgeSpec(
+            name=p, base_url=base_url, simulated=True, model=p, max_concurrency=32, max_retries=0
+        )
         for p in ("strong", "noisy", "always-left")
     ]
 
@@ -347,7 +349,7 @@ def test_failed_calls_count_as_executed_and_never_decide(runs: Runs) -> None:
     with SimJudgeServer(faulty) as server:
         server.set_faults(rate_5xx=0.3)
         # Another temperature: new call keys, so nothing comes from the cache.
-        judge = JudgeSpec(name="flaky", base_url=server.base_url, model="strong",
+        judge = JudgeSpec(name="flaky", base_url=server.base_url, simulated=True, model="strong",
                           temperature=0.5, max_retries=0, max_concurrency=32)  # fmt: skip
         _live(runs.work, "live-faults", runs.plan_id, [judge], 99)
         sent = len(server.request_log())
@@ -419,7 +421,7 @@ def test_nightly_runs_live_when_configured(prefect_harness: None, tmp_path: Any)
 
     work = WorkDir(tmp_path / "work")
     with SimJudgeServer() as server:
-        judge = JudgeSpec(name="strong", base_url=server.base_url, model="strong")
+        judge = JudgeSpec(name="strong", base_url=server.base_url, simulated=True, model="strong")
         config = RunConfig(
             name="live-night", datasets=[DatasetSpec(kind="demo")], judges=[judge], k=K,
             live=LiveSpec(rng_seed=4),

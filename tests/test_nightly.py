@@ -25,6 +25,7 @@ def _config(base_url: str) -> RunConfig:
     judge = JudgeSpec(
         name="strong",
         base_url=base_url,
+        simulated=True,
         model="strong",
         configs=[ReasoningConfig(name="high", extra={"reasoning_effort": "high"})],
         max_concurrency=16,

@@ -15,7 +15,9 @@ if TYPE_CHECKING:
     from schemas.judge import JudgeSpec
 
 
-def _quick_judge(base_url: str, model: str, provider: str, api_key_env: str | None) -> JudgeSpec:
+def _quick_judge(
+    base_url: str, model: str, provider: str, api_key_env: str | None, simulated: bool
+) -> JudgeSpec:
     from pydantic import ValidationError
 
     from schemas.judge import JudgeSpec
@@ -28,6 +30,7 @@ def _quick_judge(base_url: str, model: str, provider: str, api_key_env: str | No
                 "base_url": base_url,
                 "model": model,
                 "api_key_env": api_key_env,
+                "simulated": simulated,
             }
         )
     except ValidationError as exc:
@@ -75,6 +78,9 @@ def judge(
     api_key_env: Annotated[
         str | None, typer.Option("--api-key-env", help="Quick judge: env var with the key.")
     ] = None,
+    simulated: Annotated[
+        bool, typer.Option("--simulated", help="Quick judge: `judgeline simjudge`'s endpoint.")
+    ] = False,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
     dask_address: DaskAddress = None,
 ) -> None:
@@ -91,7 +97,7 @@ def judge(
     if base_url or model:
         if not (base_url and model):
             raise InputError("a quick judge needs both --base-url and --model")
-        judges.append(_quick_judge(base_url, model, provider, api_key_env))
+        judges.append(_quick_judge(base_url, model, provider, api_key_env, simulated))
     if not judges:
         raise InputError("no judges: give --judges FILE.yaml or --base-url URL --model M")
     plan = resolve_plan_id(state.work, plan_id)

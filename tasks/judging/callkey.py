@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from schemas.judge import JudgeSpec, ReasoningConfig
+from schemas.judge import ANTHROPIC_VERSION, JudgeSpec, ReasoningConfig
 from tasks.hashing import canonical_json, sha256_text
 
 __all__ = [
@@ -25,21 +25,57 @@ CALL_KEY_FORMAT = "judgeline-call-v1"
 """First part of every call key's serialisation; bump it if what enters the key changes."""
 
 
-def decoding_params(spec: JudgeSpec, config: ReasoningConfig, seed: int) -> dict[str, Any]:
-    """The request parameters that decide a reply, as sent (the config's extra wins).
+def _max_tokens_name(spec: JudgeSpec) -> str:
+    """The body field of the reply length limit: `max_completion_tokens` for OpenAI and Azure
+    reasoning models, `max_tokens` for everything else."""
+    if spec.reasoning and spec.profile in ("openai", "azure"):
+        return "max_completion_tokens"
+    return "max_tokens"
 
-    The seed is always included: it tells the K repeats apart even for providers that do
-    not accept one, so they never collapse into one cached call.
+
+def decoding_params(spec: JudgeSpec, config: ReasoningConfig, seed: int) -> dict[str, Any]:
+    """The request parameters that decide a reply, in the order sent.
+
+    The decoding fields present (the config's win, `None` is left out), the judge's `extra`,
+    then the config's `extra`; `seed: plan` sends the planned call's `seed`. The Anthropic
+    dialect drops any seed from the body (`tasks.judging.endpoints`), but not from the key.
     """
-    params: dict[str, Any] = {
-        "temperature": spec.temperature,
-        "max_tokens": spec.max_tokens,
-        "seed": seed,
-    }
-    if spec.top_p is not None:
-        params["top_p"] = spec.top_p
+    fields = spec.decoding(config)
+    anthropic = spec.provider == "anthropic"
+    params: dict[str, Any] = {}
+    for name, value in fields.items():
+        if value is None or name == "system_role":
+            continue
+        if name == "max_tokens":
+            name = _max_tokens_name(spec)
+        elif name == "seed" and value == "plan":
+            value = seed
+        elif name == "stop" and anthropic:
+            name, value = "stop_sequences", [value] if isinstance(value, str) else value
+        params[name] = value
     params.update(spec.extra)
     params.update(config.extra)
+    return params
+
+
+def _key_params(spec: JudgeSpec, config: ReasoningConfig, seed: int) -> dict[str, Any]:
+    """The decoding part of a call key: `decoding_params`; the planned call's seed when none
+    is sent (as `unsent_seed`, or `seed` for Anthropic), so repeats stay distinct calls; and
+    what reshapes the request: a system role other than `system`, an anthropic-version other
+    than the default, anthropic-beta (header names cannot clash with body fields). For every
+    judge configurable before these fields existed, this equals what the key held then."""
+    params = decoding_params(spec, config, seed)
+    if "seed" not in params:
+        # The Messages API has no seed: its key has always held the plan's. A chat
+        # completions request without one is another request than one with it.
+        params["seed" if spec.provider == "anthropic" else "unsent_seed"] = seed
+    role = spec.decoding(config)["system_role"]
+    if role not in (None, "system"):
+        params["system_role"] = role
+    if spec.anthropic_version not in (None, ANTHROPIC_VERSION):
+        params["anthropic-version"] = spec.anthropic_version
+    if spec.anthropic_beta:
+        params["anthropic-beta"] = list(spec.anthropic_beta)
     return params
 
 
@@ -51,8 +87,10 @@ def messages_sha256(messages: Sequence[dict[str, str]]) -> str:
 class CallKeyer:
     """Call keys for one (judge, config): the definition of a call key, in one place.
 
-    In: provider, model, decoding params, repeat index, template id and hash, messages.
-    Out: timeouts, keys, base URL, concurrency, retries, judge and config names.
+    In: provider, model, `_key_params` (decoding fields as sent, the seed, request-shaping
+    settings), repeat index, template id and hash, messages.
+    Out: profile, base URL, extra headers and query parameters, timeouts, keys, concurrency,
+    retries, judge and config names.
     The key is the SHA-256 of the canonical JSON of that list; the constant parts are
     serialised once, so planning 100,000 calls costs one small hash each.
     """
@@ -71,7 +109,7 @@ class CallKeyer:
     ) -> str:
         params = self._params.get(seed)
         if params is None:
-            params = canonical_json(decoding_params(self.spec, self.config, seed))
+            params = canonical_json(_key_params(self.spec, self.config, seed))
             self._params[seed] = params
         tail = self._tails.get((repeat, template_id, template_hash))
         if tail is None:

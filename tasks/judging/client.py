@@ -30,6 +30,7 @@ from schemas.judge import JudgeSpec
 from schemas.vocabulary import ErrorCategory
 from tasks.errors import InputError
 from tasks.judging.claims import CallClaims, Claim
+from tasks.judging.endpoints import endpoint, extra_headers
 from tasks.judging.failures import CallFailure, scrub
 from tasks.judging.providers import PROVIDERS, CallRequest, Provider, Reply
 
@@ -320,8 +321,11 @@ class JudgeClient:
             max_connections=spec.max_concurrency,
             max_keepalive_connections=spec.max_concurrency,
         )
+        where = endpoint(spec)
         self.http = httpx.AsyncClient(
-            base_url=spec.base_url.rstrip("/") + "/",
+            base_url=where.root,
+            params=where.params,
+            headers=extra_headers(spec),
             limits=limits,
             timeout=httpx.Timeout(spec.timeout_s),
         )

@@ -18,7 +18,7 @@ import httpx
 
 from schemas.judge import JudgeSpec, ReasoningConfig
 from schemas.vocabulary import ErrorCategory
-from tasks.judging.callkey import decoding_params
+from tasks.judging.endpoints import anthropic_body, auth_headers, endpoint, openai_body
 from tasks.judging.failures import CallFailure, classify_status, scrub
 
 __all__ = [
@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 CALL_KEY_HEADER = "X-Judgeline-Call-Key"
-ANTHROPIC_VERSION = "2023-06-01"
+"""Carries the call key to the simulated judge (`JudgeSpec.simulated`), and nowhere else."""
 
 
 @dataclass(frozen=True)
@@ -71,16 +71,17 @@ class Provider(ABC):
     """One API dialect bound to one judge's pooled httpx client and key."""
 
     name: ClassVar[str]
-    path: ClassVar[str]
 
     def __init__(self, spec: JudgeSpec, http: httpx.AsyncClient, api_key: str | None) -> None:
         self.spec = spec
         self.http = http
         self._key = api_key
+        self.path = endpoint(spec).path
+        """Request path, relative to the client's root (`tasks.judging.endpoints`)."""
 
-    @abstractmethod
     def headers(self) -> dict[str, str]:
-        """Authentication and version headers."""
+        """Authentication and version headers (the judge's own headers are the client's)."""
+        return auth_headers(self.spec, self._key)
 
     @abstractmethod
     def body(self, request: CallRequest) -> dict[str, Any]:
@@ -102,7 +103,8 @@ class Provider(ABC):
     async def call(self, request: CallRequest) -> Reply | CallFailure:
         """One HTTP attempt, classified."""
         headers = self.headers()
-        headers[CALL_KEY_HEADER] = request.call_key
+        if self.spec.simulated:
+            headers[CALL_KEY_HEADER] = request.call_key
         started = time.perf_counter()
         try:
             response = await self.http.post(self.path, json=self.body(request), headers=headers)
@@ -166,16 +168,11 @@ def register(name: str) -> Callable[[type[Provider]], type[Provider]]:
 
 @register("openai")
 class OpenAIProvider(Provider):
-    """OpenAI-compatible chat completions (`POST {base_url}/chat/completions`)."""
-
-    path = "chat/completions"
-
-    def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self._key}"} if self._key else {}
+    """Chat completions (`POST {base_url}/chat/completions`): OpenAI, Azure OpenAI and
+    OpenAI-compatible servers."""
 
     def body(self, request: CallRequest) -> dict[str, Any]:
-        params = decoding_params(self.spec, request.config, request.seed)
-        return {"model": self.spec.model, "messages": list(request.messages), **params}
+        return openai_body(self.spec, request.config, request.messages, request.seed)
 
     def parse(self, data: Any, latency_ms: float) -> Reply | CallFailure:
         choice = data["choices"][0]
@@ -203,26 +200,10 @@ class OpenAIProvider(Provider):
 
 @register("anthropic")
 class AnthropicProvider(Provider):
-    """Anthropic Messages API (`POST {base_url}/messages`): system prompt split out."""
-
-    path = "messages"
-
-    def headers(self) -> dict[str, str]:
-        headers = {"anthropic-version": ANTHROPIC_VERSION}
-        if self._key:
-            headers["x-api-key"] = self._key
-        return headers
+    """Anthropic Messages API (`POST {base_url}/v1/messages`): system prompt split out."""
 
     def body(self, request: CallRequest) -> dict[str, Any]:
-        params = decoding_params(self.spec, request.config, request.seed)
-        # The Messages API has no seed; it still tells repeats apart in the call key.
-        params.pop("seed", None)
-        system = "\n\n".join(m["content"] for m in request.messages if m["role"] == "system")
-        messages = [m for m in request.messages if m["role"] != "system"]
-        body: dict[str, Any] = {"model": self.spec.model, "messages": messages, **params}
-        if system:
-            body["system"] = system
-        return body
+        return anthropic_body(self.spec, request.config, request.messages, request.seed)
 
     def parse(self, data: Any, latency_ms: float) -> Reply | CallFailure:
         if data.get("type") == "error":

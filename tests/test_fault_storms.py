@@ -46,7 +46,6 @@ def _judge(server: SimJudgeServer, configs: int = 1, **kw: Any) -> JudgeSpec:
     spec: dict[str, Any] = {
         "name": "steady-judge",
         "base_url": server.base_url,
-        "simulated": True,
         "model": "steady",
         "max_concurrency": 8,
         "configs": [
@@ -202,3 +201,20 @@ def test_storm_ends_with_every_call_stored_or_failed_then_rerun_completes(
     assert sum(counts["failed_by_category"].values()) == len(failed)
     if storm == "mixed":
         assert len(set(failed.values())) >= 3, failed
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_replies_cut_by_the_token_limit_are_stored_once_and_never_sent_again(
+    staged: tuple[WorkDir, str],
+) -> None:
+    from scripted_judge import Answer, ScriptedJudge, openai_reply
+
+    work, plan_id = staged
+    with ScriptedJudge() as judge:
+        judge.fallback = lambda _: Answer(200, openai_reply(None, "length"))
+        spec = JudgeSpec(name="cut", base_url=judge.base_url, model="m", max_retries=4)
+        counts = _judge_run(work, plan_id, "cut", spec)
+        assert counts["stored"] == counts["planned"] == 80 and counts["failed"] == 0
+        assert len(judge.log) == 80  # one request per call: no re-sending a paid reply
+        again = _judge_run(work, plan_id, "cut", spec)
+        assert again["sent"] == 0 and len(judge.log) == 80

@@ -46,7 +46,7 @@ from tasks.ingest.loaders import load_source, read_source
 from tasks.ingest.manifest import SourcePairs, freeze_manifest, read_manifest
 from tasks.parsing import parse_reply
 from tasks.plan import make_plan, read_plan, write_plan
-from tasks.remap.outcomes import (
+from tasks.remap import (
     RunRef,
     check_remap,
     identity_claims,

@@ -26,14 +26,14 @@ from schemas import (
 from schemas.vocabulary import LEFT_IDENTITY, RIGHT_IDENTITY
 from tasks.errors import GateError
 from tasks.hashing import digest, sha256_text
-from tasks.remap.dispositions import compute_disclosure, compute_dispositions
-from tasks.remap.outcomes import (
+from tasks.remap import (
     RunRef,
     check_call_columns,
     check_remap,
     identity_claims,
     remap_outcomes,
 )
+from tasks.remap.dispositions import compute_disclosure, compute_dispositions
 from tasks.workdir import WorkDir
 
 MANIFEST_HASH = sha256_text("test manifest")

@@ -1,9 +1,10 @@
 """Remap: stored replies -> slot labels -> identity outcomes -> dispositions.
 
-`outcomes` joins a run's calls with their replies by call key and with the trusted
-presentation map by presentation id only (behind a gate), parses labels and writes the
-run's labels and outcomes; `dispositions` classifies each (pair, judge config) and builds
-the disclosure table.
+`gate` refuses a run whose calls, hashes or texts disagree with the trusted map, or where
+anything but the map claims to know identities; `outcomes` joins a run's calls with their
+replies by call key and with the presentation map by presentation id only, parses labels
+and writes the run's labels and outcomes; `dispositions` classifies each (pair, judge
+config) and builds the disclosure table.
 """
 
 from tasks.remap.dispositions import (
@@ -13,13 +14,10 @@ from tasks.remap.dispositions import (
     dispositions_table,
     two_order_disposition,
 )
+from tasks.remap.gate import RunRef, check_call_columns, check_remap, identity_claims
 from tasks.remap.outcomes import (
     ParsedLike,
     RemapResult,
-    RunRef,
-    check_call_columns,
-    check_remap,
-    identity_claims,
     parse_labels,
     read_calls,
     read_run_ref,

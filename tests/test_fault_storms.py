@@ -46,6 +46,7 @@ def _judge(server: SimJudgeServer, configs: int = 1, **kw: Any) -> JudgeSpec:
     spec: dict[str, Any] = {
         "name": "steady-judge",
         "base_url": server.base_url,
+        "simulated": True,
         "model": "steady",
         "max_concurrency": 8,
         "configs": [

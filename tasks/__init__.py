@@ -1,1 +1,10 @@
-"""judgeline tasks."""
+"""judgeline's logic, one subpackage per stage; plain functions, testable without a server.
+
+Stages: `ingest` (benchmark files -> frozen manifest), `plan` (the trusted presentation
+map), `judging` (calls sent, cached, never paid twice), `remap` (replies -> identity
+outcomes -> dispositions), `replay` (exact stopping-policy expectations), `live` (paired
+unanimity executed live), `report` (the HTML report); `simjudge` is the simulated judge.
+Shared basics sit at the top: `errors`, `hashing`, `storage`, `workdir`, `runfolder`,
+`runrecord`, `runconfig`, `gates`, `templates`, `parsing`, `warehouse` (DuckDB, with its
+SQL in `sql/`) and `demo`. The design these modules implement is docs/design.md.
+"""

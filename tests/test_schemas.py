@@ -39,6 +39,18 @@ def test_public_surface_is_pinned() -> None:
             "column_names",
             "conform",
             "rows_to_table",
+            # the report's row models (schemas/report.py)
+            "BiasTableRow",
+            "DESIGN_METRICS",
+            "DesignsTableRow",
+            "DisclosureTableRow",
+            "PolicyTableRow",
+            "PositionBiasRow",
+            "RealisedRow",
+            "RealisedTableRow",
+            "ScoreRow",
+            "ScoresTableRow",
+            "Show",
         ]
     )
 

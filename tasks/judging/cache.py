@@ -19,7 +19,7 @@ import time
 import uuid
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -32,8 +32,14 @@ from tasks.judging.journal import Entry, ReplyJournal, dead_segments
 from tasks.storage import write_parquet_atomic
 from tasks.workdir import WorkDir
 
-if TYPE_CHECKING:
-    from tasks.judging.claims import CallClaims
+
+class PublishListener(Protocol):
+    """Told of every flush (the call claims: `tasks.judging.claims.CallClaims`)."""
+
+    def published(self, path: Path | None, stored: list[str], settled: set[str]) -> None:
+        """`path` (None: no replies) now holds the replies of `stored`; the calls of
+        `settled` are stored or failed for good in this flush."""
+
 
 __all__ = [
     "CacheWriter",
@@ -260,7 +266,7 @@ class CacheWriter:
         *,
         max_rows: int = 200,
         max_age_s: float = 1.0,
-        claims: CallClaims | None = None,
+        claims: PublishListener | None = None,
     ) -> None:
         self.work = work
         self.max_rows = max_rows
@@ -333,9 +339,7 @@ class CacheWriter:
                 segment.retire()
             if self.claims is not None:
                 keys = [r.call_key for r in replies]
-                if path is not None:
-                    self.claims.view.add_file(path, keys)
-                self.claims.release({a.call_key for a in attempts}.union(keys))
+                self.claims.published(path, keys, {a.call_key for a in attempts}.union(keys))
             self.last_flush = time.monotonic()
 
     def _write_both(self, replies: list[ReplyRecord], attempts: list[AttemptRecord]) -> Path | None:

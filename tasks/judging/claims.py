@@ -232,6 +232,13 @@ class CallClaims:
             return Claim.STORED
         return Claim.MINE
 
+    def published(self, path: Path | None, stored: list[str], settled: set[str]) -> None:
+        """A writer published `path` holding the replies of `stored`: let the view see them,
+        then give up the claims of every call `settled` (stored or failed)."""
+        if path is not None:
+            self.view.add_file(path, stored)
+        self.release(settled)
+
     def release(self, call_keys: Iterable[str]) -> None:
         """Give up these claims (keys not held here are ignored)."""
         for key in call_keys:

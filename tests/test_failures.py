@@ -15,8 +15,9 @@ import pytest
 from scripted_judge import Answer, ScriptedJudge, anthropic_reply, openai_reply
 
 from schemas.judge import JudgeSpec, ReasoningConfig
-from tasks.judging.client import BREAKER_TRIP_AFTER, CallResult, JudgeClient, RetryPolicy
+from tasks.judging.client import CallResult, JudgeClient
 from tasks.judging.failures import DETAIL_LIMIT_BYTES, error_message, retry_after
+from tasks.judging.pacing import BREAKER_TRIP_AFTER, RetryPolicy
 from tasks.judging.providers import CallRequest
 from tasks.parsing import parse_reply
 from tasks.templates import render

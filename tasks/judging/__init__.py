@@ -30,13 +30,9 @@ from tasks.judging.callkey import (
 )
 from tasks.judging.claims import CallClaims, Claim, RunLock, StoredKeyView
 from tasks.judging.client import (
-    BREAKER_TRIP_AFTER,
-    BreakerTrip,
     CallRequest,
     CallResult,
     JudgeClient,
-    RateLimiter,
-    RetryPolicy,
     aresolve_api_key,
     resolve_api_key,
 )
@@ -70,6 +66,17 @@ from tasks.judging.journal import (
     ReplyJournal,
     dead_segments,
 )
+from tasks.judging.pacing import (
+    BREAKER_TRIP_AFTER,
+    FATAL,
+    RETRYABLE,
+    THROTTLING,
+    AdaptiveSlots,
+    Breaker,
+    BreakerTrip,
+    RateLimiter,
+    RetryPolicy,
+)
 from tasks.judging.planned import (
     PlannedCall,
     attempts_made,
@@ -91,9 +98,11 @@ from tasks.judging.stage import COMPACT_AT, call_status_counts, run_judge_stage,
 from tasks.judging.tally import Tally
 
 __all__ = [
+    "AdaptiveSlots",
     "AnthropicProvider",
     "BREAKER_TRIP_AFTER",
     "Batch",
+    "Breaker",
     "BreakerTrip",
     "CALL_KEY_FORMAT",
     "CALL_KEY_HEADER",
@@ -110,6 +119,7 @@ __all__ = [
     "DeadWriterWatch",
     "Endpoint",
     "Entry",
+    "FATAL",
     "JournalSegment",
     "JudgeClient",
     "JudgeRequest",
@@ -117,6 +127,7 @@ __all__ = [
     "PROVIDERS",
     "PlannedCall",
     "Provider",
+    "RETRYABLE",
     "RateLimiter",
     "RemoteBatch",
     "Reply",
@@ -125,6 +136,7 @@ __all__ = [
     "RunLock",
     "Session",
     "StoredKeyView",
+    "THROTTLING",
     "Tally",
     "anthropic_body",
     "aresolve_api_key",

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from schemas.judge import ANTHROPIC_VERSION, JudgeSpec, ReasoningConfig
+from schemas.decoding import ANTHROPIC_VERSION
+from schemas.judge import JudgeSpec, ReasoningConfig
 from tasks.hashing import canonical_json, sha256_text
 
 __all__ = [

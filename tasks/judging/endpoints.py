@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from schemas.judge import ANTHROPIC_VERSION, JudgeSpec, ReasoningConfig, SecretRef
+from schemas.decoding import ANTHROPIC_VERSION, SecretRef
+from schemas.judge import JudgeSpec, ReasoningConfig
 from tasks.errors import InputError
 from tasks.judging.callkey import decoding_params
 

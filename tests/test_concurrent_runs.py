@@ -121,6 +121,7 @@ def test_run_lock_refuses_names_the_holder_and_can_wait(work: WorkDir) -> None:
         assert 0.3 < time.monotonic() - started < 5
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("prefect_harness")
 def test_second_process_on_the_same_run_id_refuses_while_the_first_runs(
     server: SimJudgeServer, staged: tuple[WorkDir, str], tmp_path: Path
@@ -156,6 +157,7 @@ def test_second_process_on_the_same_run_id_refuses_while_the_first_runs(
 # --- different run ids, one cache -------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("prefect_harness")
 def test_two_runs_sharing_the_cache_cooperate(
     server: SimJudgeServer, staged: tuple[WorkDir, str], tmp_path: Path
@@ -195,6 +197,7 @@ def test_two_runs_sharing_the_cache_cooperate(
 # --- corrupt cache files ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("prefect_harness")
 def test_corrupt_cache_file_is_quarantined_reported_and_only_its_calls_resent(
     server: SimJudgeServer,

@@ -119,6 +119,7 @@ def _log_time(entry: dict[str, Any]) -> dt.datetime:
     return dt.datetime.fromisoformat(entry["time"])
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("prefect_harness")
 def test_sigkill_mid_run_three_times_then_resume_loses_nothing(
     server: SimJudgeServer, tmp_path: Path

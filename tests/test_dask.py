@@ -123,6 +123,7 @@ def _reply_file_keys(work: WorkDir) -> list[str]:
 # --- on the cluster ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("prefect_harness")
 def test_two_workers_store_every_call_once_and_match_a_local_run(
     _stored_plan: StagedPlan, server: SimJudgeServer, cluster: Any, tmp_path: Path
@@ -173,6 +174,7 @@ def test_two_workers_store_every_call_once_and_match_a_local_run(
     assert sum(requested.values()) + 240 == len(server.request_log())  # only the local run
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("prefect_harness")
 def test_flow_with_a_dask_task_runner_reruns_exactly_the_failed_calls(
     _stored_plan: StagedPlan, server: SimJudgeServer, cluster: Any, tmp_path: Path
@@ -206,6 +208,7 @@ def test_flow_with_a_dask_task_runner_reruns_exactly_the_failed_calls(
     assert Counter(_reply_file_keys(staged.work)).most_common(1)[0][1] == 1
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("prefect_harness")
 def test_a_worker_error_reaches_the_flow_as_the_same_error(
     _stored_plan: StagedPlan,
@@ -232,6 +235,7 @@ def _cli(*args: str) -> Any:
     return CliRunner().invoke(app, list(args))
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("prefect_harness")
 def test_cli_judge_with_dask_address(
     _stored_plan: StagedPlan, server: SimJudgeServer, cluster: Any, tmp_path: Path
@@ -254,6 +258,7 @@ def test_cli_judge_with_dask_address(
     assert len(_reply_file_keys(staged.work)) == 120
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("prefect_harness")
 def test_an_unreachable_scheduler_is_an_input_error(
     _stored_plan: StagedPlan,

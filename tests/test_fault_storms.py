@@ -124,6 +124,7 @@ def _check_ended_and_rerun(
     return failed
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("prefect_harness")
 def test_429_storm_slows_the_client_and_rerun_failed_completes(
     server: SimJudgeServer, staged: tuple[WorkDir, str]
@@ -185,6 +186,7 @@ STORMS: dict[str, tuple[dict[str, Any], set[str]]] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("prefect_harness")
 @pytest.mark.parametrize("storm", list(STORMS))
 def test_storm_ends_with_every_call_stored_or_failed_then_rerun_completes(
@@ -204,6 +206,7 @@ def test_storm_ends_with_every_call_stored_or_failed_then_rerun_completes(
         assert len(set(failed.values())) >= 3, failed
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("prefect_harness")
 def test_replies_cut_by_the_token_limit_are_stored_once_and_never_sent_again(
     staged: tuple[WorkDir, str],

@@ -437,6 +437,7 @@ def test_real_judgebench_file_given_twice_is_refused_naming_both(
 # --- 2. huge answers --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_ten_megabyte_answer_is_frozen_exactly(recorded: Recorded, tmp_path: Path) -> None:
     huge = "word " * (2 * 2**20) + "naïve — 日本語\r\n  "  # 10 MiB of text, then odd bytes
     assert len(huge.encode("utf-8")) > 10 * 2**20
@@ -974,6 +975,7 @@ def test_cli_debug_shows_the_traceback(tmp_path: Path) -> None:
     assert "tasks.errors.InputError:" in debug.stderr and "repeated key 'k'" in debug.stderr
 
 
+@pytest.mark.slow
 def test_cli_freeze_and_plan_refuse_hostile_input_leaving_the_work_dir_as_it_was(
     prefect_harness: None, monkeypatch: pytest.MonkeyPatch, recorded: Recorded, tmp_path: Path
 ) -> None:

@@ -137,6 +137,7 @@ def test_call_records_status_from_cache_and_attempts(staged: StagedPlan) -> None
 # --- the flow ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("prefect_harness")
 def test_full_grid_run_then_cached_rerun_sends_nothing(
     staged: StagedPlan, server: SimJudgeServer
@@ -173,6 +174,7 @@ def test_full_grid_run_then_cached_rerun_sends_nothing(
         _run(staged, "run-grid", [_judge(server, model="noisy")])
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("prefect_harness")
 def test_faulty_run_then_rerun_failed_completes_without_resending(
     staged: StagedPlan, server: SimJudgeServer
@@ -219,6 +221,7 @@ def test_faulty_run_then_rerun_failed_completes_without_resending(
     _no_faults(server)
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("prefect_harness")
 def test_api_key_is_never_written_or_logged(
     staged: StagedPlan, server: SimJudgeServer, capfd: pytest.CaptureFixture[str]
@@ -243,6 +246,7 @@ def test_api_key_is_never_written_or_logged(
         assert secret not in out and secret not in err
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("prefect_harness")
 def test_key_from_a_prefect_secret_block(staged: StagedPlan, server: SimJudgeServer) -> None:
     from prefect.blocks.system import Secret
@@ -264,6 +268,7 @@ def test_missing_key_variable_is_an_input_error(staged: StagedPlan, server: SimJ
         resolve_api_key(_judge(server, api_key_env="JUDGELINE_NOT_SET"))
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("prefect_harness")
 def test_cli_judge_with_quick_flags_and_judges_file(
     staged: StagedPlan, server: SimJudgeServer, tmp_path: Path

@@ -28,6 +28,7 @@ def table_file(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_freeze_and_plan_flows(prefect_harness: None, work: WorkDir, table_file: Path) -> None:
     from flows.prepare import freeze_flow, plan_flow
 
@@ -53,6 +54,7 @@ def test_freeze_and_plan_flows(prefect_harness: None, work: WorkDir, table_file:
         plan_flow(manifest_hash, k=3, work_dir=str(work.root))
 
 
+@pytest.mark.slow
 def test_cli_freeze_then_plan(prefect_harness: None, work: WorkDir, table_file: Path) -> None:
     from flows.cli import app
 

@@ -499,6 +499,7 @@ def _sha(manifest: pa.Table, pair_id: str, which: str) -> str:
     return str(rows[f"answer_{which}_sha256"][0].as_py())
 
 
+@pytest.mark.slow
 def test_real_run_through_the_flow(real_run: RealRun, prefect_harness: None) -> None:
     from flows.remap import remap_flow
     from tasks.warehouse import query
@@ -532,6 +533,7 @@ def test_real_run_through_the_flow(real_run: RealRun, prefect_harness: None) -> 
     assert len(labels) == 700 and set(labels["parser_version"]) == {counts["parser_version"]}
 
 
+@pytest.mark.slow
 def test_cli_prints_counts_and_disclosure(real_run: RealRun, prefect_harness: None) -> None:
     from typer.testing import CliRunner
 
@@ -546,6 +548,7 @@ def test_cli_prints_counts_and_disclosure(real_run: RealRun, prefect_harness: No
     assert "Disclosure" in result.output and "o1-mini" in result.output
 
 
+@pytest.mark.slow
 def test_failed_remap_modifies_nothing(real_run: RealRun, prefect_harness: None) -> None:
     from tasks.remap.outcomes import remap_run, write_remap
     from tasks.storage import write_parquet_atomic

@@ -356,6 +356,7 @@ def test_written_tables_conform_to_their_schemas(tmp_path: Path) -> None:
 # --- flow and CLI ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cli_replay_runs_the_flow(
     prefect_harness: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Final
 
 from schemas.run import RunInfo, RunRecord
-from tasks.errors import InputError
+from tasks.errors import InputError, IntegrityError, describe_validation
 from tasks.storage import write_json_atomic
 from tasks.workdir import WorkDir
 
@@ -139,7 +139,13 @@ class RunFolder:
         path = self.record
         if not path.is_file():
             raise InputError(f"no run {self.run_id!r} in {self.work.root} ({path} does not exist)")
-        return RunRecord.model_validate_json(path.read_text("utf-8"))
+        try:
+            return RunRecord.model_validate_json(path.read_text("utf-8"))
+        except (OSError, ValueError) as exc:
+            raise IntegrityError(
+                f"run {self.run_id!r}: {path} is damaged and cannot be read "
+                f"({describe_validation(exc)}); the run's other files are untouched"
+            ) from exc
 
     def write_record(self, record: RunRecord) -> Path:
         """Write (replace) the run's `record.json` atomically."""

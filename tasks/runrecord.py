@@ -72,6 +72,6 @@ def list_records(work: WorkDir) -> list[RunRecord]:
     for path in sorted((work.root / "runs").glob(f"*/{RECORD_FILE}")):
         try:
             records.append(RunRecord.model_validate_json(path.read_text("utf-8")))
-        except ValueError:
+        except (OSError, ValueError):
             continue
     return sorted(records, key=lambda r: r.started_at, reverse=True)

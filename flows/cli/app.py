@@ -62,7 +62,7 @@ def global_options(
         os.environ.setdefault("COLUMNS", "160")
     state.work = WorkDir.at(work_dir)
     state.debug = debug
-    configure_prefect(state.work)
+    configure_prefect(state.work, debug=debug)
 
 
 DaskAddress = Annotated[

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import logging
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,23 +18,6 @@ def _say(text: str) -> None:
     input files (ids, names, paths) must be passed through `escape`: a `[/x]` in them is
     text, not rich markup."""
     console.print(text, highlight=False, soft_wrap=True)
-
-
-@contextmanager
-def _quiet_run_logs() -> Iterator[None]:
-    """Prefect logs a failed run's traceback before the exception reaches `main`, which
-    prints user errors as one paragraph; the exception itself still propagates, so the
-    run loggers are silenced unless --debug."""
-    loggers = [logging.getLogger(n) for n in ("prefect.flow_runs", "prefect.task_runs")]
-    levels = [lg.level for lg in loggers]
-    if not state.debug:
-        for lg in loggers:
-            lg.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        for lg, level in zip(loggers, levels, strict=True):
-            lg.setLevel(level)
 
 
 def _sources(
@@ -94,8 +74,7 @@ def freeze(
     work = state.work
     root = work.root / "manifests"
     before = {p.name for p in root.iterdir()} if root.is_dir() else set()
-    with _quiet_run_logs():
-        manifest_hash = freeze_flow(sources, str(work.root))
+    manifest_hash = freeze_flow(sources, str(work.root))
     info, rows = read_manifest(work, manifest_hash, gate=False)
 
     status = "already frozen" if manifest_hash in before else "frozen"
@@ -141,10 +120,7 @@ def plan(
     check_design(design, PLAN_DESIGNS)
     if design == "full" or rng_seed is not None:
         check_plan_request(k, design, rng_seed)
-    with _quiet_run_logs():
-        plan_id = plan_flow(
-            full_hash, k=k, design=design, rng_seed=rng_seed, work_dir=str(work.root)
-        )
+    plan_id = plan_flow(full_hash, k=k, design=design, rng_seed=rng_seed, work_dir=str(work.root))
     info, _ = read_plan(work, plan_id, gate=False)
     _say(f"plan [bold]{plan_id}[/bold]")
     seed = "" if info.rng_seed is None else f", rng seed {info.rng_seed}"

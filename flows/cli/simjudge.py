@@ -52,7 +52,9 @@ def _load_personas(path: Path) -> list[Any]:
 
 @app.command("serve-judge")
 def serve_judge(
-    port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0: a free port).")] = 0,
+    port: Annotated[
+        int, typer.Option(min=0, max=65535, help="Port on 127.0.0.1 (0: a free port).")
+    ] = 0,
     persona: Annotated[
         list[str] | None,
         typer.Option("--persona", help="Serve only these personas (repeatable)."),

@@ -29,7 +29,7 @@ from tasks.judging.cache import (
 from tasks.judging.claims import CallClaims, Claim, StoredKeyView
 from tasks.workdir import WorkDir
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 RECORDS = """
 import datetime as dt

@@ -57,7 +57,7 @@ from tasks.remap import (
 from tasks.runconfig import load_run_config
 from tasks.workdir import WorkDir
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 MAPPING = "pair_id=id,question=q,answer_a=a,answer_b=b,key=k"
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 

@@ -25,7 +25,7 @@ from tasks.simjudge.persona import Persona
 from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 KILLS = 3
 RUN_ID = "crash"
 # Slow enough that one run takes several seconds of sending (240 calls at ~25 calls/s), so

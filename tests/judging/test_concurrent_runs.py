@@ -30,7 +30,7 @@ from tasks.simjudge.persona import Persona
 from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PERSONA = Persona(name="slow", skill=0.8, left_bias=0.2, tie_rate=0.1, latency_ms=100)
 CONCURRENCY = 4
 

@@ -1,21 +1,33 @@
 """The judge-call flows: judge a plan's calls, or resend a run's calls with no stored reply.
 
-The stage itself (planning, batches, the cache, counts) is `tasks.judging.stage`; each
-batch is a Prefect task (`tasks.judging.batches`, `tasks.judging.dask_batches`).
+The stage itself (planning, batches, the cache, counts) is `tasks.judging.stage`; here each
+batch becomes a Prefect task (`judge-batch`, or `judge-batch-remote` on Dask: flows/dask.py).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from prefect import flow, get_run_logger
+from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
 
+from flows.dask import dask_sender
 from schemas.judge import JudgeSpec
-from tasks.judging.request import JudgeRequest
+from tasks.judging.batches import judge_batch
+from tasks.judging.request import JudgeRequest, StageHooks
 from tasks.judging.stage import run_judge_stage, unstored_call_keys
 from tasks.runfolder import RunFolder
 from tasks.templates import DEFAULT_TEMPLATE
 from tasks.workdir import WorkDir
+
+judge_batch_task = task(
+    name="judge-batch", cache_policy=NO_CACHE, task_run_name="judge-{batch.judge}-{batch.index}"
+)(judge_batch)
+"""One batch of calls in the flow's event loop; failed calls are recorded, not retried here
+(the client retries each call; `rerun-failed` sends what still failed)."""
+
+HOOKS = StageHooks(run_batch=judge_batch_task, remote=dask_sender)
+"""How a flow's judge stage runs its batches: Prefect tasks, on Dask when asked."""
 
 
 @flow(name="judge-calls")
@@ -42,7 +54,7 @@ async def judge_flow(
         batch_size=batch_size,
         dask_address=dask_address,
     )
-    counts = await run_judge_stage(request, show_progress=show_progress)
+    counts = await run_judge_stage(request, show_progress=show_progress, hooks=HOOKS)
     get_run_logger().info("run %s: %s", run_id, counts)
     return counts
 
@@ -66,6 +78,6 @@ async def rerun_failed_flow(
         only_keys=unstored_call_keys(work, run_id),
         dask_address=dask_address,
     )
-    counts = await run_judge_stage(request, show_progress=show_progress)
+    counts = await run_judge_stage(request, show_progress=show_progress, hooks=HOOKS)
     get_run_logger().info("rerun of %s: %s", run_id, counts)
     return counts

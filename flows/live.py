@@ -8,6 +8,7 @@ from typing import Any
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
+from flows.judge import HOOKS
 from schemas.judge import JudgeSpec
 from tasks.judging.request import JudgeRequest
 from tasks.live.outcomes import remap_executed
@@ -42,7 +43,7 @@ async def live_flow(
         batch_size=batch_size,
     )
     request = LiveRequest(judge=judge, rng_seed=rng_seed)
-    result = await run_live_stage(request, remap_task, show_progress=show_progress)
+    result = await run_live_stage(request, remap_task, show_progress=show_progress, hooks=HOOKS)
     build_warehouse(work)
     live = result["live"]
     get_run_logger().info(

@@ -39,9 +39,9 @@ from tasks.judging.client import (
 from tasks.judging.dask_batches import (
     DASK_ADDRESS_ENV,
     RemoteBatch,
-    dask_sender,
     judge_batch_remote,
     rebuild_calls,
+    remote_batches,
 )
 from tasks.judging.endpoints import (
     Endpoint,
@@ -93,7 +93,7 @@ from tasks.judging.providers import (
     Reply,
     register,
 )
-from tasks.judging.request import JudgeRequest
+from tasks.judging.request import JudgeRequest, RemoteSender, StageHooks
 from tasks.judging.stage import COMPACT_AT, call_status_counts, run_judge_stage, unstored_call_keys
 from tasks.judging.tally import Tally
 
@@ -130,11 +130,13 @@ __all__ = [
     "RETRYABLE",
     "RateLimiter",
     "RemoteBatch",
+    "RemoteSender",
     "Reply",
     "ReplyJournal",
     "RetryPolicy",
     "RunLock",
     "Session",
+    "StageHooks",
     "StoredKeyView",
     "THROTTLING",
     "Tally",
@@ -148,7 +150,6 @@ __all__ = [
     "call_status_counts",
     "classify_status",
     "compact",
-    "dask_sender",
     "dead_segments",
     "decoding_params",
     "endpoint",
@@ -166,6 +167,7 @@ __all__ = [
     "rebuild_calls",
     "recover",
     "register",
+    "remote_batches",
     "resolve_api_key",
     "retry_after",
     "run_judge_stage",

@@ -1,8 +1,9 @@
 """Batches of judge calls in this process: split, send through pooled clients, count.
 
-Each batch (hundreds of calls) is one Prefect task; batches run in the flow's event loop
-and share one pooled client per judge, so the judge's latency and rate limit are the only
-limits. Replies reach the cache as they arrive.
+Each batch (hundreds of calls) is one unit of work, which a flow runs as a Prefect task
+(`flows/judge.py`); batches run in the flow's event loop and share one pooled client per
+judge, so the judge's latency and rate limit are the only limits. Replies reach the cache
+as they arrive.
 """
 
 from __future__ import annotations
@@ -10,10 +11,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections import Counter
-from collections.abc import Callable
-
-from prefect import task
-from prefect.cache_policies import NO_CACHE
+from collections.abc import Awaitable, Callable
 
 from tasks.judging.cache import CacheWriter
 from tasks.judging.claims import CallClaims, StoredKeyView
@@ -71,12 +69,15 @@ async def send_batch(
 ) -> dict[str, int]:
     """Send calls through one client; each outcome is queued for the cache at once.
 
-    Returns counts: `stored` and `failed_<category>`. Shared by the in-process batches and
-    the batches that run on Dask workers (`tasks.judging.dask_batches`).
+    Returns counts: `stored`, `failed_<category>` and `held` (not sent: the judge config's
+    breaker is open; such calls stay pending). Shared by the in-process batches and the
+    batches that run on Dask workers (`tasks.judging.dask_batches`).
     """
 
-    async def one(call: PlannedCall) -> tuple[bool, str | None]:
+    async def one(call: PlannedCall) -> tuple[bool, str | None] | None:
         result = await client.send(call.request())
+        if result.held:
+            return None
         if result.skipped:
             if skip is not None:
                 skip()
@@ -89,13 +90,16 @@ async def send_batch(
 
     outcomes = await asyncio.gather(*(one(c) for c in calls))
     counts: Counter[str] = Counter()
-    for ok, category in outcomes:
+    for outcome in outcomes:
+        if outcome is None:
+            counts["held"] += 1
+            continue
+        ok, category = outcome
         counts["stored" if ok else f"failed_{category}"] += 1
     await writer.flush()
     return dict(counts)
 
 
-@task(name="judge-batch", cache_policy=NO_CACHE, task_run_name="judge-{batch.judge}-{batch.index}")
 async def judge_batch(batch: Batch, session: Session) -> dict[str, int]:
     """Send one batch of uncached calls; each outcome is queued for the cache at once."""
     return await send_batch(
@@ -108,7 +112,11 @@ async def judge_batch(batch: Batch, session: Session) -> dict[str, int]:
 
 
 async def send_all(
-    request: JudgeRequest, to_send: list[PlannedCall], tally: Tally, fresh: StoredKeyView
+    request: JudgeRequest,
+    to_send: list[PlannedCall],
+    tally: Tally,
+    fresh: StoredKeyView,
+    run_batch: Callable[[Batch, Session], Awaitable[dict[str, int]]] = judge_batch,
 ) -> list[dict[str, int]]:
     """Run the batches, at most enough at once to keep every judge's connections busy.
 
@@ -122,7 +130,7 @@ async def send_all(
 
     async def bounded(batch: Batch, session: Session) -> dict[str, int]:
         async with limits[batch.judge]:
-            return await judge_batch(batch, session)
+            return await run_batch(batch, session)
 
     claims = CallClaims(request.work, fresh)
     try:

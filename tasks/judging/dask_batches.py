@@ -16,20 +16,15 @@ travel with a task.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import os
 import socket
 from collections import Counter
-from collections.abc import Awaitable, Callable
-from contextlib import AbstractContextManager, ExitStack, nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from prefect import get_run_logger, task
-from prefect.cache_policies import NO_CACHE
 
 from schemas.judge import JudgeSpec
 from tasks.errors import InputError, IntegrityError
@@ -40,24 +35,20 @@ from tasks.judging.claims import CallClaims
 from tasks.judging.client import JudgeClient, aresolve_api_key
 from tasks.judging.planned import PlannedCall, plan_calls
 from tasks.judging.request import JudgeRequest
-from tasks.judging.tally import Tally
 from tasks.plan import read_plan
 from tasks.workdir import WorkDir
 
-if TYPE_CHECKING:
-    from prefect.task_runners import TaskRunner
-
-__all__ = ["DASK_ADDRESS_ENV", "RemoteBatch", "dask_sender", "judge_batch_remote", "rebuild_calls"]
+__all__ = [
+    "DASK_ADDRESS_ENV",
+    "RemoteBatch",
+    "judge_batch_remote",
+    "rebuild_calls",
+    "remote_batches",
+]
 
 DASK_ADDRESS_ENV = "JUDGELINE_DASK_ADDRESS"
 """Environment variable naming a Dask scheduler for every judge stage of a process (the
 nightly and rerun-failed deployments read it too)."""
-
-CONNECT_TIMEOUT_S = 15
-"""How long to wait for the scheduler before the run fails with a clear error."""
-
-Sender = Callable[[JudgeRequest, list[PlannedCall], Tally], Awaitable[list[dict[str, int]]]]
-"""Sends a request's calls with the run's tally; returns each batch's counts."""
 
 
 class RemoteBatch:
@@ -145,11 +136,6 @@ def rebuild_calls(batch: RemoteBatch) -> list[PlannedCall]:
     return calls
 
 
-@task(
-    name="judge-batch-remote",
-    cache_policy=NO_CACHE,
-    task_run_name="judge-{batch.judge}-{batch.index}",
-)
 async def judge_batch_remote(batch: RemoteBatch) -> dict[str, Any]:
     """Rebuild, send and store one batch in this (worker) process.
 
@@ -190,111 +176,15 @@ async def judge_batch_remote(batch: RemoteBatch) -> dict[str, Any]:
     return {"counts": counts, "worker": _where()}
 
 
-def _flow_dask_runner() -> TaskRunner[Any] | None:
-    """The current flow's task runner if it is a DaskTaskRunner (checked without importing
-    prefect_dask: a flow can only use one if its module is loaded)."""
-    import sys
-
-    from prefect.context import FlowRunContext
-
-    module = sys.modules.get("prefect_dask.task_runners")
-    ctx = FlowRunContext.get()
-    if module is None or ctx is None or ctx.task_runner is None:
-        return None
-    runner = ctx.task_runner
-    return runner if isinstance(runner, module.DaskTaskRunner) else None
-
-
-def dask_sender(request: JudgeRequest) -> Sender | None:
-    """A batch sender for `tasks.judging.stage.run_judge_stage` that runs batches on Dask,
-    or None.
-
-    Dask is used if the request's `dask_address` (or $JUDGELINE_DASK_ADDRESS) names a
-    scheduler, or the running flow was given a `DaskTaskRunner`; otherwise batches stay in
-    the flow's loop.
-    """
-    address = request.dask_address or os.environ.get(DASK_ADDRESS_ENV) or None
-    flow_runner = None if address else _flow_dask_runner()
-    if address is None and flow_runner is None:
-        return None
-
-    async def send(
-        request: JudgeRequest, to_send: list[PlannedCall], tally: Tally
-    ) -> list[dict[str, int]]:
-        def on_dask() -> list[dict[str, Any]]:
-            with ExitStack() as stack:
-                stack.enter_context(_shared_api())
-                runner = flow_runner or _connect(address or "", stack)
-                return _run_batches(runner, request, to_send, tally)
-
-        # Waiting on Dask blocks: do it in a thread (contextvars, hence the Prefect flow
-        # context that task submission serialises, are copied into it).
-        results = await asyncio.to_thread(on_dask)
-        placement = Counter(r["worker"] for r in results)
-        where = address or "the flow's Dask cluster"
-        get_run_logger().info(
-            "run %s: %d batches on Dask at %s, by worker: %s",
-            request.run_id,
-            len(results),
-            where,
-            dict(sorted(placement.items())),
-        )
-        return [r["counts"] for r in results]
-
-    return send
-
-
-def _shared_api() -> AbstractContextManager[Any]:
-    """Point worker tasks at this flow's Prefect API, also the embedded one.
-
-    The settings travel with every submitted task; with no PREFECT_API_URL, each worker
-    process would start an embedded server of its own (tens of seconds, another database).
-    The embedded server listens on 127.0.0.1 only: workers on other machines need a real
-    Prefect server.
-    """
-    from prefect.context import FlowRunContext
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
-    ctx = FlowRunContext.get()
-    if PREFECT_API_URL.value() or ctx is None or ctx.client is None:
-        return nullcontext()
-    return temporary_settings({PREFECT_API_URL: str(ctx.client.api_url)})
-
-
-def _connect(address: str, stack: ExitStack) -> TaskRunner[Any]:
-    """A started DaskTaskRunner connected to `address` (closed with `stack`), or an
-    InputError saying why not."""
-    from prefect_dask import DaskTaskRunner
-
-    runner = stack.enter_context(
-        DaskTaskRunner(address=address, client_kwargs={"timeout": CONNECT_TIMEOUT_S})
-    )
-    try:
-        runner.client.nthreads()
-    except (OSError, TimeoutError, ValueError) as exc:
-        raise InputError(
-            f"no Dask scheduler reachable at {address!r}: {type(exc).__name__}: {exc}"
-        ) from None
-    return runner
-
-
-def _threads(runner: TaskRunner[Any]) -> int:
-    client = runner.client  # type: ignore[attr-defined]
-    return max(1, sum(client.nthreads().values()))
-
-
-def _run_batches(
-    runner: TaskRunner[Any], request: JudgeRequest, to_send: list[PlannedCall], tally: Tally
-) -> list[dict[str, Any]]:
-    """Submit every batch, count each as it finishes; raise the first failure at the end
-    (after the others finished, so no batch is still writing when the flow moves on)."""
-    from distributed import as_completed
-
-    threads = _threads(runner)
+def remote_batches(
+    request: JudgeRequest, to_send: list[PlannedCall], threads: int
+) -> list[RemoteBatch]:
+    """The request's calls cut into batches for `threads` worker threads: each batch gets an
+    even share of its judge's concurrency and rate limit."""
     specs = {j.name: j for j in request.judges}
     local = split_batches(to_send, request.batch_size)
     per_judge = Counter(b.judge for b in local)
-    batches = [
+    return [
         RemoteBatch(
             work_root=str(request.work.root),
             run_id=request.run_id,
@@ -307,22 +197,3 @@ def _run_batches(
         )
         for b in local
     ]
-    futures = {}
-    for batch in batches:
-        future = runner.submit(judge_batch_remote, parameters={"batch": batch})
-        futures[future.wrapped_future.key] = future  # type: ignore[attr-defined]
-    results: list[dict[str, Any]] = []
-    errors: list[BaseException] = []
-    loop = runner.client.loop  # type: ignore[attr-defined]
-    wrapped = [f.wrapped_future for f in futures.values()]  # type: ignore[attr-defined]
-    for done in as_completed(wrapped, loop=loop):
-        try:
-            result = futures[done.key].result()
-        except Exception as exc:  # noqa: BLE001 - re-raised below, once every batch is done
-            errors.append(exc)
-            continue
-        tally.record_batch(result["counts"])
-        results.append(result)
-    if errors:
-        raise errors[0]
-    return results

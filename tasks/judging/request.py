@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from schemas.judge import JudgeSpec
 from tasks.errors import InputError
 from tasks.templates import DEFAULT_TEMPLATE, get_template
 from tasks.workdir import WorkDir
 
-__all__ = ["JudgeRequest"]
+if TYPE_CHECKING:
+    from tasks.judging.planned import PlannedCall
+    from tasks.judging.tally import Tally
+
+__all__ = ["JudgeRequest", "RemoteSender", "StageHooks"]
 
 
 @dataclass(frozen=True)
@@ -40,3 +46,21 @@ class JudgeRequest:
         if len(set(names)) != len(names):
             raise InputError(f"judge names must be unique, got {names}")
         get_template(self.template_id)
+
+
+RemoteSender = Callable[["JudgeRequest", list["PlannedCall"], "Tally"], Awaitable[list[Any]]]
+"""Sends a request's calls somewhere else (a Dask cluster) with the run's tally; returns
+each batch's counts."""
+
+
+@dataclass(frozen=True)
+class StageHooks:
+    """What orchestration hands the judge stage: how one batch runs (a Prefect task in a
+    flow, a plain coroutine in a test) and where batches go when not in this process.
+
+    `run_batch(batch, session)` sends one `tasks.judging.batches.Batch`; `remote(request)`
+    returns a `RemoteSender` for the request, or None to send in this event loop.
+    """
+
+    run_batch: Callable[..., Awaitable[dict[str, int]]] | None = None
+    remote: Callable[[JudgeRequest], RemoteSender | None] | None = None

@@ -22,7 +22,6 @@ from tasks.ingest.manifest import read_manifest
 from tasks.judging.batches import send_all
 from tasks.judging.cache import compact, read_attempts, recover, stored_keys
 from tasks.judging.claims import RunLock, StoredKeyView
-from tasks.judging.dask_batches import dask_sender
 from tasks.judging.planned import (
     PlannedCall,
     attempts_made,
@@ -30,7 +29,7 @@ from tasks.judging.planned import (
     last_failures,
     plan_calls,
 )
-from tasks.judging.request import JudgeRequest
+from tasks.judging.request import JudgeRequest, StageHooks
 from tasks.judging.tally import Tally
 from tasks.plan import read_plan
 from tasks.runfolder import RunFolder
@@ -72,12 +71,14 @@ def _check_run_info(folder: RunFolder, info: RunInfo) -> None:
             )
 
 
-async def run_judge_stage(request: JudgeRequest, *, show_progress: bool = False) -> dict[str, Any]:
+async def run_judge_stage(
+    request: JudgeRequest, *, show_progress: bool = False, hooks: StageHooks | None = None
+) -> dict[str, Any]:
     """Send the request's uncached planned calls, then write the run's calls and run.json.
 
-    Batches run in this event loop, or on a Dask cluster (`tasks.judging.dask_batches`)
-    when the request names a scheduler (or $JUDGELINE_DASK_ADDRESS does) or the flow's
-    task runner is a `prefect_dask.DaskTaskRunner`. Returns the run's counts.
+    Batches run in this event loop, each through `hooks.run_batch` (a Prefect task when a
+    flow calls), or elsewhere when `hooks.remote` returns a sender for the request (a Dask
+    cluster: `flows/dask.py`). Returns the run's counts.
     """
     request.check()
     work = request.work
@@ -99,7 +100,7 @@ async def run_judge_stage(request: JudgeRequest, *, show_progress: bool = False)
     # Checked inputs first: a refused run leaves no run folder behind.
     with RunLock(work, request.run_id):
         _check_run_info(folder, info)  # again, now that it is ours
-        return await _judge_planned(request, planned, info, show_progress)
+        return await _judge_planned(request, planned, info, show_progress, hooks or StageHooks())
 
 
 def _to_send(
@@ -124,7 +125,11 @@ def _to_send(
 
 
 async def _judge_planned(
-    request: JudgeRequest, planned: list[PlannedCall], info: RunInfo, show_progress: bool
+    request: JudgeRequest,
+    planned: list[PlannedCall],
+    info: RunInfo,
+    show_progress: bool,
+    hooks: StageHooks,
 ) -> dict[str, Any]:
     """Send what is not stored yet and write the run's calls table and run.json."""
     work = request.work
@@ -139,9 +144,11 @@ async def _judge_planned(
     started = time.perf_counter()
     try:
         if to_send:
-            sender = dask_sender(request)
+            sender = hooks.remote(request) if hooks.remote else None
             if sender is not None:
                 await sender(request, to_send, tally)
+            elif hooks.run_batch is not None:
+                await send_all(request, to_send, tally, fresh, hooks.run_batch)
             else:
                 await send_all(request, to_send, tally, fresh)
     finally:

@@ -65,8 +65,10 @@ class Tally:
 
     def record_batch(self, counts: Mapping[str, int]) -> None:
         """Count a whole batch's outcomes at once (a batch that ran in another process):
-        `stored`, `skipped` and `failed_<category>`."""
+        `stored`, `skipped`, `held` (not sent: a breaker is open) and `failed_<category>`."""
         for outcome, n in counts.items():
+            if outcome == "held":
+                continue
             category = None if outcome == "stored" else outcome.removeprefix("failed_")
             for _ in range(n):
                 if outcome == "skipped":

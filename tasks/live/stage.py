@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from tasks.errors import InputError
 from tasks.ingest.manifest import read_manifest
 from tasks.judging.planned import PlannedCall, plan_calls
-from tasks.judging.request import JudgeRequest
+from tasks.judging.request import JudgeRequest, StageHooks
 from tasks.judging.stage import call_status_counts, run_judge_stage
 from tasks.live.draws import Slot, draw_live, slots_of, wave_calls, write_draws
 from tasks.live.outcomes import (
@@ -85,12 +85,17 @@ def _live_figures(summary: pa.Table, rng_seed: int, k: int) -> dict[str, Any]:
 
 
 async def run_live_stage(
-    request: LiveRequest, remap: Remapper, *, show_progress: bool = False
+    request: LiveRequest,
+    remap: Remapper,
+    *,
+    show_progress: bool = False,
+    hooks: StageHooks | None = None,
 ) -> dict[str, Any]:
     """Run paired unanimity live over a full-grid plan; returns {"calls": ..., "live": ...}.
 
     Writes the run's draws, calls, labels, outcomes, dispositions and disclosure (executed
-    calls only) and its live tables; `remap` remaps the calls executed after each wave.
+    calls only) and its live tables; `remap` remaps the calls executed after each wave, and
+    each wave's batches run through `hooks` (`tasks.judging.stage.run_judge_stage`).
     """
     judge = request.judge
     get_template(judge.template_id)
@@ -113,7 +118,7 @@ async def run_live_stage(
 
     async def send(calls: list[PlannedCall]) -> dict[str, Any]:
         wave = dataclasses.replace(judge, only_keys=frozenset(c.call_key for c in calls))
-        return await run_judge_stage(wave, show_progress=show_progress)
+        return await run_judge_stage(wave, show_progress=show_progress, hooks=hooks)
 
     wave1 = wave_calls(planned, presentations, draws, first=True)
     waves = [await send(wave1)]

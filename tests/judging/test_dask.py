@@ -266,7 +266,7 @@ def test_an_unreachable_scheduler_is_an_input_error(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import tasks.judging.dask_batches as judge_dask
+    import flows.dask as judge_dask
     from tasks.simjudge.server import bind_loopback
 
     monkeypatch.setattr(judge_dask, "CONNECT_TIMEOUT_S", 2)
@@ -330,7 +330,7 @@ def test_a_batch_on_a_machine_without_the_work_dir_says_so(
     batch = _batch(_stored_plan, _planned(_stored_plan, judge, "r")[:3])
     batch.work_root = str(tmp_path / "elsewhere")
     with pytest.raises(InputError, match="every worker must see the flow's work directory"):
-        asyncio.run(judge_batch_remote.fn(batch))
+        asyncio.run(judge_batch_remote(batch))
 
 
 def test_a_batch_does_not_send_calls_another_run_stored_meanwhile(
@@ -338,9 +338,9 @@ def test_a_batch_does_not_send_calls_another_run_stored_meanwhile(
 ) -> None:
     import datetime as dt
 
-    from tasks.judging.dask_batches import judge_batch_remote
     from schemas.calls import ReplyRecord
     from tasks.judging.cache import write_replies
+    from tasks.judging.dask_batches import judge_batch_remote
 
     _no_faults(server)
     server.clear_log()
@@ -361,7 +361,7 @@ def test_a_batch_does_not_send_calls_another_run_stored_meanwhile(
             for c in calls[:3]
         ],
     )
-    result = asyncio.run(judge_batch_remote.fn(_batch(staged, calls)))
+    result = asyncio.run(judge_batch_remote(_batch(staged, calls)))
     assert result["counts"] == {"stored": 7, "skipped": 3}
     assert result["worker"].endswith(f"/{os.getpid()}")
     requested = [e["call_key"] for e in server.request_log()]

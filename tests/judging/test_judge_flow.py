@@ -234,7 +234,10 @@ def test_api_key_is_never_written_or_logged(
         counts = _run(staged, "run-keys", [judge, wrong])
     finally:
         del os.environ["JUDGELINE_WRONG_KEY"]
-    assert counts["stored"] > 0 and counts["failed_by_category"]["client_error"] == 40
+    # The wrong key fails as `auth`; its breaker stops the judge after a few calls, and the
+    # rest of its 40 calls stay pending for rerun-failed.
+    assert counts["stored"] > 0 and counts["failed_by_category"]["auth"] >= 3
+    assert counts["failed_by_category"]["auth"] + counts["pending"] == 40
     _no_faults(server)
     out, err = capfd.readouterr()
     written = [p for p in staged.work.root.rglob("*") if p.is_file()]

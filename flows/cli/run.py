@@ -11,7 +11,7 @@ import typer
 from rich import box
 from rich.table import Table
 
-from flows.cli.app import app, console, state
+from flows.cli.app import app, console, print_rows, state
 
 
 def _run_nightly(**params: Any) -> dict[str, Any]:
@@ -111,10 +111,18 @@ def demo(
 def run(
     config: Annotated[Path, typer.Argument(help="Run configuration (YAML).")],
     run_id: Annotated[str | None, typer.Option(help="Run id (default: new).")] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the estimate (`estimate`); send nothing.")
+    ] = False,
 ) -> None:
     """Run the nightly flow once for a configuration, now."""
     from tasks.runconfig import load_run_config
 
+    if dry_run:
+        from tasks.judging.estimate import ESTIMATE_NOTE, estimate_config
+
+        print_rows(f"estimate · {config}", estimate_config(config, state.work), ESTIMATE_NOTE)
+        return
     cfg = load_run_config(config)
     work_dir = str(state.work.root) if cfg.work_dir is None else cfg.work_dir
     record = _run_nightly(

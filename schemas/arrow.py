@@ -48,11 +48,15 @@ ADDED_LATER: dict[str, Any] = {ADDED_LATER_KEY: True}
 before it existed lack; `conform` reads them with the column null."""
 
 
-def arrow_schema(model: type[BaseModel]) -> pa.Schema:
-    """The Arrow schema of a row model: one column per field, in declaration order."""
+def arrow_schema(model: type[BaseModel], *, added: bool = True) -> pa.Schema:
+    """The Arrow schema of a row model: one column per field, in declaration order
+    (`added=False`: without the `ADDED_LATER` columns, for writers that append them)."""
     hints = typing.get_type_hints(model)
     fields = []
-    for name in model.model_fields:
+    for name, info in model.model_fields.items():
+        extra = info.json_schema_extra
+        if not added and isinstance(extra, dict) and extra.get(ADDED_LATER_KEY):
+            continue
         arrow_type, nullable = _arrow_type(hints[name])
         fields.append(pa.field(name, arrow_type, nullable=nullable))
     return pa.schema(fields, metadata={"judgeline.table": model.__name__})

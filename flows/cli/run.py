@@ -14,6 +14,14 @@ from rich.table import Table
 from flows.cli.app import app, console, print_rows, state
 
 
+def _print_spend(run_id: str) -> None:
+    """Tokens and USD the run spent per judge config (sent calls; cached ones cost nothing)."""
+    from tasks.judging.spend import run_spend
+
+    caption = "sent calls only: cached calls cost nothing; USD at the price of `price as of`"
+    print_rows(f"run {run_id} · spend", run_spend(state.work, run_id), caption)
+
+
 def _run_nightly(**params: Any) -> dict[str, Any]:
     from flows.nightly import nightly_flow
 
@@ -98,6 +106,7 @@ def demo(
         )
     run_id = record["run_id"]
     console.print(_summary_table(run_id))
+    _print_spend(run_id)
     seconds = sum(record["stage_seconds"].values())
     calls = record["calls"]
     console.print(
@@ -129,6 +138,7 @@ def run(
         config_path=str(config), run_id=run_id, work_dir=work_dir, show_progress=True
     )
     console.print(_summary_table(record["run_id"]))
+    _print_spend(record["run_id"])
     console.print(f"report: {record['report']}")
 
 
@@ -160,6 +170,7 @@ def show(run_id: Annotated[str, typer.Argument(help="Run id.")]) -> None:
 
     read_record(state.work, run_id)
     console.print(_summary_table(run_id))
+    _print_spend(run_id)
 
 
 @app.command("report")

@@ -26,8 +26,12 @@ def read_task(calls_path: str) -> pa.Table:
 def replay_task(
     outcomes: pa.Table, designs: list[str], policies: list[str], where: str
 ) -> ReplayResult:
-    """Replay every requested policy under every requested design, exactly."""
-    return replay(outcomes, designs=designs, policies=policies, where=where)
+    """Replay every requested policy under every requested design, exactly (with the money
+    columns when `where` is a run's outcomes and its judges have prices)."""
+    from tasks.judging.spend import outcome_costs
+
+    costs = outcome_costs(where)
+    return replay(outcomes, designs=designs, policies=policies, where=where, costs=costs)
 
 
 @task(name="write-replay", cache_policy=NO_CACHE)

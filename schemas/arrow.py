@@ -18,6 +18,7 @@ _SCALARS: dict[Any, pa.DataType] = {
     bool: pa.bool_(),
     bytes: pa.binary(),
     dt.datetime: pa.timestamp("us", tz="UTC"),
+    dt.date: pa.date32(),
 }
 
 
@@ -41,11 +42,21 @@ def _arrow_type(annotation: Any) -> tuple[pa.DataType, bool]:
     raise TypeError(f"no arrow type for {annotation!r}")
 
 
-def arrow_schema(model: type[BaseModel]) -> pa.Schema:
-    """The Arrow schema of a row model: one column per field, in declaration order."""
+ADDED_LATER_KEY = "added_later"
+ADDED_LATER: dict[str, Any] = {ADDED_LATER_KEY: True}
+"""`Field(default=None, json_schema_extra=ADDED_LATER)`: a nullable column that tables written
+before it existed lack; `conform` reads them with the column null."""
+
+
+def arrow_schema(model: type[BaseModel], *, added: bool = True) -> pa.Schema:
+    """The Arrow schema of a row model: one column per field, in declaration order
+    (`added=False`: without the `ADDED_LATER` columns, for writers that append them)."""
     hints = typing.get_type_hints(model)
     fields = []
-    for name in model.model_fields:
+    for name, info in model.model_fields.items():
+        extra = info.json_schema_extra
+        if not added and isinstance(extra, dict) and extra.get(ADDED_LATER_KEY):
+            continue
         arrow_type, nullable = _arrow_type(hints[name])
         fields.append(pa.field(name, arrow_type, nullable=nullable))
     return pa.schema(fields, metadata={"judgeline.table": model.__name__})
@@ -70,12 +81,17 @@ def rows_to_table(rows: Iterable[BaseModel | dict[str, Any]], model: type[BaseMo
 def conform(table: pa.Table, model: type[BaseModel], *, where: str) -> pa.Table:
     """Check a table has exactly the model's columns and cast it to the model's schema.
 
-    `where` names the file or stage for the error message.
+    A missing column declared with `ADDED_LATER` (nullable, default None: a column added
+    after older tables were written) is filled with nulls. `where` names the file or stage
+    for the error message.
     """
     schema = arrow_schema(model)
     have = list(table.column_names)
     want = [f.name for f in schema]
     extra = [c for c in have if c not in want]
+    for name in [c for c in want if c not in have and _added_later(model, schema, c)]:
+        table = table.append_column(name, pa.nulls(table.num_rows, schema.field(name).type))
+        have.append(name)
     missing = [c for c in want if c not in have]
     if extra or missing:
         parts = []
@@ -89,6 +105,14 @@ def conform(table: pa.Table, model: type[BaseModel], *, where: str) -> pa.Table:
         return table.cast(schema)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         raise ValueError(f"{where}: columns do not have {model.__name__} types: {exc}") from exc
+
+
+def _added_later(model: type[BaseModel], schema: pa.Schema, name: str) -> bool:
+    """Whether a column may be absent from older tables (see `ADDED_LATER`)."""
+    field = model.model_fields[name]
+    extra = field.json_schema_extra
+    marked = isinstance(extra, dict) and bool(extra.get(ADDED_LATER_KEY))
+    return marked and schema.field(name).nullable and field.default is None
 
 
 def table_rows(table: pa.Table, model: type[BaseModel]) -> Sequence[BaseModel]:

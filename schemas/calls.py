@@ -6,6 +6,7 @@ import datetime as dt
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from schemas.arrow import ADDED_LATER
 from schemas.vocabulary import CallStatus, ErrorCategory, SlotLabel, Strength
 
 
@@ -43,7 +44,9 @@ class ReplyRecord(BaseModel):
     """A successful reply, stored verbatim in the content-addressed cache (immutable).
 
     A reply cut by the token limit is stored too (it was paid for, and sending it again buys
-    the same cut); `truncated` says so, and parsing labels it Invalid.
+    the same cut); `truncated` says so, and parsing labels it Invalid. `prompt_tokens`
+    counts every prompt token, cached ones included (Anthropic's input_tokens plus its
+    cache reads and writes).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -57,6 +60,19 @@ class ReplyRecord(BaseModel):
     completion_tokens: int | None = None
     latency_ms: float
     received_at: dt.datetime
+    cached_prompt_tokens: int | None = Field(
+        default=None,
+        description="Prompt tokens read from the provider's prompt cache, part of "
+        "prompt_tokens (OpenAI prompt_tokens_details.cached_tokens, Anthropic "
+        "cache_read_input_tokens); None if not reported (older cache files).",
+        json_schema_extra=ADDED_LATER,
+    )
+    reasoning_tokens: int | None = Field(
+        default=None,
+        description="Reasoning tokens, part of completion_tokens (OpenAI "
+        "completion_tokens_details.reasoning_tokens); None if not reported.",
+        json_schema_extra=ADDED_LATER,
+    )
 
     @property
     def truncated(self) -> bool:

@@ -42,6 +42,7 @@ A run configuration (YAML) holds a list of these. One judge per endpoint profile
         api_key_env: OPENROUTER_API_KEY
         headers: {HTTP-Referer: "https://example.org", X-Title: judgeline}
         seed: plan                       # send the plan's seed after all
+        price: {input: 0.12, output: 0.30, as_of: 2025-10-01}   # USD per million tokens
 
 Decoding fields (`temperature`, `max_tokens`, `seed`, `top_p`, `stop`, `response_format`,
 `reasoning_effort`, `thinking`, `system_role`) can be set per judge and per config; a
@@ -67,6 +68,7 @@ from pydantic import (
     model_validator,
 )
 
+from schemas.cost import Price
 from schemas.decoding import (
     ANTHROPIC_VERSION,
     DECODING_FIELDS,
@@ -142,12 +144,14 @@ def _defaults(provider: str, profile: str, reasoning: bool, thinking: Any) -> di
         "headers": {},
         "query": {},
         "simulated": False,
+        "price": None,
     }
 
 
 _NEW = frozenset(
     {"profile", "reasoning", "seed", "stop", "response_format", "reasoning_effort", "thinking",
-     "system_role", "anthropic_version", "anthropic_beta", "headers", "query", "simulated"}
+     "system_role", "anthropic_version", "anthropic_beta", "headers", "query", "simulated",
+     "price"}
 )  # fmt: skip
 """Fields a judge dump holds only when they differ from the profile's default (the dumps of
 earlier runs have none of them)."""
@@ -166,8 +170,8 @@ class JudgeSpec(Decoding):
     the default, `anthropic_beta` (betas can change replies). The seed of the planned call
     always enters it, sent or not, and so does the repeat index: the K calls of a judge that
     sends no seed stay K distinct calls. Profile, base URL, `headers` (e.g. `X-Title`),
-    `query` (e.g. `api-version`), credentials, timeouts, concurrency, rate limits, retries
-    and names do not.
+    `query` (e.g. `api-version`), credentials, timeouts, concurrency, rate limits, retries,
+    prices and names do not.
     """
 
     name: str = Field(min_length=1, description="Judge name used in every table of the run.")
@@ -213,6 +217,11 @@ class JudgeSpec(Decoding):
     )
     extra: dict[str, Any] = Field(
         default_factory=dict, description="Request parameters passed through unchanged."
+    )
+    price: Price | None = Field(
+        default=None,
+        description="USD per million tokens, dated (not keyed); default: the built-in table "
+        "`tasks.judging.prices` for the model, if it lists it.",
     )
     configs: list[ReasoningConfig] = Field(
         default_factory=lambda: [ReasoningConfig(name="default")],

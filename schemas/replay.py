@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from schemas.arrow import ADDED_LATER
 from schemas.vocabulary import Design, Policy
 
 
@@ -41,6 +42,12 @@ class ReplayRow(BaseModel):
     expected_score: float
     reference_score: float
     added_variance: float
+    expected_usd: float | None = Field(
+        default=None,
+        description="Expected USD: sum over the pair's calls of P(sent) x the call's price "
+        "(tasks.replay.money); None without prices.",
+        json_schema_extra=ADDED_LATER,
+    )
 
 
 class ComponentRow(BaseModel):
@@ -80,3 +87,11 @@ class SummaryRow(BaseModel):
     savings: float
     match_cost: float | None = None
     match_extra: float | None = None
+    expected_usd: float | None = Field(
+        default=None, description="Mean expected USD per pair.", json_schema_extra=ADDED_LATER
+    )
+    savings_usd: float | None = Field(
+        default=None,
+        description="1 - expected_usd / the full policy's, same design.",
+        json_schema_extra=ADDED_LATER,
+    )

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 from schemas.config import DatasetSpec, RunConfig
+from schemas.cost import Price
 from schemas.judge import JudgeSpec, ReasoningConfig
 
 DEMO_PERSONAS = ("strong", "left-biased", "noisy")
@@ -12,6 +15,17 @@ DEMO_CONFIGS = (
     ReasoningConfig(name="low", extra={"reasoning_effort": "low"}),
     ReasoningConfig(name="high", extra={"reasoning_effort": "high"}),
 )
+
+
+DEMO_PRICE = Price(
+    input=0.15,
+    cached_input=0.075,
+    output=0.60,
+    batch_discount=0.5,
+    as_of=dt.date(2025, 10, 1),
+    source="illustrative: the simulated judge is free; priced like a small hosted model",
+)
+"""What the demo's money figures assume each simulated judge charges."""
 
 
 def demo_config(base_url: str, *, k: int = 4) -> RunConfig:
@@ -26,6 +40,7 @@ def demo_config(base_url: str, *, k: int = 4) -> RunConfig:
             configs=list(DEMO_CONFIGS),
             max_concurrency=32,
             timeout_s=30.0,
+            price=DEMO_PRICE,
         )
         for persona in DEMO_PERSONAS
     ]

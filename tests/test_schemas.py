@@ -67,9 +67,10 @@ def test_replay_columns_are_the_specs() -> None:
         "expected_score",
         "reference_score",
         "added_variance",
+        "expected_usd",
     }
     summary = arrow_schema(SummaryRow).names
-    for col in ("pairs", "savings", "match_cost", "match_extra"):
+    for col in ("pairs", "savings", "match_cost", "match_extra", "expected_usd", "savings_usd"):
         assert col in summary
     assert tuple(arrow_schema(OutcomeRow).names[:8]) == REPLAY_INPUT_COLUMNS
     assert tuple(arrow_schema(ReplayInputRow).names) == REPLAY_INPUT_COLUMNS

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -16,6 +17,8 @@ from tasks.errors import InputError
 from tasks.workdir import WorkDir
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from schemas.judge import JudgeSpec
 
 __all__ = [
@@ -24,6 +27,7 @@ __all__ = [
     "console",
     "err_console",
     "load_judges",
+    "print_rows",
     "prepare_prefect",
     "state",
 ]
@@ -102,3 +106,25 @@ def load_judges(path: Path) -> list[JudgeSpec]:
             for e in exc.errors()
         )
         raise InputError(problems, file=str(path)) from None
+
+
+def print_rows(title: str, rows: Sequence[BaseModel], caption: str | None = None) -> None:
+    """Print table rows (e.g. money per judge config): one column per field, floats at
+    four significant digits, None as `-`."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title=title, caption=caption, header_style="bold", box=box.SIMPLE_HEAD)
+    names = list(type(rows[0]).model_fields) if rows else []
+    for name in names:
+        table.add_column(
+            name.replace("_", " "),
+            justify="left" if name in ("judge", "config") else "right",
+            no_wrap=name.endswith("as_of"),
+        )
+    for row in rows:
+        values = [getattr(row, n) for n in names]
+        table.add_row(
+            *("-" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v) for v in values)
+        )
+    console.print(table)

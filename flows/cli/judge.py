@@ -8,7 +8,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from flows.cli.app import DaskAddress, app, console, load_judges, prepare_prefect, state
+from flows.cli.app import (
+    DaskAddress,
+    app,
+    console,
+    load_judges,
+    prepare_prefect,
+    print_rows,
+    state,
+)
 from tasks.errors import InputError
 
 if TYPE_CHECKING:
@@ -83,6 +91,9 @@ def judge(
     ] = False,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
     dask_address: DaskAddress = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print calls, tokens and USD; send nothing.")
+    ] = False,
 ) -> None:
     """Send every planned call of a plan to the judges (cached calls are never resent)."""
     prepare_prefect()
@@ -102,6 +113,12 @@ def judge(
         raise InputError("no judges: give --judges FILE.yaml or --base-url URL --model M")
     plan = resolve_plan_id(state.work, plan_id)
     template_id = template or DEFAULT_TEMPLATE
+    if dry_run:
+        from tasks.judging.estimate import ESTIMATE_NOTE, estimate_plan
+
+        rows = estimate_plan(state.work, plan, judges, template_id)
+        print_rows(f"estimate · plan {plan}", rows, ESTIMATE_NOTE)
+        return
     if run_id is None:
         specs = [j.model_dump(mode="json") for j in judges]
         run_id = f"run-{digest(plan, template_id, specs)[:16]}"

@@ -11,7 +11,15 @@ import typer
 from rich import box
 from rich.table import Table
 
-from flows.cli.app import app, console, state
+from flows.cli.app import app, console, print_rows, state
+
+
+def _print_spend(run_id: str) -> None:
+    """Tokens and USD the run spent per judge config (sent calls; cached ones cost nothing)."""
+    from tasks.judging.spend import run_spend
+
+    caption = "sent calls only: cached calls cost nothing; USD at the price of `price as of`"
+    print_rows(f"run {run_id} · spend", run_spend(state.work, run_id), caption)
 
 
 def _run_nightly(**params: Any) -> dict[str, Any]:
@@ -98,6 +106,7 @@ def demo(
         )
     run_id = record["run_id"]
     console.print(_summary_table(run_id))
+    _print_spend(run_id)
     seconds = sum(record["stage_seconds"].values())
     calls = record["calls"]
     console.print(
@@ -111,16 +120,25 @@ def demo(
 def run(
     config: Annotated[Path, typer.Argument(help="Run configuration (YAML).")],
     run_id: Annotated[str | None, typer.Option(help="Run id (default: new).")] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the estimate (`estimate`); send nothing.")
+    ] = False,
 ) -> None:
     """Run the nightly flow once for a configuration, now."""
     from tasks.runconfig import load_run_config
 
+    if dry_run:
+        from tasks.judging.estimate import ESTIMATE_NOTE, estimate_config
+
+        print_rows(f"estimate · {config}", estimate_config(config, state.work), ESTIMATE_NOTE)
+        return
     cfg = load_run_config(config)
     work_dir = str(state.work.root) if cfg.work_dir is None else cfg.work_dir
     record = _run_nightly(
         config_path=str(config), run_id=run_id, work_dir=work_dir, show_progress=True
     )
     console.print(_summary_table(record["run_id"]))
+    _print_spend(record["run_id"])
     console.print(f"report: {record['report']}")
 
 
@@ -152,6 +170,7 @@ def show(run_id: Annotated[str, typer.Argument(help="Run id.")]) -> None:
 
     read_record(state.work, run_id)
     console.print(_summary_table(run_id))
+    _print_spend(run_id)
 
 
 @app.command("report")

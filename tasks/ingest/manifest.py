@@ -30,6 +30,7 @@ __all__ = [
     "MANIFEST_INFO_FILE",
     "FrozenManifest",
     "SourcePairs",
+    "build_manifest_table",
     "freeze_manifest",
     "gate_manifest",
     "list_manifests",
@@ -75,7 +76,9 @@ def manifest_hash_of(rows: Iterable[Mapping[str, Any]]) -> str:
 # --- building and gating --------------------------------------------------------------
 
 
-def _build_table(pairs: list[Pair]) -> tuple[str, pa.Table]:
+def build_manifest_table(pairs: list[Pair]) -> tuple[str, pa.Table]:
+    """The manifest hash and table of validated pairs, in memory (`freeze_manifest` stores
+    them)."""
     dumped = [p.model_dump() for p in pairs]
     manifest_hash = manifest_hash_of(dumped)
     rows = [
@@ -225,7 +228,7 @@ def freeze_manifest(sources: Sequence[SourcePairs], work: WorkDir) -> FrozenMani
     pairs, warnings = validate_sources(sources)
     for warning in warnings:
         log.warning(warning)
-    manifest_hash, table = _build_table(pairs)
+    manifest_hash, table = build_manifest_table(pairs)
     final = work.manifest_dir(manifest_hash)
     if final.exists():
         info = _verify_existing(work, manifest_hash)

@@ -263,6 +263,8 @@ class JudgeClient:
                     completion_tokens=outcome.completion_tokens,
                     latency_ms=outcome.latency_ms,
                     received_at=dt.datetime.now(dt.UTC),
+                    cached_prompt_tokens=outcome.cached_prompt_tokens,
+                    reasoning_tokens=outcome.reasoning_tokens,
                 )
                 result.failure = None
                 result.attempts.append(

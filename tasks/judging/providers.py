@@ -61,10 +61,26 @@ class Reply:
     prompt_tokens: int | None
     completion_tokens: int | None
     latency_ms: float
+    cached_prompt_tokens: int | None = None
+    reasoning_tokens: int | None = None
 
 
 def _int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _detail(usage: dict[str, Any], details: str, name: str) -> int | None:
+    """`usage[details][name]` if it is an integer (OpenAI's usage details)."""
+    part = usage.get(details)
+    return _int_or_none(part.get(name)) if isinstance(part, dict) else None
+
+
+def _sum_or_none(*values: Any) -> int | None:
+    """The sum of the integers among `values`; None if the first is not one."""
+    first = _int_or_none(values[0])
+    if first is None:
+        return None
+    return first + sum(v for v in map(_int_or_none, values[1:]) if v is not None)
 
 
 class Provider(ABC):
@@ -195,6 +211,8 @@ class OpenAIProvider(Provider):
             prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
             completion_tokens=_int_or_none(usage.get("completion_tokens")),
             latency_ms=latency_ms,
+            cached_prompt_tokens=_detail(usage, "prompt_tokens_details", "cached_tokens"),
+            reasoning_tokens=_detail(usage, "completion_tokens_details", "reasoning_tokens"),
         )
 
 
@@ -222,10 +240,15 @@ class AnthropicProvider(Provider):
                 "malformed_response", "reply has no text block", latency_ms, http_status=200
             )
         usage = data.get("usage") or {}
+        # input_tokens excludes cache reads and writes: prompt_tokens counts them all.
+        cache_read = usage.get("cache_read_input_tokens")
         return Reply(
             text="".join(texts),
             finish_reason=stop,
-            prompt_tokens=_int_or_none(usage.get("input_tokens")),
+            prompt_tokens=_sum_or_none(
+                usage.get("input_tokens"), cache_read, usage.get("cache_creation_input_tokens")
+            ),
             completion_tokens=_int_or_none(usage.get("output_tokens")),
             latency_ms=latency_ms,
+            cached_prompt_tokens=_int_or_none(cache_read),
         )

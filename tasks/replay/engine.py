@@ -24,6 +24,7 @@ from tasks.errors import InputError
 from tasks.replay.designs import POLICY_DESIGNS, POLICY_METRICS, component_costs, evaluate_patterns
 from tasks.replay.grid import ReplayGrid, build_grid, dense_codes
 from tasks.replay.matching import cost_to_match
+from tasks.replay.money import add_money
 from tasks.storage import write_parquet_atomic
 
 __all__ = [
@@ -195,7 +196,8 @@ def _runs(
 
 
 def _replay_table(grid: ReplayGrid, combos: list[tuple[str, str]], m: _PairMetrics) -> pa.Table:
-    return pa.Table.from_arrays(_runs(grid, combos, m.values), schema=arrow_schema(ReplayRow))
+    schema = arrow_schema(ReplayRow, added=False)  # money columns: tasks.replay.money
+    return pa.Table.from_arrays(_runs(grid, combos, m.values), schema=schema)
 
 
 def _design_table(grid: ReplayGrid, designs: list[str], m: _PairMetrics) -> pa.Table:
@@ -279,11 +281,13 @@ def replay(
     designs: Sequence[str] = DESIGNS,
     policies: Sequence[str] = POLICIES,
     where: str = "replay input",
+    costs: pa.Table | None = None,
 ) -> ReplayResult:
     """Replay every policy under every design exactly, for each pair of the outcomes table.
 
     `outcomes` has the docs/design.md#replay-input columns (extra columns, as in an OutcomeRow
-    table, are ignored); `where` names it in errors.
+    table, are ignored); `where` names it in errors. `costs` (a call's USD per
+    `tasks.replay.money.MONEY_KEYS`) fills the money columns; without it they are null.
     """
     combos = design_policy_pairs(designs, policies)
     used_designs = [d for d in DESIGNS if d in designs]
@@ -296,9 +300,15 @@ def replay(
     metrics = _evaluate(grid, used_designs, combos)
     # The summary's cost to match reads the same group means the components table reports.
     component_means = {d: _group_means(grid, metrics.components[d]) for d in used_designs}
+    replay_table, summary_table = add_money(
+        table,
+        costs,
+        _replay_table(grid, combos, metrics),
+        _summary_table(grid, combos, metrics, component_means),
+    )
     return ReplayResult(
-        replay=_replay_table(grid, combos, metrics),
-        summary=_summary_table(grid, combos, metrics, component_means),
+        replay=replay_table,
+        summary=summary_table,
         design=_design_table(grid, used_designs, metrics),
         components=_component_table(grid, component_means),
     )

@@ -16,7 +16,7 @@ from schemas import (
     RealisedRow,
     ScoreRow,
     SummaryRow,
-    column_names,
+    arrow_schema,
 )
 from tasks.errors import InputError
 from tasks.report.page import render_page
@@ -51,7 +51,7 @@ class ReportData:
 
 
 _COLUMNS: dict[str, tuple[str, ...]] = {
-    name: tuple(column_names(model))
+    name: tuple(arrow_schema(model, added=False).names)  # added columns may be absent
     for name, model in (
         ("disclosure", DisclosureRow),
         ("scores", ScoreRow),

@@ -113,6 +113,7 @@ def openai_reply(
             "prompt_tokens": usage[0],
             "completion_tokens": usage[1],
             "total_tokens": usage[0] + usage[1],
+            "prompt_tokens_details": {"cached_tokens": 0},
         },
     }
     if reasoning_tokens is not None:
@@ -141,5 +142,10 @@ def anthropic_reply(
         "content": content,
         "stop_reason": stop_reason,
         "stop_sequence": None,
-        "usage": {"input_tokens": usage[0], "output_tokens": usage[1]},
+        "usage": {
+            "input_tokens": usage[0],
+            "output_tokens": usage[1],
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+        },
     }

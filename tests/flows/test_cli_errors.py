@@ -51,6 +51,7 @@ CASES = {
         ("{d}/bad.parquet: not a replay input: missing columns",),
     ),
     "demo": Case(("demo",), ("{d}/afile: not usable as a work dir",), work="{d}/afile"),
+    "estimate": Case(("estimate", "{d}/bad_run.yaml"), ("{d}/bad_run.yaml", "repeated key 'k'")),
     "run": Case(("run", "{d}/bad_run.yaml"), ("{d}/bad_run.yaml", "repeated key 'k'")),
     "runs": Case(("runs",), ("{d}/afile: not usable as a work dir",), work="{d}/afile"),
     "show": Case(("show", "nosuchrun"), ("no run 'nosuchrun'",)),

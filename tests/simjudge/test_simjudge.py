@@ -337,7 +337,14 @@ def test_anthropic_messages_shape(keyed: SimJudgeServer, client: httpx.Client) -
     assert response.status_code == 200
     assert data["type"] == "message" and data["role"] == "assistant"
     assert data["stop_reason"] == "end_turn"
-    assert set(data["usage"]) == {"input_tokens", "output_tokens"}
+    usage = data["usage"]
+    assert usage["cache_read_input_tokens"] == usage["cache_creation_input_tokens"] == 0
+    assert set(data["usage"]) == {
+        "input_tokens",
+        "output_tokens",
+        "cache_creation_input_tokens",
+        "cache_read_input_tokens",
+    }
     [block] = data["content"]
     assert block["type"] == "text"
     assert identity_of(parse_reply("json-strict-v1", block["text"]).label, "AB") == key_of(4)

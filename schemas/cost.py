@@ -1,0 +1,104 @@
+"""Prices and money: what a judge's tokens cost, spent per run and estimated before one.
+
+Money is in US dollars, always with the date of the price it was computed from: prices
+change, and a figure without its date cannot be checked.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Price(BaseModel):
+    """A model's list price in USD per million tokens, as of a date.
+
+    `cached_input` prices prompt tokens the provider read from its prompt cache (default:
+    `input`); `reasoning` prices reasoning tokens (default: `output`, as OpenAI and
+    Anthropic bill them). `batch_discount` is the fraction taken off by a provider's batch
+    API (0.5 = half price); calls sent one by one pay the list price.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input: float = Field(ge=0, description="USD per million prompt tokens.")
+    output: float = Field(ge=0, description="USD per million completion tokens.")
+    cached_input: float | None = Field(
+        default=None, ge=0, description="USD per million cached prompt tokens (default: input)."
+    )
+    reasoning: float | None = Field(
+        default=None, ge=0, description="USD per million reasoning tokens (default: output)."
+    )
+    batch_discount: float = Field(default=0.0, ge=0, lt=1, description="Batch API discount.")
+    as_of: dt.date = Field(description="The date these prices were read.")
+    source: str | None = Field(default=None, description="Where they were read.")
+
+    def usd(
+        self,
+        prompt_tokens: int,
+        completion_tokens: int,
+        cached_tokens: int = 0,
+        reasoning_tokens: int = 0,
+    ) -> float:
+        """The list price of one reply's tokens (prompt tokens include the cached ones,
+        completion tokens the reasoning ones)."""
+        cached_rate = self.input if self.cached_input is None else self.cached_input
+        reasoning_rate = self.output if self.reasoning is None else self.reasoning
+        return (
+            (prompt_tokens - cached_tokens) * self.input
+            + cached_tokens * cached_rate
+            + (completion_tokens - reasoning_tokens) * self.output
+            + reasoning_tokens * reasoning_rate
+        ) / 1e6
+
+
+class SpendRow(BaseModel):
+    """Tokens and money one run spent, per (judge, config): sent calls only.
+
+    Calls answered from the cache cost nothing and are counted apart (`cached_calls`).
+    `usd` is None when the judge has no price; `price_as_of` dates it.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    judge: str
+    config: str
+    sent_calls: int = Field(description="Calls this run sent and stored a reply for.")
+    cached_calls: int = Field(description="Calls answered from the cache (cost nothing).")
+    prompt_tokens: int
+    cached_prompt_tokens: int
+    completion_tokens: int
+    reasoning_tokens: int
+    usd: float | None = None
+    price_as_of: dt.date | None = None
+
+
+class EstimateRow(BaseModel):
+    """What a run would send and cost, per (judge, config), before anything is sent.
+
+    Input tokens follow `tasks.judging.estimate.INPUT_TOKEN_RULE`; output tokens are the
+    mean of this judge config's stored replies, or `output_default` when it has none.
+    The money range runs from the low to the high output estimate. `pu_expected_calls` is
+    live paired unanimity's expected calls over the grid (from a replay; None without one),
+    `pu_usd_*` its money for the calls not cached (cached calls taken as spread evenly).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    judge: str
+    config: str
+    planned_calls: int
+    cached_calls: int
+    calls_to_send: int
+    input_tokens: int = Field(description="Estimated prompt tokens of the calls to send.")
+    output_tokens_per_call: float
+    output_source: str = Field(description="`cached replies (n)` or `default`.")
+    usd_low: float | None = None
+    usd_high: float | None = None
+    price_as_of: dt.date | None = None
+    pu_expected_calls: float | None = Field(
+        default=None, description="Live paired unanimity: expected calls (replay of cached data)."
+    )
+    pu_usd_low: float | None = None
+    pu_usd_high: float | None = None

@@ -1,0 +1,179 @@
+"""What a run would send and cost, per judge config, before anything is sent.
+
+Nothing is sent and nothing is written: the manifest and plan are built in memory and the
+cache is only read. Input tokens follow `INPUT_TOKEN_RULE` (the rule the simulated judge
+bills by; a real tokenizer differs by some percent). Output tokens are the mean of the
+judge config's stored replies; without any, `DEFAULT_OUTPUT_TOKENS` at the low end and the
+config's `max_tokens` (the most a reply can bill) at the high end. Live paired unanimity
+sends an expected fraction of the grid read from the newest replay of the same judge
+config (`summary.parquet`); without one, between 2/K of the grid (every pair stops after
+its first couple) and all of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from schemas.config import RunConfig
+from schemas.cost import EstimateRow, Price
+from schemas.judge import JudgeSpec
+from tasks.ingest.loaders import read_source
+from tasks.ingest.manifest import build_manifest_table
+from tasks.ingest.validation import validate_sources
+from tasks.judging.cache import read_replies, stored_keys
+from tasks.judging.planned import PlannedCall, plan_calls
+from tasks.judging.prices import price_of
+from tasks.plan.designs import make_plan
+from tasks.workdir import WorkDir
+
+__all__ = [
+    "DEFAULT_OUTPUT_TOKENS",
+    "ESTIMATE_NOTE",
+    "INPUT_TOKEN_RULE",
+    "estimate_calls",
+    "estimate_config",
+    "estimate_plan",
+    "input_tokens",
+    "planned_for_config",
+]
+
+INPUT_TOKEN_RULE = "characters of the rendered messages / 4, rounded down, per call"
+"""How prompt tokens are estimated (no tokenizer is needed, or downloaded)."""
+
+DEFAULT_OUTPUT_TOKENS = 300
+"""Output tokens per call assumed at the low end when a judge config has no stored reply."""
+
+ESTIMATE_NOTE = (
+    f"input tokens: {INPUT_TOKEN_RULE}; output tokens: mean of the config's stored replies, "
+    f"else {DEFAULT_OUTPUT_TOKENS} (low) to max_tokens (high); USD at the price of its date "
+    "(price as of); pu: live paired unanimity. Nothing was sent or written."
+)
+"""The caption of a printed estimate: how its figures are made."""
+
+
+def input_tokens(messages: Sequence[dict[str, str]]) -> int:
+    """Estimated prompt tokens of one call (`INPUT_TOKEN_RULE`)."""
+    return sum(len(m.get("content") or "") for m in messages) // 4
+
+
+def planned_for_config(cfg: RunConfig) -> list[PlannedCall]:
+    """The full-grid calls a run of `cfg` would plan, built in memory (nothing written)."""
+    sources = []
+    for d in cfg.datasets:
+        loaded = read_source(d.kind, d.path, mapping=d.mapping, dataset=d.dataset)
+        sources.append((str(d.path or d.kind), loaded.pairs, loaded.rows))
+    pairs, _ = validate_sources(sources)
+    _, manifest = build_manifest_table(pairs)
+    _, presentations = make_plan(manifest, cfg.k, "full", None)
+    return plan_calls(manifest, presentations, cfg.judges, cfg.template, "estimate")
+
+
+@dataclass(frozen=True)
+class _Group:
+    """The planned calls of one judge config."""
+
+    calls: list[PlannedCall]
+
+    @property
+    def keys(self) -> set[str]:
+        return {c.call_key for c in self.calls}
+
+
+def _pu_fraction(work: WorkDir, judge: str, config: str) -> float | None:
+    """Live paired unanimity's expected share of the grid, from the newest replay."""
+    runs = sorted(work.runs.glob("*/summary.parquet"), key=lambda p: p.stat().st_mtime)
+    for path in reversed(runs):
+        table = pq.read_table(path).to_pylist()
+        rows = [
+            r for r in table
+            if (r["judge"], r["config"], r["design"], r["policy"])
+            == (judge, config, "balanced", "paired_unanimity")
+        ]  # fmt: skip
+        if rows:
+            pairs = sum(r["pairs"] for r in rows)
+            return sum((1 - r["savings"]) * r["pairs"] for r in rows) / pairs
+    return None
+
+
+def _usd(price: Price | None, tokens_in: int, tokens_out: float) -> float | None:
+    return None if price is None else price.usd(tokens_in, round(tokens_out))
+
+
+def estimate_calls(planned: Sequence[PlannedCall], work: WorkDir, k: int) -> list[EstimateRow]:
+    """Per judge config: planned, cached and to-send calls, tokens and the money range."""
+    groups: dict[tuple[str, str], _Group] = {}
+    for c in planned:
+        groups.setdefault((c.judge.name, c.config.name), _Group([])).calls.append(c)
+    stored = stored_keys(work)
+    replies = read_replies(work, {c.call_key for c in planned} & stored)
+    completions = dict(
+        zip(
+            replies.column("call_key").to_pylist(),
+            replies.column("completion_tokens").to_pylist(),
+            strict=True,
+        )
+    )
+    rows = []
+    for (judge, config), group in groups.items():
+        spec = group.calls[0].judge
+        price = price_of(spec)
+        keys = group.keys
+        to_send = {c.call_key: c for c in group.calls if c.call_key not in stored}
+        tokens_in = sum(input_tokens(c.messages) for c in to_send.values())
+        seen = [completions[key] for key in keys & stored if completions.get(key) is not None]
+        if seen:
+            low = high = sum(seen) / len(seen)
+            source = f"cached replies ({len(seen)})"
+        else:
+            limit = spec.decoding(spec.config(config)).get("max_tokens")
+            low, high = DEFAULT_OUTPUT_TOKENS, max(DEFAULT_OUTPUT_TOKENS, limit or 0)
+            source = "default"
+        n = len(to_send)
+        usd_low = _usd(price, tokens_in, n * low)
+        usd_high = _usd(price, tokens_in, n * high)
+        fraction = _pu_fraction(work, judge, config)
+        share = (fraction, fraction) if fraction is not None else (2 / k, 1.0)
+        rows.append(
+            EstimateRow(
+                judge=judge,
+                config=config,
+                planned_calls=len(keys),
+                cached_calls=len(keys) - n,
+                calls_to_send=n,
+                input_tokens=tokens_in,
+                output_tokens_per_call=low if seen else DEFAULT_OUTPUT_TOKENS,
+                output_source=source,
+                usd_low=usd_low,
+                usd_high=usd_high,
+                price_as_of=None if price is None else price.as_of,
+                pu_expected_calls=None if fraction is None else fraction * len(keys),
+                pu_usd_low=None if usd_low is None else share[0] * usd_low,
+                pu_usd_high=None if usd_high is None else share[1] * usd_high,
+            )
+        )
+    return rows
+
+
+def estimate_config(path: str | Path, work: WorkDir) -> list[EstimateRow]:
+    """The estimate of one run configuration file (`judgeline estimate`)."""
+    from tasks.runconfig import load_run_config
+
+    cfg = load_run_config(path)
+    return estimate_calls(planned_for_config(cfg), work, cfg.k)
+
+
+def estimate_plan(
+    work: WorkDir, plan_id: str, judges: Sequence[JudgeSpec], template_id: str
+) -> list[EstimateRow]:
+    """The estimate of sending a stored plan's calls to `judges` (`judge --dry-run`)."""
+    from tasks.ingest.manifest import read_manifest
+    from tasks.plan.store import read_plan
+
+    info, presentations = read_plan(work, plan_id)
+    _, manifest = read_manifest(work, info.manifest_hash)
+    planned = plan_calls(manifest, presentations, list(judges), template_id, "estimate")
+    return estimate_calls(planned, work, info.k)

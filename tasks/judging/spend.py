@@ -1,0 +1,122 @@
+"""Tokens and money a run spent, per judge config: the calls it sent, priced when known.
+
+A call counts as sent by a run when the attempts log holds a successful attempt of that
+run at its key; every other stored call of the run came from the cache and costs nothing
+(`cached_calls`). Prices are the judges' as recorded in the run's `run.json`
+(`tasks.judging.prices.price_of`).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from schemas.cost import Price, SpendRow
+from schemas.judge import JudgeSpec
+from tasks.errors import InputError
+from tasks.judging.cache import read_attempts, read_replies
+from tasks.judging.prices import price_of
+from tasks.runfolder import RunFolder
+from tasks.workdir import WorkDir
+
+__all__ = ["outcome_costs", "reply_usd", "run_prices", "run_spend", "sent_keys"]
+
+
+def reply_usd(price: Price, reply: dict[str, int | None]) -> float:
+    """The list price of one stored reply (a ReplyRecord row); missing counts are 0."""
+    return price.usd(
+        reply.get("prompt_tokens") or 0,
+        reply.get("completion_tokens") or 0,
+        reply.get("cached_prompt_tokens") or 0,
+        reply.get("reasoning_tokens") or 0,
+    )
+
+
+def run_prices(work: WorkDir, run_id: str) -> dict[str, Price | None]:
+    """Each judge's price by name, from the run's `run.json`."""
+    info = RunFolder(work, run_id).find_info()
+    judges = [] if info is None else [JudgeSpec.model_validate(j) for j in info.judges]
+    return {j.name: price_of(j) for j in judges}
+
+
+def sent_keys(work: WorkDir, run_id: str) -> set[str]:
+    """Call keys this run sent and got a reply for."""
+    attempts = read_attempts(work)
+    mine = attempts.filter(
+        pc.and_(pc.equal(attempts.column("run_id"), run_id), attempts.column("ok"))
+    )
+    return set(mine.column("call_key").to_pylist())
+
+
+def run_spend(work: WorkDir, run_id: str) -> list[SpendRow]:
+    """Per (judge, config) of a run: sent and cached calls, their tokens and USD."""
+    path = RunFolder(work, run_id).calls
+    if not path.is_file():
+        raise InputError(f"run {run_id!r} has no calls table: {path} does not exist")
+    calls = pq.read_table(path, columns=["judge", "config", "call_key", "status"]).to_pylist()
+    sent = sent_keys(work, run_id)
+    replies = {
+        r["call_key"]: r
+        for r in read_replies(work, sent & {c["call_key"] for c in calls}).to_pylist()
+    }
+    prices = run_prices(work, run_id)
+    groups: dict[tuple[str, str], dict[str, set[str]]] = defaultdict(
+        lambda: {"sent": set(), "cached": set()}
+    )
+    for c in calls:
+        if c["status"] != "stored":
+            continue
+        kind = "sent" if c["call_key"] in replies else "cached"
+        groups[(c["judge"], c["config"])][kind].add(c["call_key"])
+    rows = []
+    for (judge, config), keys in groups.items():
+        mine = [replies[k] for k in sorted(keys["sent"])]
+        price = prices.get(judge)
+        rows.append(
+            SpendRow(
+                judge=judge,
+                config=config,
+                sent_calls=len(mine),
+                cached_calls=len(keys["cached"]),
+                prompt_tokens=sum(r["prompt_tokens"] or 0 for r in mine),
+                cached_prompt_tokens=sum(r["cached_prompt_tokens"] or 0 for r in mine),
+                completion_tokens=sum(r["completion_tokens"] or 0 for r in mine),
+                reasoning_tokens=sum(r["reasoning_tokens"] or 0 for r in mine),
+                usd=None if price is None else sum(reply_usd(price, r) for r in mine),
+                price_as_of=None if price is None else price.as_of,
+            )
+        )
+    return rows
+
+
+def outcome_costs(outcomes_path: str | Path) -> pa.Table | None:
+    """Each call's list price (`tasks.replay.money.MONEY_KEYS` + `usd`) for a run's
+    `outcomes.parquet`; None unless the file sits in a run folder whose judges have prices.
+
+    A call costs what its stored reply's tokens cost, cached or not: the replay prices what
+    each policy would send.
+    """
+    path = Path(outcomes_path).resolve()
+    run_dir = path.parent
+    if run_dir.parent.name != "runs" or not (run_dir / "run.json").is_file():
+        return None
+    work = WorkDir.at(run_dir.parent.parent)
+    prices = run_prices(work, run_dir.name)
+    if not any(prices.values()):
+        return None
+    keys = ["judge", "config", "dataset", "pair_id", "seed", "order", "call_key"]
+    rows = pq.read_table(path, columns=keys).to_pylist()
+    replies = {
+        r["call_key"]: r
+        for r in read_replies(work, {r["call_key"] for r in rows if r["call_key"]}).to_pylist()
+    }
+    out = []
+    for r in rows:
+        price, reply = prices.get(r["judge"]), replies.get(r["call_key"])
+        usd = None if price is None or reply is None else reply_usd(price, reply)
+        out.append({**{k: r[k] for k in keys[:-1]}, "usd": usd})
+    return pa.Table.from_pylist(out)

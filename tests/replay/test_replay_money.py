@@ -1,0 +1,120 @@
+"""The replay's money columns against a literal enumeration of every random choice."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from fractions import Fraction
+
+import pyarrow as pa
+import pytest
+
+from tasks.replay.engine import replay
+from tasks.replay.money import MONEY_KEYS
+
+ORDERS = ("AB", "BA")
+
+
+def _assignments(design: str, k: int) -> list[tuple[int, ...]]:
+    every = list(itertools.product((0, 1), repeat=k))
+    if design == "common":
+        return [(0,) * k, (1,) * k]
+    if design == "balanced":
+        return [a for a in every if sum(a) == k // 2]
+    return every
+
+
+def _sequential(outs: list[str], costs: list[Fraction], strict: bool) -> Fraction:
+    """Mean cost of the calls executed, over every call order."""
+    k = len(outs)
+    total, n = Fraction(0), 0
+    for perm in itertools.permutations(range(k)):
+        a = b = 0
+        spent = Fraction(0)
+        for t, i in enumerate(perm, start=1):
+            spent += costs[i]
+            a += outs[i] == "A"
+            b += outs[i] == "B"
+            margin = abs(a - b)
+            if (margin > k - t) if strict else (margin >= k - t):
+                break
+        total += spent
+        n += 1
+    return total / n
+
+
+def _paired(cells: list[tuple[int, int]], outs: dict, costs: dict) -> Fraction:
+    """Mean cost over every perfect matching of AB to BA calls and every couple order."""
+    ab = [c for c in cells if c[1] == 0]
+    ba = [c for c in cells if c[1] == 1]
+    total, n = Fraction(0), 0
+    for match in itertools.permutations(ba):
+        couples = list(zip(ab, match, strict=True))
+        for first in couples:  # the couple order matters only through its first couple
+            x, y = first
+            if outs[x] == outs[y] and outs[x] in ("A", "B"):
+                total += costs[x] + costs[y]
+            else:
+                total += sum(costs[c] for c in cells)
+            n += 1
+    return total / n
+
+
+def _literal(design: str, policy: str, outs: dict, costs: dict, k: int) -> Fraction:
+    values = []
+    for a in _assignments(design, k):
+        cells = [(s, a[s]) for s in range(k)]
+        if policy == "full":
+            values.append(sum(costs[c] for c in cells))
+        elif policy == "paired_unanimity":
+            values.append(_paired(cells, outs, costs))
+        else:
+            values.append(
+                _sequential([outs[c] for c in cells], [costs[c] for c in cells], policy == "strict")
+            )
+    return sum(values, Fraction(0)) / len(values)
+
+
+@pytest.mark.parametrize("k", [2, 4])
+def test_money_columns_equal_a_literal_enumeration(k: int) -> None:
+    rng = random.Random(k)
+    rows, cost_rows, truth = [], [], {}
+    for p in range(12):
+        outs = {(s, o): rng.choice("AABBTM") for s in range(k) for o in (0, 1)}
+        costs = {c: Fraction(rng.randint(1, 9), 10_000) for c in outs}
+        pair = f"p{p}"
+        for (s, o), out in outs.items():
+            base = {"judge": "j", "config": "c", "dataset": "d", "pair_id": pair, "seed": s}
+            rows.append({**base, "order": ORDERS[o], "outcome": out, "key": "A"})
+            cost_rows.append({**base, "order": ORDERS[o], "usd": float(costs[(s, o)])})
+        truth[pair] = (outs, costs)
+    costs_table = pa.Table.from_pylist(cost_rows)
+    assert set(MONEY_KEYS) < set(costs_table.column_names)
+    result = replay(pa.Table.from_pylist(rows), costs=costs_table)
+    checked = 0
+    for r in result.replay.to_pylist():
+        outs, costs = truth[r["pair_id"]]
+        want = _literal(r["design"], r["policy"], outs, costs, k)
+        assert r["expected_usd"] == pytest.approx(float(want), rel=1e-12, abs=1e-15)
+        checked += 1
+    assert checked == 12 * 10
+    # The summary: the mean per pair, and the share of the full policy's USD saved.
+    by = {}
+    for r in result.replay.to_pylist():
+        by.setdefault((r["design"], r["policy"]), []).append(r["expected_usd"])
+    for s in result.summary.to_pylist():
+        mean = sum(by[(s["design"], s["policy"])]) / 12
+        full = sum(by[(s["design"], "full")]) / 12
+        assert s["expected_usd"] == pytest.approx(mean, rel=1e-12)
+        assert s["savings_usd"] == pytest.approx(1 - mean / full, rel=1e-9, abs=1e-12)
+
+
+def test_without_costs_the_money_columns_are_null() -> None:
+    rows = [
+        {"judge": "j", "config": "c", "dataset": "d", "pair_id": "p", "seed": s,
+         "order": o, "outcome": "A", "key": "A"}
+        for s in range(2) for o in ORDERS
+    ]  # fmt: skip
+    result = replay(pa.Table.from_pylist(rows))
+    assert set(result.replay.column("expected_usd").to_pylist()) == {None}
+    assert set(result.summary.column("savings_usd").to_pylist()) == {None}

@@ -1,7 +1,10 @@
 """The judge-call flows: judge a plan's calls, or resend a run's calls with no stored reply.
 
 The stage itself (planning, batches, the cache, counts) is `tasks.judging.stage`; here each
-batch becomes a Prefect task (`judge-batch`, or `judge-batch-remote` on Dask: flows/dask.py).
+batch becomes a Prefect task (`judge-batch`, or `judge-batch-remote` on Dask: flows/dask.py),
+and each provider batch of a `batch: true` judge a `provider-batch` task that polls it with
+backoff (an async sleep between polls, up to 5 minutes apart: waiting hours for a batch
+holds no worker thread and sends a few requests an hour).
 """
 
 from __future__ import annotations
@@ -13,8 +16,9 @@ from prefect.cache_policies import NO_CACHE
 
 from flows.dask import dask_sender
 from schemas.judge import JudgeSpec
+from tasks.judging.batch_api import await_batch, batch_sender
 from tasks.judging.batches import judge_batch
-from tasks.judging.request import JudgeRequest, StageHooks
+from tasks.judging.request import JudgeRequest, RemoteSender, StageHooks
 from tasks.judging.stage import run_judge_stage, unstored_call_keys
 from tasks.runfolder import RunFolder
 from tasks.templates import DEFAULT_TEMPLATE
@@ -26,8 +30,25 @@ judge_batch_task = task(
 """One batch of calls in the flow's event loop; failed calls are recorded, not retried here
 (the client retries each call; `rerun-failed` sends what still failed)."""
 
-HOOKS = StageHooks(run_batch=judge_batch_task, remote=dask_sender)
-"""How a flow's judge stage runs its batches: Prefect tasks, on Dask when asked."""
+provider_batch_task = task(
+    name="provider-batch", cache_policy=NO_CACHE, task_run_name="provider-batch-{job.judge}"
+)(await_batch)
+"""One provider batch (OpenAI Batch, Anthropic Message Batch): polled until it ends, its
+results stored."""
+
+
+def remote_sender(request: JudgeRequest) -> RemoteSender | None:
+    """Provider batches for `batch: true` judges; the other calls on Dask when asked, else
+    in the flow's loop."""
+    fallback = dask_sender(request)
+    return batch_sender(
+        request, fallback=fallback, run_batch=judge_batch_task, wait=provider_batch_task
+    )
+
+
+HOOKS = StageHooks(run_batch=judge_batch_task, remote=remote_sender)
+"""How a flow's judge stage runs its batches: Prefect tasks, provider batches for judges
+that ask, on Dask when asked."""
 
 
 @flow(name="judge-calls")

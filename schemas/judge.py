@@ -145,13 +145,14 @@ def _defaults(provider: str, profile: str, reasoning: bool, thinking: Any) -> di
         "query": {},
         "simulated": False,
         "price": None,
+        "batch": False,
     }
 
 
 _NEW = frozenset(
     {"profile", "reasoning", "seed", "stop", "response_format", "reasoning_effort", "thinking",
      "system_role", "anthropic_version", "anthropic_beta", "headers", "query", "simulated",
-     "price"}
+     "price", "batch"}
 )  # fmt: skip
 """Fields a judge dump holds only when they differ from the profile's default (the dumps of
 earlier runs have none of them)."""
@@ -170,8 +171,8 @@ class JudgeSpec(Decoding):
     the default, `anthropic_beta` (betas can change replies). The seed of the planned call
     always enters it, sent or not, and so does the repeat index: the K calls of a judge that
     sends no seed stay K distinct calls. Profile, base URL, `headers` (e.g. `X-Title`),
-    `query` (e.g. `api-version`), credentials, timeouts, concurrency, rate limits, retries,
-    prices and names do not.
+    `query` (e.g. `api-version`), `batch`, credentials, timeouts, concurrency, rate limits,
+    retries, prices and names do not.
     """
 
     name: str = Field(min_length=1, description="Judge name used in every table of the run.")
@@ -214,6 +215,12 @@ class JudgeSpec(Decoding):
         default=False,
         description="The endpoint is judgeline's simulated judge: each request carries the "
         "call key in `X-Judgeline-Call-Key` (its request log and seedless repeats use it).",
+    )
+    batch: bool = Field(
+        default=False,
+        description="Send this judge's calls through the provider's batch API (OpenAI Batch, "
+        "Anthropic Message Batches: half price, replies within 24 h) instead of one request "
+        "each; not part of the call key (a reply is the same however it was sent).",
     )
     extra: dict[str, Any] = Field(
         default_factory=dict, description="Request parameters passed through unchanged."
@@ -286,6 +293,11 @@ class JudgeSpec(Decoding):
                 raise ValueError(f"{who}: headers.{header} is set by judgeline, not headers")
         if self.profile == "azure":
             self._check_azure()
+        if self.batch and self.profile not in ("openai", "anthropic"):
+            raise ValueError(
+                f"{who}: batch: true needs profile openai or anthropic (the OpenAI Batch or "
+                f"Anthropic Message Batches API), not {self.profile}"
+            )
         for config in (None, *self.configs):
             self._check_decoding(config)
         return self

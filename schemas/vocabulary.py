@@ -55,12 +55,16 @@ ErrorCategory = Literal[
     "malformed_response",
     "refused",
     "client_error",
+    "expired",
+    "cancelled",
 ]
 """Why a judge call produced no reply. A call with one of these is `Missing`, never a result.
 
 `auth` (401/403), `quota` (credit, spend limit or budget exhausted), `bad_request` (any other
 4xx: the request or model is wrong) and `refused` never succeed when sent again; the others
-are transient. `client_error` is no longer produced: it is how attempts logged before
+are transient. `expired` and `cancelled`: a provider batch ended (24 h window over, or
+cancelled) before it answered the request; sending it again can succeed. `client_error` is
+no longer produced: it is how attempts logged before
 `auth`, `quota` and `bad_request` existed name any 4xx, and stays readable."""
 
 CallStatus = Literal["stored", "failed", "pending"]

@@ -28,6 +28,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from schemas import ManifestRow, conform
+from tasks.simjudge.batches import BatchEndpoints
 from tasks.simjudge.compose import anthropic_payload, openai_payload
 from tasks.simjudge.failures import (
     ERRORS,
@@ -102,6 +103,7 @@ class SimJudge:
         self._faulted: dict[str, int] = {}
         self.closing = False
         logging.getLogger("uvicorn.error").addFilter(QuietTruncation())
+        self.batches = BatchEndpoints(self)
         self.starlette = Starlette(
             routes=[
                 Route("/v1/chat/completions", self._openai, methods=["POST"]),
@@ -117,6 +119,7 @@ class SimJudge:
                 Route("/_judgeline/log", self._get_log, methods=["GET"]),
                 Route("/_judgeline/log", self._delete_log, methods=["DELETE"]),
                 Route("/_judgeline/faults", self._set_faults, methods=["POST"]),
+                *self.batches.routes(),
             ]
         )
 
@@ -142,6 +145,18 @@ class SimJudge:
 
     def clear_log(self) -> None:
         self._log.clear()
+
+    def note(self, **entry: Any) -> None:
+        """Log an event other than a judge call (a batch submitted)."""
+        self._log.append({"time": dt.datetime.now(dt.UTC).isoformat(), **entry})
+
+    async def respond(self, request: Request, api: Api) -> Response:
+        """Answer one judge call as its endpoint would (a request of a batch)."""
+        return await self._handle(request, api)
+
+    def authorized(self, request: Request, api: Api) -> bool:
+        """Whether the request presents the judge's key (always, when it has none)."""
+        return self._authorized(request, api)
 
     def set_faults(self, persona: str | None = None, **rates: Any) -> dict[str, Faults]:
         """Change fault settings of one persona (or all), e.g. `set_faults(rate_429=0)`."""

@@ -1,0 +1,289 @@
+"""The batch sender: a judge stage's calls to judges with `batch: true` go as provider batches.
+
+Per judge, the calls are cut into batches within the API's request and byte limits. Each
+batch is journaled (`journal`) before it is submitted and polled until it ends, with a
+backoff from `PollSchedule.first_s` to `max_s` (an `asyncio.sleep` between polls: a run
+waiting hours for a batch holds no thread and sends a few requests an hour). Its results go
+to the same cache as direct replies, under the same call keys. Calls the journal shows in a
+batch not yet done are not submitted again: that batch is polled instead. Calls to judges
+without `batch` go the direct way (`fallback`, else `tasks.judging.batches.send_all`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from schemas.calls import AttemptRecord, ReplyRecord
+from schemas.judge import JudgeSpec
+from schemas.vocabulary import ErrorCategory
+from tasks.judging.batch_api.anthropic import AnthropicBatches
+from tasks.judging.batch_api.api import BatchApi, BatchApiError, Outcome
+from tasks.judging.batch_api.journal import BatchEntry, BatchJournal
+from tasks.judging.batch_api.openai import OpenAIBatches
+from tasks.judging.batches import Batch, Session, judge_batch, send_all
+from tasks.judging.cache import CacheWriter
+from tasks.judging.claims import StoredKeyView
+from tasks.judging.client import aresolve_api_key
+from tasks.judging.failures import CallFailure
+from tasks.judging.planned import PlannedCall
+from tasks.judging.request import JudgeRequest, RemoteSender
+from tasks.judging.tally import Tally
+
+__all__ = [
+    "PollSchedule",
+    "ProviderBatch",
+    "await_batch",
+    "batch_api",
+    "batch_sender",
+    "split_lines",
+]
+
+log = logging.getLogger(__name__)
+
+_ENDED_WITHOUT: dict[str, ErrorCategory] = {
+    "expired": "expired",
+    "cancelled": "cancelled",
+    "canceled": "cancelled",
+    "failed": "bad_request",
+}
+
+
+@dataclass(frozen=True)
+class PollSchedule:
+    """Seconds to the first poll, growth factor, and longest pause between polls."""
+
+    first_s: float = 5.0
+    factor: float = 1.5
+    max_s: float = 300.0
+
+
+def batch_api(spec: JudgeSpec, api_key: str | None) -> BatchApi:
+    """The judge's batch API client."""
+    return (
+        AnthropicBatches(spec, api_key)
+        if spec.provider == "anthropic"
+        else OpenAIBatches(spec, api_key)
+    )
+
+
+def split_lines(lines: list[dict[str, Any]], max_requests: int, max_bytes: int
+                ) -> list[list[dict[str, Any]]]:  # fmt: skip
+    """Request lines cut into batches of at most `max_requests` lines and `max_bytes` bytes
+    (as JSONL; a little under the limit, to leave room for the request's own framing)."""
+    room = int(max_bytes * 0.98)
+    out: list[list[dict[str, Any]]] = []
+    size = 0
+    for line in lines:
+        n = len(json.dumps(line).encode("utf-8")) + 1
+        if not out or len(out[-1]) >= max_requests or size + n > room:
+            out.append([])
+            size = 0
+        out[-1].append(line)
+        size += n
+    return out
+
+
+class ProviderBatch:
+    """One provider batch to wait for, with what storing its results needs (a plain class:
+    Prefect leaves it opaque)."""
+
+    def __init__(self, api: BatchApi, entry: BatchEntry, calls: dict[str, PlannedCall], *,
+                 journal: BatchJournal, writer: CacheWriter, tally: Tally, run_id: str,
+                 schedule: PollSchedule, failure: CallFailure | None = None) -> None:  # fmt: skip
+        self.api = api
+        self.entry = entry
+        self.calls = calls
+        self.journal = journal
+        self.writer = writer
+        self.tally = tally
+        self.run_id = run_id
+        self.schedule = schedule
+        self.failure = failure
+        """Set when the batch was refused at submission: every call failed with it."""
+        self.judge = entry.judge
+        self.index = entry.remote_id or entry.local_id
+
+    def __repr__(self) -> str:
+        return f"<provider batch {self.judge} {self.index}: {len(self.entry.call_keys)} calls>"
+
+
+def _started(entry: BatchEntry) -> dt.datetime:
+    return dt.datetime.fromisoformat(entry.created_at)
+
+
+async def await_batch(job: ProviderBatch) -> dict[str, int]:
+    """Poll the batch until it ends (backing off), store every result, mark it done.
+
+    Returns counts: `stored` and `failed_<category>`, over the calls this run wanted.
+    """
+    entry, schedule = job.entry, job.schedule
+    outcomes: dict[str, Outcome] = {}
+    missing: CallFailure | None = job.failure
+    if missing is None and entry.remote_id is not None:
+        pause = schedule.first_s
+        while not (status := await job.api.poll(entry.remote_id)).ended:
+            await asyncio.sleep(pause)
+            pause = min(schedule.max_s, pause * schedule.factor)
+        ms = (dt.datetime.now(dt.UTC) - _started(entry)).total_seconds() * 1000
+        outcomes = await job.api.results(entry.remote_id, ms)
+        category = _ENDED_WITHOUT.get(status.status, "server_error")
+        detail = f"batch {entry.remote_id} ended {status.status} without a result for it"
+        missing = CallFailure(category, detail, ms)
+    counts: Counter[str] = Counter()
+    for key in entry.call_keys:
+        outcome = outcomes.get(key) or missing
+        assert outcome is not None
+        call = job.calls.get(key)
+        reply, attempt = _records(job, key, call, outcome)
+        job.writer.add(reply, [attempt])
+        if call is not None:
+            why = None if reply is not None else attempt.error_category
+            job.tally.record(reply is not None, why)
+            counts["stored" if reply is not None else f"failed_{why}"] += 1
+    await job.writer.flush()
+    entry.state = "done" if job.failure is None else "abandoned"
+    job.journal.write(entry)
+    return dict(counts)
+
+
+def _records(job: ProviderBatch, key: str, call: PlannedCall | None,
+             outcome: Outcome) -> tuple[ReplyRecord | None, AttemptRecord]:  # fmt: skip
+    """The reply (if any) and the attempt of one result, as the direct path records them."""
+    spec = job.api.spec
+    number = (call.attempts_before if call is not None else 0) + 1
+    started = _started(job.entry)
+    if isinstance(outcome, CallFailure):
+        return None, AttemptRecord(
+            call_key=key, run_id=job.run_id, attempt=number, ok=False,
+            error_category=outcome.category, http_status=outcome.http_status,
+            detail=outcome.detail, latency_ms=outcome.latency_ms, started_at=started,
+        )  # fmt: skip
+    reply = ReplyRecord(
+        call_key=key, provider=spec.provider, model=spec.model, raw_reply=outcome.text,
+        finish_reason=outcome.finish_reason, prompt_tokens=outcome.prompt_tokens,
+        completion_tokens=outcome.completion_tokens, latency_ms=outcome.latency_ms,
+        received_at=dt.datetime.now(dt.UTC),
+    )  # fmt: skip
+    return reply, AttemptRecord(
+        call_key=key, run_id=job.run_id, attempt=number, ok=True, http_status=200,
+        latency_ms=outcome.latency_ms, started_at=started,
+    )  # fmt: skip
+
+
+Waiter = Callable[[ProviderBatch], Awaitable[dict[str, int]]]
+"""Waits for one provider batch and stores it (`await_batch`, or a Prefect task of it)."""
+
+
+async def _jobs_for(api: BatchApi, calls: list[PlannedCall], journal: BatchJournal,
+                    make: Callable[..., ProviderBatch]) -> list[ProviderBatch]:  # fmt: skip
+    """Adopt the journal's open batches that hold some of `calls`; submit the rest."""
+    spec = api.spec
+    wanted = {c.call_key: c for c in calls}
+    jobs: list[ProviderBatch] = []
+    for entry in journal.open_entries():
+        if not entry.serves(spec.provider, api.root, spec.model):
+            continue
+        if not wanted.keys() & set(entry.call_keys):
+            continue
+        if entry.remote_id is None:
+            entry.remote_id = await api.find(entry.local_id)
+            entry.state = "submitted" if entry.remote_id else "abandoned"
+            journal.write(entry)
+            if entry.remote_id is None:
+                continue
+        log.info("judge %s: polling batch %s again (%d calls)", spec.name, entry.remote_id,
+                 len(entry.call_keys))  # fmt: skip
+        mine = {k: wanted.pop(k) for k in entry.call_keys if k in wanted}
+        jobs.append(make(entry, mine))
+    lines = [api.line(c) for c in wanted.values()]
+    for chunk in split_lines(lines, api.max_requests, api.max_bytes):
+        keys = [line["custom_id"] for line in chunk]
+        entry = journal.new(spec.name, spec.provider, api.root, spec.model, keys)
+        mine = {k: wanted[k] for k in keys}
+        try:
+            entry.remote_id = await api.submit(entry.local_id, chunk)
+        except BatchApiError as exc:
+            jobs.append(make(entry, mine, failure=exc.failure))
+            continue
+        entry.state = "submitted"
+        journal.write(entry)
+        jobs.append(make(entry, mine))
+    return jobs
+
+
+async def send_provider_batches(
+    request: JudgeRequest,
+    calls: list[PlannedCall],
+    tally: Tally,
+    wait: Waiter,
+    schedule: PollSchedule,
+) -> list[dict[str, int]]:
+    """Submit (or adopt) every batch of `calls`, then wait for all of them."""
+    journal = BatchJournal(request.work)
+    by_judge: dict[str, list[PlannedCall]] = {}
+    for call in calls:
+        by_judge.setdefault(call.judge.name, []).append(call)
+    apis: list[BatchApi] = []
+    try:
+        async with CacheWriter(request.work) as writer:
+
+            def make(entry: BatchEntry, mine: dict[str, PlannedCall],
+                     failure: CallFailure | None = None) -> ProviderBatch:  # fmt: skip
+                return ProviderBatch(
+                    apis[-1], entry, mine, journal=journal, writer=writer, tally=tally,
+                    run_id=request.run_id, schedule=schedule, failure=failure,
+                )  # fmt: skip
+
+            jobs: list[ProviderBatch] = []
+            for group in by_judge.values():
+                spec = group[0].judge
+                apis.append(batch_api(spec, await aresolve_api_key(spec)))
+                jobs += await _jobs_for(apis[-1], group, journal, make)
+            return list(await asyncio.gather(*(wait(job) for job in jobs)))
+    finally:
+        for api in apis:
+            await api.aclose()
+
+
+def batch_sender(
+    request: JudgeRequest,
+    *,
+    fallback: RemoteSender | None = None,
+    run_batch: Callable[[Batch, Session], Awaitable[dict[str, int]]] = judge_batch,
+    wait: Waiter = await_batch,
+    schedule: PollSchedule | None = None,
+) -> RemoteSender | None:
+    """A `StageHooks.remote` sender for a request with `batch: true` judges (else `fallback`).
+
+    Calls of batch judges go as provider batches, each waited for by `wait`; the others go
+    through `fallback` if given, else in this event loop through `run_batch`.
+    """
+    if not any(j.batch for j in request.judges):
+        return fallback
+    polls = schedule or PollSchedule()
+
+    async def send(request: JudgeRequest, to_send: list[PlannedCall], tally: Tally
+                   ) -> list[dict[str, int]]:  # fmt: skip
+        batched = [c for c in to_send if c.judge.batch]
+        direct = [c for c in to_send if not c.judge.batch]
+        parts: list[Awaitable[list[Any]]] = []
+        if batched:
+            parts.append(send_provider_batches(request, batched, tally, wait, polls))
+        if direct and fallback is not None:
+            parts.append(fallback(request, direct, tally))
+        elif direct:
+            parts.append(send_all(request, direct, tally, StoredKeyView(request.work), run_batch))
+        started = time.perf_counter()
+        done = await asyncio.gather(*parts)
+        log.debug("run %s: batches done in %.1f s", request.run_id, time.perf_counter() - started)
+        return [counts for part in done for counts in part]
+
+    return send

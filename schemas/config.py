@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from schemas.judge import JudgeSpec
-from schemas.vocabulary import DESIGNS, MAX_K, POLICIES, Design, Policy
+from schemas.vocabulary import CORE_POLICIES, DESIGNS, MAX_K, Design, Policy
 
 LoaderKind = Literal["judgebench", "rmbench", "table", "demo"]
 
@@ -86,9 +86,10 @@ class RunConfig(BaseModel):
         description="Reference designs to replay; leave the field out for all of them.",
     )
     policies: list[Policy] = Field(
-        default_factory=lambda: list(POLICIES),
+        default_factory=lambda: list(CORE_POLICIES),
         min_length=1,
-        description="Stopping policies to replay; leave the field out for all of them.",
+        description="Stopping policies to replay; leave the field out for the core four "
+        "(full, nonstrict, strict, paired_unanimity).",
     )
     batch_size: int = Field(default=500, ge=1, description="Calls per judge task.")
     schedule: ScheduleSpec = Field(default_factory=ScheduleSpec)

@@ -62,10 +62,21 @@ class LiveSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    policy: Literal["paired_unanimity"] = Field(
-        default="paired_unanimity", description="The stopping policy executed live."
+    policy: Literal["paired_unanimity", "advised"] = Field(
+        default="paired_unanimity",
+        description="The stopping policy executed live; `advised` takes the advice of the "
+        "run `advised_by` (accepted when it advises paired_unanimity or paired_strict).",
+    )
+    advised_by: str | None = Field(
+        default=None, min_length=1, description="The run whose advice.parquet `advised` follows."
     )
     rng_seed: int = Field(ge=0, description="Seed of the recorded draws.")
+
+    @model_validator(mode="after")
+    def _advice_named(self) -> LiveSpec:
+        if (self.policy == "advised") != (self.advised_by is not None):
+            raise ValueError("policy: advised needs advised_by: RUN_ID, and only it does")
+        return self
 
 
 class RunConfig(BaseModel):

@@ -22,8 +22,9 @@ from flows.remap import remap_flow
 from flows.replay import replay_flow
 from schemas.config import RunConfig
 from schemas.run import RunRecord
-from schemas.vocabulary import DESIGNS, POLICIES
+from schemas.vocabulary import CORE_POLICIES, DESIGNS
 from tasks.errors import InputError
+from tasks.live.advice import advised_savings, realised_against_advised
 from tasks.runconfig import config_hash, load_run_config
 from tasks.runfolder import RunFolder
 from tasks.runrecord import code_version, new_run_id, outcome_counts, read_record, write_record
@@ -100,11 +101,18 @@ async def nightly_flow(
             lap("remap")
         else:
             # Live stopping: waves of calls instead of the full grid, remapped as they go.
+            advised = (
+                None
+                if cfg.live.advised_by is None
+                else advised_savings(work, cfg.live.advised_by, cfg.judges)
+            )
             live = await live_flow(
                 run_id, record.plan_id, cfg.judges, cfg.live.rng_seed, cfg.template,
                 cfg.batch_size, root, show_progress,
             )  # fmt: skip
             record.calls, record.live = live["calls"], live["live"]
+            for line in realised_against_advised(RunFolder(work, run_id), advised or {}):
+                logger.info(line)
             lap("live")
         folder = RunFolder(work, run_id)
         record.outcomes = outcome_counts(folder)
@@ -170,4 +178,4 @@ def replay_policies_flow(
     Reads outcomes only: it never calls a judge.
     """
     work = WorkDir.at(work_dir)
-    return _replay_and_report(work, run_id, list(designs or DESIGNS), list(policies or POLICIES))
+    return _replay_and_report(work, run_id, list(designs or DESIGNS), list(policies or CORE_POLICIES))

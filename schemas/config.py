@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from schemas.judge import JudgeSpec
-from schemas.vocabulary import DESIGNS, MAX_K, POLICIES, Design, Policy
+from schemas.vocabulary import CORE_POLICIES, DESIGNS, MAX_K, Design, Policy
 
 LoaderKind = Literal["judgebench", "rmbench", "table", "demo"]
 
@@ -62,10 +62,21 @@ class LiveSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    policy: Literal["paired_unanimity"] = Field(
-        default="paired_unanimity", description="The stopping policy executed live."
+    policy: Literal["paired_unanimity", "advised"] = Field(
+        default="paired_unanimity",
+        description="The stopping policy executed live; `advised` takes the advice of the "
+        "run `advised_by` (accepted when it advises paired_unanimity or paired_strict).",
+    )
+    advised_by: str | None = Field(
+        default=None, min_length=1, description="The run whose advice.parquet `advised` follows."
     )
     rng_seed: int = Field(ge=0, description="Seed of the recorded draws.")
+
+    @model_validator(mode="after")
+    def _advice_named(self) -> LiveSpec:
+        if (self.policy == "advised") != (self.advised_by is not None):
+            raise ValueError("policy: advised needs advised_by: RUN_ID, and only it does")
+        return self
 
 
 class RunConfig(BaseModel):
@@ -86,9 +97,10 @@ class RunConfig(BaseModel):
         description="Reference designs to replay; leave the field out for all of them.",
     )
     policies: list[Policy] = Field(
-        default_factory=lambda: list(POLICIES),
+        default_factory=lambda: list(CORE_POLICIES),
         min_length=1,
-        description="Stopping policies to replay; leave the field out for all of them.",
+        description="Stopping policies to replay; leave the field out for the core four "
+        "(full, nonstrict, strict, paired_unanimity).",
     )
     batch_size: int = Field(default=500, ge=1, description="Calls per judge task.")
     schedule: ScheduleSpec = Field(default_factory=ScheduleSpec)

@@ -37,7 +37,15 @@ Design = Literal["common", "independent", "balanced"]
 PlanDesign = Literal["full", "common", "independent", "balanced"]
 """What a plan holds: the full 2K grid, or K presentations per pair drawn under one design."""
 
-Policy = Literal["full", "nonstrict", "strict", "paired_unanimity"]
+Policy = Literal[
+    "full",
+    "nonstrict",
+    "strict",
+    "paired_unanimity",
+    "paired_nonstrict",
+    "paired_strict",
+    "paired_unanimity_2",
+]
 """Stopping policy: how many of the reference's K calls run (docs/design.md#stopping-policies)."""
 
 Decision = Literal["A", "B", "N"]
@@ -78,6 +86,9 @@ DISPOSITIONS: Final = get_args(Disposition)
 DESIGNS: Final = get_args(Design)
 PLAN_DESIGNS: Final = get_args(PlanDesign)
 POLICIES: Final = get_args(Policy)
+CORE_POLICIES: Final = POLICIES[:4]
+"""The policies replayed unless others are asked for: `full`, `nonstrict`, `strict` and
+`paired_unanimity`; the paired family beside them is replayed on request and by the advisor."""
 ERROR_CATEGORIES: Final = get_args(ErrorCategory)
 
 LEFT_IDENTITY: Final[dict[str, str]] = {"AB": "A", "BA": "B"}

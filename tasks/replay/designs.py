@@ -16,6 +16,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from tasks.replay.family import PAIRED_RULES, paired_lookup
 from tasks.replay.policies import (
     CLASS_A,
     CLASS_B,
@@ -45,6 +46,7 @@ POLICY_DESIGNS: dict[str, tuple[str, ...]] = {
     "nonstrict": ("common", "independent", "balanced"),
     "strict": ("common", "independent", "balanced"),
     "paired_unanimity": ("balanced",),
+    **{name: ("balanced",) for name in PAIRED_RULES},
 }
 """The designs each policy is defined under (paired unanimity needs order balance)."""
 
@@ -168,6 +170,8 @@ def evaluate_patterns(
                 calls = np.full(full.shape, float(k))
             elif policy == "paired_unanimity":
                 dist, calls = paired_unanimity(*split)
+            elif policy in PAIRED_RULES:
+                dist, calls = paired_lookup(policy, *split[:4], k)
             else:
                 stop = stopping[policy][index]
                 dist, calls = stop[..., :3], stop[..., 3]

@@ -19,7 +19,7 @@ import pandas as pd
 import pyarrow as pa
 
 from schemas import ComponentRow, DesignRow, ReplayRow, SummaryRow, arrow_schema
-from schemas.vocabulary import DESIGNS, POLICIES
+from schemas.vocabulary import CORE_POLICIES, DESIGNS, POLICIES
 from tasks.errors import InputError
 from tasks.replay.designs import POLICY_DESIGNS, POLICY_METRICS, component_costs, evaluate_patterns
 from tasks.replay.grid import ReplayGrid, build_grid, dense_codes
@@ -62,7 +62,7 @@ class ReplayResult:
 
 
 def design_policy_pairs(
-    designs: Sequence[str] = DESIGNS, policies: Sequence[str] = POLICIES
+    designs: Sequence[str] = DESIGNS, policies: Sequence[str] = CORE_POLICIES
 ) -> list[tuple[str, str]]:
     """The (design, policy) combinations replayed, leaving out designs a policy lacks."""
     unknown = [d for d in designs if d not in DESIGNS] + [p for p in policies if p not in POLICIES]
@@ -82,7 +82,7 @@ def design_policy_pairs(
     if not combos:
         raise InputError(
             f"no requested policy {list(policies)} is defined under the requested designs "
-            f"{list(designs)} (paired_unanimity needs balanced)"
+            f"{list(designs)} (paired_unanimity needs balanced, as does every paired policy)"
         )
     order = {d: i for i, d in enumerate(DESIGNS)}
     return sorted(combos, key=lambda c: (order[c[0]], POLICIES.index(c[1])))
@@ -279,11 +279,13 @@ def replay(
     outcomes: pa.Table | pd.DataFrame,
     *,
     designs: Sequence[str] = DESIGNS,
-    policies: Sequence[str] = POLICIES,
+    policies: Sequence[str] = CORE_POLICIES,
     where: str = "replay input",
     costs: pa.Table | None = None,
 ) -> ReplayResult:
-    """Replay every policy under every design exactly, for each pair of the outcomes table.
+    """Replay each policy under each design exactly, for each pair of the outcomes table.
+
+    By default the core policies (`CORE_POLICIES`) under all three designs.
 
     `outcomes` has the docs/design.md#replay-input columns (extra columns, as in an OutcomeRow
     table, are ignored); `where` names it in errors. `costs` (a call's USD per

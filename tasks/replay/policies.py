@@ -38,19 +38,31 @@ def count_index(k: int) -> list[tuple[int, int, int]]:
     return [(a, b, a * (k + 1) + b) for a in range(k + 1) for b in range(k + 1 - a)]
 
 
-def _stopped_distribution(
-    k: int, a: int, b: int, *, strict: bool
+def sequential_law(
+    k: int,
+    rest: tuple[int, int, int],
+    *,
+    boundary: str | None,
+    start: tuple[int, int] = (0, 0),
 ) -> tuple[Fraction, Fraction, Fraction, Fraction]:
     """Exact (P(A), P(B), P(N), E calls) of sequential stopping over a random call order.
 
+    `start` holds the A and B counts of the calls already executed (K minus the size of
+    `rest` of them); the remaining calls, with class counts `rest` = (A, B, other), run in a
+    uniformly random order. After call t the run stops when |#A - #B| >= K - t (`nonstrict`),
+    > K - t (`strict`), or only at t = K (`None`); the decision is that of the executed calls.
     A dynamic programme over the counts drawn so far; the next call's class is drawn without
     replacement from what remains, which is the law of a uniformly random permutation.
     """
-    c = k - a - b
-    frontier: dict[tuple[int, int, int], Fraction] = {(0, 0, 0): Fraction(1)}
+    a, b, c = rest
+    done = k - a - b - c
     stopped = [Fraction(0)] * 3
+    if done == k:
+        stopped[decision(*start)] = Fraction(1)
+        return stopped[0], stopped[1], stopped[2], Fraction(k)
+    frontier: dict[tuple[int, int, int], Fraction] = {(0, 0, 0): Fraction(1)}
     calls = Fraction(0)
-    for t in range(1, k + 1):
+    for t in range(done + 1, k + 1):
         remaining = k - t + 1
         following: dict[tuple[int, int, int], Fraction] = {}
         for (i, j, m), p in frontier.items():
@@ -62,10 +74,17 @@ def _stopped_distribution(
                 if left == 0:
                     continue
                 q = p * Fraction(left, remaining)
-                margin = abs(state[0] - state[1])
-                stop = margin > k - t if strict else margin >= k - t
+                n_a, n_b = start[0] + state[0], start[1] + state[1]
+                margin = abs(n_a - n_b)
+                stop = (
+                    margin > k - t
+                    if boundary == "strict"
+                    else margin >= k - t
+                    if boundary == "nonstrict"
+                    else False
+                )
                 if stop or t == k:
-                    stopped[decision(state[0], state[1])] += q
+                    stopped[decision(n_a, n_b)] += q
                     calls += q * t
                 else:
                     following[state] = following.get(state, Fraction(0)) + q
@@ -78,7 +97,8 @@ def stopping_table(k: int, *, strict: bool) -> np.ndarray:
     """Per (a, b): [P(stop A), P(stop B), P(stop N), E calls] of nonstrict or strict stopping."""
     table = np.full(((k + 1) ** 2, 4), np.nan)
     for a, b, index in count_index(k):
-        table[index] = [float(x) for x in _stopped_distribution(k, a, b, strict=strict)]
+        law = sequential_law(k, (a, b, k - a - b), boundary="strict" if strict else "nonstrict")
+        table[index] = [float(x) for x in law]
     table.setflags(write=False)
     return table
 

@@ -1,0 +1,69 @@
+"""A live run that follows advice (`live: {policy: advised, advised_by: RUN}`).
+
+The live engine executes `paired_unanimity`. Advice for `paired_strict` is accepted too:
+both policies reach the same decision on every draw (the strict boundary stops only once the
+reference decision is settled), so the live decisions are the advised policy's and its
+realised savings are a lower bound of the advised ones. Any other advised policy, or a
+judge configuration without advice, is refused before a call is sent.
+"""
+
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+
+from schemas.judge import JudgeSpec
+from tasks.errors import InputError
+from tasks.runfolder import RunFolder
+from tasks.workdir import WorkDir
+
+__all__ = ["EXECUTABLE", "advised_savings", "realised_against_advised"]
+
+EXECUTABLE = ("paired_unanimity", "paired_strict")
+"""Advised policies whose decisions the live engine (paired unanimity) reproduces."""
+
+
+def advised_savings(
+    work: WorkDir, advised_by: str, judges: list[JudgeSpec]
+) -> dict[tuple[str, str], float]:
+    """Held-out savings of the advice per (judge, config) of the live run, once checked."""
+    path = RunFolder(work, advised_by).table("advice")
+    if not path.is_file():
+        raise InputError(
+            f"live policy advised: run {advised_by!r} has no advice ({path}); run "
+            f"`judgeline advise {advised_by} --max-change 1%` first"
+        )
+    advice = {
+        (r["judge"], r["config"]): r
+        for r in pq.read_table(path).to_pylist()
+        if r["rank"] == "advised"
+    }
+    savings = {}
+    for judge in judges:
+        for config in judge.configs:
+            row = advice.get((judge.name, config.name))
+            where = f"judge {judge.name!r} config {config.name!r}"
+            if row is None:
+                raise InputError(
+                    f"live policy advised: run {advised_by!r} has no advice for {where}"
+                )
+            if row["policy"] not in EXECUTABLE:
+                raise InputError(
+                    f"live policy advised: run {advised_by!r} advises {row['policy'] or 'full'} "
+                    f"for {where}; the live engine executes paired_unanimity, which reproduces "
+                    "only paired_unanimity or paired_strict advice"
+                )
+            savings[(judge.name, config.name)] = float(row["holdout_savings"])
+    return savings
+
+
+def realised_against_advised(folder: RunFolder, advised: dict[tuple[str, str], float]) -> list[str]:
+    """One line per group of a finished live run: realised savings beside the advised ones."""
+    lines = []
+    for row in pq.read_table(folder.live_summary).to_pylist():
+        expected = advised.get((row["judge"], row["config"]))
+        if expected is not None:
+            lines.append(
+                f"{row['judge']}/{row['config']}/{row['dataset']}: realised savings "
+                f"{row['realised_savings']:.1%} against advised {expected:.1%} (held out)"
+            )
+    return lines

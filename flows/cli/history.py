@@ -91,3 +91,16 @@ def diff(
         typer.echo(json.dumps(asdict(result), indent=2, default=str))
     else:
         print_diff(result)
+
+
+@app.command("trends")
+def trends() -> None:
+    """Rebuild the trends page: every judge config's figures across all runs (warehouse)."""
+    from tasks.history.page import write_trends
+    from tasks.history.trends import trend_points
+
+    points = trend_points(state.work)
+    path = write_trends(state.work, points)
+    runs = len({p.run_id for p in points})
+    configs = len({(p.judge, p.config) for p in points})
+    console.print(f"trends of {configs} judge configs over {runs} runs: {path}", highlight=False)

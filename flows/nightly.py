@@ -15,6 +15,7 @@ from typing import Any
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
+from flows.history import alarms_task, probe_task
 from flows.judge import judge_flow, rerun_failed_flow
 from flows.live import live_flow
 from flows.prepare import freeze_flow, plan_flow
@@ -123,9 +124,14 @@ async def nightly_flow(
                 str(folder.outcomes), str(folder.path), list(cfg.designs), list(cfg.policies)
             )
             lap("replay")
+        if cfg.probe is not None:
+            record.probe = await probe_task(root, run_id, record.manifest_hash, record.config)
+            lap("probe")
         record.report = report_task(root, run_id)
         lap("report")
         record.status = "completed"
+        if cfg.alarms is not None:
+            record.alarms = alarms_task(root, record.model_dump(mode="json"))
     except BaseException as exc:
         record.status = "failed"
         record.error = f"{type(exc).__name__}: {exc}"

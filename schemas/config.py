@@ -79,6 +79,40 @@ class LiveSpec(BaseModel):
         return self
 
 
+class ProbeSpec(BaseModel):
+    """A drift probe: a fixed, seeded sample of pairs judged again on every run with fresh
+    calls (their cache scope holds the run's UTC date, so they are cached within the night and
+    never reused on another), compared with the previous run's probe."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    pairs: int = Field(default=20, ge=1, description="Pairs in the sample.")
+    rng_seed: int = Field(default=0, ge=0, description="Seed of the sample (fixed across runs).")
+    judges: list[str] | None = Field(
+        default=None, min_length=1, description="Judges to probe (all when left out)."
+    )
+
+
+class AlarmSpec(BaseModel):
+    """Thresholds checked at the end of each run against the previous run of the same name;
+    a crossed one emits the Prefect event `judgeline.alarm` (see deployments/)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    consistency_drop: float | None = Field(
+        default=0.05, gt=0, le=1, description="Alarm when consistency falls by more than this."
+    )
+    position_bias_rise: float | None = Field(
+        default=0.10, gt=0, le=1, description="Alarm when the left share of conflicts rises more."
+    )
+    valid_share_below: float | None = Field(
+        default=0.9, gt=0, le=1, description="Alarm when a judge config's valid share is lower."
+    )
+    probe_agreement_below: float | None = Field(
+        default=0.8, gt=0, le=1, description="Alarm when probe agreement with last run is lower."
+    )
+
+
 class RunConfig(BaseModel):
     """Everything a run needs except credentials (those stay in the environment or Prefect)."""
 
@@ -110,6 +144,16 @@ class RunConfig(BaseModel):
         default=None,
         exclude_if=lambda v: v is None,
         description="Execute a stopping policy live instead of the full grid.",
+    )
+    probe: ProbeSpec | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="Re-judge a fixed sample of pairs with fresh calls every run (drift).",
+    )
+    alarms: AlarmSpec | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="Thresholds that raise a Prefect event when crossed.",
     )
     dask_address: str | None = Field(
         default=None,

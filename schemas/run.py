@@ -43,6 +43,12 @@ class RunRecord(BaseModel):
     live: dict[str, object] | None = Field(default=None, description="Live-stopping results.")
     report: str | None = Field(default=None, description="Path of the HTML report.")
     error: str | None = Field(default=None, description="Why the run failed, if it did.")
+    probe: dict[str, object] | None = Field(
+        default=None, description="The drift probe: its run, date and comparison."
+    )
+    alarms: list[dict[str, object]] | None = Field(
+        default=None, description="Thresholds this run crossed (each also a Prefect event)."
+    )
 
 
 class RunInfo(BaseModel):

@@ -10,13 +10,24 @@ import sys
 
 from rich.markup import escape
 
-from flows.cli import advise, estimate, judge, live, prepare, remap, replay, run, simjudge
+from flows.cli import (
+    advise,
+    estimate,
+    history,
+    judge,
+    live,
+    prepare,
+    remap,
+    replay,
+    run,
+    simjudge,
+)
 from flows.cli.app import app, err_console
 from tasks.errors import JudgelineError
 
 __all__ = ["app", "main"]
 
-COMMAND_GROUPS = (advise, estimate, judge, live, prepare, remap, replay, run, simjudge)
+COMMAND_GROUPS = (advise, estimate, history, judge, live, prepare, remap, replay, run, simjudge)
 """The modules whose subcommands `app` serves (imported for their registrations)."""
 
 

@@ -96,12 +96,13 @@ class CallKeyer:
     serialised once, so planning 100,000 calls costs one small hash each.
     """
 
-    def __init__(self, spec: JudgeSpec, config: ReasoningConfig) -> None:
+    def __init__(self, spec: JudgeSpec, config: ReasoningConfig, scope: str | None = None) -> None:
         self.spec = spec
         self.config = config
-        self._head = ",".join(
-            canonical_json(v) for v in (CALL_KEY_FORMAT, spec.provider, spec.model)
-        )
+        # A scope (a drift probe's date) makes keys of its own: the same request asked again
+        # in another scope is a new call. Unscoped keys are exactly as they always were.
+        head = (CALL_KEY_FORMAT, spec.provider, spec.model)
+        self._head = ",".join(canonical_json(v) for v in (*head, *([scope] if scope else [])))
         self._params: dict[int, str] = {}
         self._tails: dict[tuple[int, str, str], str] = {}
 

@@ -74,15 +74,19 @@ def plan_calls(
     judges: Sequence[JudgeSpec],
     template_id: str,
     run_id: str,
+    scope: str | None = None,
 ) -> list[PlannedCall]:
-    """Every call of a run, in presentation order, each with its call key.
+    """Every call of a run, in presentation order, each with its call key (in `scope`, if
+    given: `tasks.judging.callkey.CallKeyer`).
 
     Raises IntegrityError if a presentation names a pair or manifest the table lacks, or
     its slot identities are not one A and one B.
     """
     pairs = _manifest_rows(manifest_table)
     keyers = [
-        (judge, config, CallKeyer(judge, config)) for judge in judges for config in judge.configs
+        (judge, config, CallKeyer(judge, config, scope))
+        for judge in judges
+        for config in judge.configs
     ]
     prompts: dict[tuple[str, str], tuple[RenderedPrompt, str]] = {}
     cols = ["presentation_id", "manifest_hash", "pair_id", "seed", "left_identity"]

@@ -35,6 +35,9 @@ class JudgeRequest:
     batch_size: int = 500
     only_keys: frozenset[str] | None = None
     dask_address: str | None = None
+    scope: str | None = None
+    """A cache scope for every call key (a drift probe's date): calls asked in another scope
+    are new calls. Not supported on Dask."""
 
     def check(self) -> None:
         """Refuse a request that cannot run, before anything is read or written."""

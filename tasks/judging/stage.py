@@ -88,7 +88,12 @@ async def run_judge_stage(
     folder = RunFolder(work, request.run_id)
     _check_run_info(folder, info)
     planned = plan_calls(
-        manifest, presentations, list(request.judges), request.template_id, request.run_id
+        manifest,
+        presentations,
+        list(request.judges),
+        request.template_id,
+        request.run_id,
+        request.scope,
     )
     if request.only_keys is not None:
         missing = request.only_keys - {c.call_key for c in planned}

@@ -55,6 +55,7 @@ CASES = {
     "run": Case(("run", "{d}/bad_run.yaml"), ("{d}/bad_run.yaml", "repeated key 'k'")),
     "runs": Case(("runs",), ("{d}/afile: not usable as a work dir",), work="{d}/afile"),
     "show": Case(("show", "nosuchrun"), ("no run 'nosuchrun'",)),
+    "diff": Case(("diff", "nosuchrun", "other"), ("no run 'nosuchrun'",)),
     "report": Case(("report", "nosuchrun"), ("no run 'nosuchrun'",)),
     "serve": Case(("serve", "{d}/bad_run.yaml"), ("{d}/bad_run.yaml", "repeated key 'k'")),
     "serve-judge": Case(

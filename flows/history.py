@@ -1,0 +1,64 @@
+"""The nightly run's look back: the drift probe, and alarms raised as Prefect events."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+from prefect.context import FlowRunContext
+from prefect.events import emit_event
+
+from flows.judge import HOOKS
+from schemas.config import RunConfig
+from schemas.run import RunRecord
+from tasks.history.alarms import ALARM_EVENT, check_alarms, previous_run
+from tasks.history.diff import diff_views
+from tasks.history.probe import run_probe
+from tasks.history.view import read_run_view
+from tasks.runrecord import list_records
+from tasks.workdir import WorkDir
+
+
+@task(name="drift-probe", cache_policy=NO_CACHE)
+async def probe_task(
+    work_dir: str, run_id: str, manifest_hash: str, config: dict[str, Any]
+) -> dict[str, Any]:
+    """Judge the probe sample afresh (tasks.history.probe) and compare with the last probe."""
+    cfg = RunConfig.model_validate(config)
+    return await run_probe(WorkDir.at(work_dir), run_id, manifest_hash, cfg, hooks=HOOKS)
+
+
+def _related() -> list[dict[str, str]]:
+    """The flow run emitting the alarm, so an automation can act on it."""
+    ctx = FlowRunContext.get()
+    if ctx is None or ctx.flow_run is None:
+        return []
+    return [{"prefect.resource.id": f"prefect.flow-run.{ctx.flow_run.id}",
+             "prefect.resource.role": "flow-run"}]  # fmt: skip
+
+
+@task(name="check-alarms", cache_policy=NO_CACHE)
+def alarms_task(work_dir: str, record: dict[str, Any]) -> list[dict[str, Any]]:
+    """Check the configuration's thresholds against the previous run of the same name; emit
+    one `judgeline.alarm` event per crossed threshold and return them."""
+    work = WorkDir.at(work_dir)
+    run = RunRecord.model_validate(record)
+    cfg = RunConfig.model_validate(run.config)
+    if cfg.alarms is None:
+        return []
+    view = read_run_view(work, run.run_id) if run.status == "completed" else None
+    before = previous_run(list_records(work), run)
+    diff = None
+    if view is not None and before is not None:
+        diff = diff_views(read_run_view(work, before.run_id), view)
+    alarms = check_alarms(cfg.alarms, run, view, diff, run.probe)
+    for alarm in alarms:
+        emit_event(
+            event=ALARM_EVENT,
+            resource={"prefect.resource.id": f"judgeline.run.{run.run_id}",
+                      "prefect.resource.name": run.name, "judgeline.alarm": str(alarm["alarm"])},
+            related=_related(),
+            payload=alarm,
+        )  # fmt: skip
+    return alarms

@@ -1,0 +1,32 @@
+"""History: runs compared with runs. `view` reads one finished run from its folder (pairs,
+reference decisions, headline figures per judge config); `diff` says what changed between
+two runs (pairs and configs added and removed, calls sent and reused, score changes with a
+paired bootstrap interval, consistency, position bias, valid share, flipped decisions).
+"""
+
+from tasks.history.diff import (
+    BOOTSTRAP_RESAMPLES,
+    ConfigChange,
+    Flip,
+    RunDiff,
+    diff_runs,
+    diff_views,
+    flips_frame,
+    paired_interval,
+)
+from tasks.history.view import CONFIG_KEYS, PAIR_KEYS, RunView, read_run_view
+
+__all__ = [
+    "BOOTSTRAP_RESAMPLES",
+    "CONFIG_KEYS",
+    "PAIR_KEYS",
+    "ConfigChange",
+    "Flip",
+    "RunDiff",
+    "RunView",
+    "diff_runs",
+    "diff_views",
+    "flips_frame",
+    "paired_interval",
+    "read_run_view",
+]

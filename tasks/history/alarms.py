@@ -1,0 +1,89 @@
+"""Alarms: thresholds of a run configuration checked at the end of a run.
+
+Against the previous run of the same benchmark name (`tasks.history.diff`): a judge config's
+consistency fell by more than `consistency_drop`, its left slot's share of order conflicts
+rose by more than `position_bias_rise`; in this run: a judge config's valid share below
+`valid_share_below`, the drift probe's agreement with the previous probe below
+`probe_agreement_below`, or the run not `completed`. Each crossed threshold is one alarm: a
+plain dict with the numbers, which the flow emits as a Prefect event and records.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from schemas.config import AlarmSpec
+from schemas.run import RunRecord
+from tasks.history.diff import RunDiff
+from tasks.history.view import RunView
+
+__all__ = ["ALARM_EVENT", "check_alarms", "previous_run"]
+
+ALARM_EVENT = "judgeline.alarm"
+"""The Prefect event every crossed threshold emits (deployments/automations.yaml reacts)."""
+
+
+def _alarm(kind: str, run_id: str, **numbers: Any) -> dict[str, Any]:
+    return {"alarm": kind, "run_id": run_id, **numbers}
+
+
+def check_alarms(
+    spec: AlarmSpec,
+    record: RunRecord,
+    view: RunView | None,
+    diff: RunDiff | None,
+    probe: dict[str, Any] | None,
+) -> list[dict[str, Any]]:
+    """Every threshold `record`'s run crossed (empty when none did)."""
+    run_id = record.run_id
+    alarms = []
+    if record.status != "completed":
+        alarms.append(_alarm("run_not_completed", run_id, status=record.status))
+    if view is not None and spec.valid_share_below is not None:
+        for row in view.figures.to_dict("records"):
+            if row["valid_share"] < spec.valid_share_below:
+                alarms.append(
+                    _alarm("valid_share", run_id, judge=row["judge"], config=row["config"],
+                           value=row["valid_share"], threshold=spec.valid_share_below)
+                )  # fmt: skip
+    changes = diff.changes if diff is not None else []
+    previous = diff.run_a if diff is not None else None
+    for change in changes:
+        names = {"judge": change.judge, "config": change.config, "previous": previous}
+        drop = change.before["consistency"] - change.after["consistency"]
+        if spec.consistency_drop is not None and drop > spec.consistency_drop:
+            alarms.append(
+                _alarm("consistency_drop", run_id, **names, before=change.before["consistency"],
+                       after=change.after["consistency"], threshold=spec.consistency_drop)
+            )  # fmt: skip
+        rise = change.after["left_share"] - change.before["left_share"]
+        bound = spec.position_bias_rise
+        if bound is not None and not math.isnan(rise) and rise > bound:
+            alarms.append(
+                _alarm("position_bias_rise", run_id, **names, before=change.before["left_share"],
+                       after=change.after["left_share"], threshold=bound)
+            )  # fmt: skip
+    floor = spec.probe_agreement_below
+    for name, figures in ((probe or {}).get("agreement") or {}).items():
+        if floor is not None and figures["agreement"] < floor:
+            alarms.append(
+                _alarm("probe_agreement", run_id, judge_config=name, value=figures["agreement"],
+                       low=figures["low"], high=figures["high"], threshold=floor,
+                       previous=(probe or {}).get("previous"))
+            )  # fmt: skip
+    return alarms
+
+
+def previous_run(records: list[RunRecord], record: RunRecord) -> RunRecord | None:
+    """The latest run of the same benchmark name started before `record` that finished its
+    replay (`completed`), or None."""
+    earlier = [
+        r
+        for r in records
+        if r.name == record.name
+        and r.run_id != record.run_id
+        and r.status == "completed"
+        and r.started_at < record.started_at
+    ]
+    return max(earlier, key=lambda r: r.started_at, default=None)

@@ -1,0 +1,174 @@
+"""Run against run: what changed between two runs of a benchmark.
+
+Pairs and judge configs added and removed; calls sent against calls reused; and per judge
+config present in both, the reference score's change over the pairs both runs share with a
+paired bootstrap interval (the same pairs resampled in both runs), consistency, the
+position-bias share (among order conflicts, how often the left slot won both orders) and the
+valid share, each before and after; and the shared pairs whose decision flipped (the
+decision of all 2K calls: `tasks.history.view`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tasks.hashing import digest
+from tasks.history.view import CONFIG_KEYS, PAIR_KEYS, RunView, read_run_view
+from tasks.workdir import WorkDir
+
+__all__ = [
+    "BOOTSTRAP_RESAMPLES",
+    "ConfigChange",
+    "Flip",
+    "RunDiff",
+    "diff_runs",
+    "diff_views",
+    "flips_frame",
+    "paired_interval",
+]
+
+BOOTSTRAP_RESAMPLES = 2000
+FIGURES = ("consistency", "left_share", "valid_share", "failed_calls")
+
+
+@dataclass(frozen=True)
+class Flip:
+    """A shared pair whose reference decision changed for one judge config."""
+
+    judge: str
+    config: str
+    dataset: str
+    pair_id: str
+    before: str
+    after: str
+
+
+@dataclass(frozen=True)
+class ConfigChange:
+    """One judge config present in both runs."""
+
+    judge: str
+    config: str
+    shared_pairs: int
+    score_before: float
+    score_after: float
+    change_low: float
+    change_high: float
+    before: dict[str, float]
+    after: dict[str, float]
+
+    @property
+    def score_change(self) -> float:
+        return self.score_after - self.score_before
+
+
+@dataclass(frozen=True)
+class RunDiff:
+    """Everything `judgeline diff A B` shows."""
+
+    run_a: str
+    run_b: str
+    pairs_added: int
+    pairs_removed: int
+    pairs_shared: int
+    configs_added: list[tuple[str, str]]
+    configs_removed: list[tuple[str, str]]
+    calls_a: dict[str, Any]
+    calls_b: dict[str, Any]
+    changes: list[ConfigChange] = field(default_factory=list)
+    flips: list[Flip] = field(default_factory=list)
+
+
+def paired_interval(
+    before: np.ndarray, after: np.ndarray, *, seed_parts: tuple[Any, ...]
+) -> tuple[float, float]:
+    """95% percentile bootstrap interval of mean(after - before), resampling pairs (the
+    same pairs in both runs). Seeded from the data's group key, so it is reproducible."""
+    delta = np.asarray(after, dtype=float) - np.asarray(before, dtype=float)
+    n = len(delta)
+    if n == 0:
+        return (float("nan"), float("nan"))
+    rng = np.random.default_rng(int(digest("judgeline-diff", *seed_parts)[:16], 16))
+    means = np.empty(BOOTSTRAP_RESAMPLES)
+    chunk = max(1, min(BOOTSTRAP_RESAMPLES, 4_000_000 // n))
+    for start in range(0, BOOTSTRAP_RESAMPLES, chunk):
+        stop = min(BOOTSTRAP_RESAMPLES, start + chunk)
+        means[start:stop] = delta[rng.integers(0, n, size=(stop - start, n))].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def _configs(view: RunView) -> set[tuple[str, str]]:
+    return set(view.figures[CONFIG_KEYS].itertuples(index=False, name=None))
+
+
+def _figures_of(view: RunView, judge: str, config: str) -> dict[str, float]:
+    row = view.figures[(view.figures["judge"] == judge) & (view.figures["config"] == config)]
+    return {name: float(row[name].iloc[0]) for name in FIGURES}
+
+
+def diff_views(a: RunView, b: RunView) -> RunDiff:
+    """The diff of two loaded runs (`a` before, `b` after)."""
+    keys = [*PAIR_KEYS, "fingerprint"]
+    pairs = a.pairs[keys].merge(b.pairs[keys], how="outer", on=keys, indicator=True)
+    shared = pairs[pairs["_merge"] == "both"][PAIR_KEYS]
+    configs_a, configs_b = _configs(a), _configs(b)
+    out = RunDiff(
+        run_a=a.record.run_id,
+        run_b=b.record.run_id,
+        pairs_added=int((pairs["_merge"] == "right_only").sum()),
+        pairs_removed=int((pairs["_merge"] == "left_only").sum()),
+        pairs_shared=len(shared),
+        configs_added=sorted(configs_b - configs_a),
+        configs_removed=sorted(configs_a - configs_b),
+        calls_a=a.calls,
+        calls_b=b.calls,
+    )
+    joined = (
+        a.decisions.merge(shared, on=PAIR_KEYS)
+        .merge(b.decisions, on=[*CONFIG_KEYS, *PAIR_KEYS], suffixes=("_a", "_b"))
+        .sort_values([*CONFIG_KEYS, *PAIR_KEYS], kind="stable")
+    )
+    for (judge, config), group in joined.groupby(CONFIG_KEYS, sort=True):
+        before = group["reference_score_a"].to_numpy(dtype=float)
+        after = group["reference_score_b"].to_numpy(dtype=float)
+        low, high = paired_interval(before, after, seed_parts=(judge, config, len(group)))
+        out.changes.append(
+            ConfigChange(
+                judge=str(judge),
+                config=str(config),
+                shared_pairs=len(group),
+                score_before=float(before.mean()),
+                score_after=float(after.mean()),
+                change_low=low,
+                change_high=high,
+                before=_figures_of(a, str(judge), str(config)),
+                after=_figures_of(b, str(judge), str(config)),
+            )
+        )
+        flipped = group[group["decision_a"] != group["decision_b"]]
+        out.flips.extend(
+            Flip(str(judge), str(config), str(d), str(p), str(x), str(y))
+            for d, p, x, y in zip(
+                flipped["dataset"],
+                flipped["pair_id"],
+                flipped["decision_a"],
+                flipped["decision_b"],
+                strict=True,
+            )
+        )
+    return out
+
+
+def diff_runs(work: WorkDir, run_a: str, run_b: str) -> RunDiff:
+    """`judgeline diff A B`: what changed from run `run_a` to run `run_b`."""
+    return diff_views(read_run_view(work, run_a), read_run_view(work, run_b))
+
+
+def flips_frame(diff: RunDiff) -> pd.DataFrame:
+    """The flipped pairs as a table (for the report and `--json`)."""
+    return pd.DataFrame([f.__dict__ for f in diff.flips])

@@ -1,0 +1,89 @@
+"""Trends: every judge config's history across runs, from the DuckDB warehouse.
+
+Per run and judge config: the reference score (balanced design) with its 95% bootstrap
+interval over pairs, consistency, the left slot's share of order conflicts, the valid share,
+failed calls and the expected savings of paired unanimity. Runs are ordered by start time and
+named by their record; a run folder without a readable record is left out.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tasks.runrecord import list_records
+from tasks.warehouse import bootstrap_interval, build_warehouse, query
+from tasks.workdir import WorkDir
+
+__all__ = ["TrendPoint", "trend_points"]
+
+
+@dataclass(frozen=True)
+class TrendPoint:
+    """One run's figures for one judge config."""
+
+    run_id: str
+    name: str
+    started_at: dt.datetime
+    status: str
+    judge: str
+    config: str
+    pairs: int
+    score: float
+    score_low: float
+    score_high: float
+    consistency: float
+    left_share: float
+    valid_share: float
+    failed_calls: int
+    pu_savings: float
+
+
+def _num(value: Any) -> float:
+    """A float, NaN for a missing value (no pairs, no conflicts, no replay)."""
+    return float("nan") if value is None else float(value)
+
+
+def trend_points(work: WorkDir) -> list[TrendPoint]:
+    """Every run's trend points, oldest run first, judge configs in name order."""
+    build_warehouse(work)
+    records = {r.run_id: r for r in list_records(work)}
+    rows = query(work, "report_trends")
+    pairs = query(work, "report_trend_pairs")
+    scores = {
+        key: group["score"].to_numpy(dtype=float)
+        for key, group in pairs.groupby(["run_id", "judge", "config"], sort=False)
+    }
+    points = []
+    for row in rows.to_dict("records"):
+        record = records.get(str(row["run_id"]))
+        if record is None:
+            continue
+        values = scores.get((row["run_id"], row["judge"], row["config"]), np.empty(0))
+        low, high = bootstrap_interval(
+            values, seed_parts=(row["judge"], row["config"], len(values))
+        )
+        points.append(
+            TrendPoint(
+                run_id=str(row["run_id"]),
+                name=record.name,
+                started_at=record.started_at,
+                status=record.status,
+                judge=str(row["judge"]),
+                config=str(row["config"]),
+                pairs=0 if math.isnan(_num(row["pairs"])) else int(row["pairs"]),
+                score=_num(row["score"]),
+                score_low=low,
+                score_high=high,
+                consistency=_num(row["consistency"]),
+                left_share=_num(row["left_share"]),
+                valid_share=_num(row["valid_share"]),
+                failed_calls=int(row["failed_calls"]),
+                pu_savings=_num(row["pu_savings"]),
+            )
+        )
+    return sorted(points, key=lambda p: (p.started_at, p.run_id, p.judge, p.config))

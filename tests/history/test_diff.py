@@ -1,0 +1,94 @@
+"""Run against run: pairs and configs added and removed, paired score changes, flips."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from schemas.run import CodeVersion, RunRecord
+from tasks.history.diff import diff_views, paired_interval
+from tasks.history.view import RunView
+
+
+def _record(run_id: str) -> RunRecord:
+    return RunRecord(
+        run_id=run_id,
+        name="nightly",
+        status="completed",
+        config_hash="h",
+        config={},
+        code=CodeVersion(commit=None, dirty=None, packages={}),
+        started_at=dt.datetime(2026, 11, 30, tzinfo=dt.UTC),
+    )
+
+
+def _view(run_id: str, pairs: dict[str, str], decisions: list[tuple[Any, ...]]) -> RunView:
+    """`pairs`: pair_id -> fingerprint; `decisions`: (judge, config, pair_id, score, decision)."""
+    frame = pd.DataFrame(
+        [{"dataset": "d", "pair_id": p, "fingerprint": f, "key": "A"} for p, f in pairs.items()]
+    )
+    dec = pd.DataFrame(
+        [
+            {
+                "judge": j,
+                "config": c,
+                "dataset": "d",
+                "pair_id": p,
+                "reference_score": s,
+                "decision": d,
+            }
+            for j, c, p, s, d in decisions
+        ]  # fmt: skip
+    )
+    configs = dec[["judge", "config"]].drop_duplicates()
+    figures = configs.assign(consistency=0.5, left_share=0.75, valid_share=1.0, failed_calls=0)
+    return RunView(_record(run_id), frame, dec, figures, {"sent": 4, "cached": 0})
+
+
+def test_pairs_configs_scores_and_flips() -> None:
+    before = _view(
+        "a",
+        {"p1": "x1", "p2": "x2", "p3": "x3"},
+        [
+            ("j", "c", "p1", 1.0, "A"),
+            ("j", "c", "p2", 0.0, "B"),
+            ("j", "c", "p3", 1.0, "A"),
+            ("old", "c", "p1", 1.0, "A"),
+        ],  # fmt: skip
+    )
+    # p3's answer changed (new fingerprint: removed and added), p4 is new, judge "old" gone.
+    after = _view(
+        "b",
+        {"p1": "x1", "p2": "x2", "p3": "x3-new", "p4": "x4"},
+        [
+            ("j", "c", "p1", 0.0, "B"),
+            ("j", "c", "p2", 0.0, "B"),
+            ("j", "c", "p3", 1.0, "A"),
+            ("j", "c", "p4", 1.0, "A"),
+            ("new", "c", "p1", 1.0, "A"),
+        ],  # fmt: skip
+    )
+    diff = diff_views(before, after)
+    assert (diff.pairs_shared, diff.pairs_added, diff.pairs_removed) == (2, 2, 1)
+    assert diff.configs_added == [("new", "c")] and diff.configs_removed == [("old", "c")]
+    [change] = diff.changes
+    assert (change.judge, change.config, change.shared_pairs) == ("j", "c", 2)
+    assert change.score_before == pytest.approx(0.5) and change.score_after == pytest.approx(0.0)
+    assert change.change_low <= change.score_change <= change.change_high
+    assert [(f.pair_id, f.before, f.after) for f in diff.flips] == [("p1", "A", "B")]
+
+
+def test_paired_interval_resamples_pairs_together() -> None:
+    rng = np.random.default_rng(3)
+    before = rng.uniform(size=400)
+    # The same shift on every pair: the paired interval is that shift exactly.
+    low, high = paired_interval(before, before + 0.1, seed_parts=("j", "c"))
+    assert low == pytest.approx(0.1) and high == pytest.approx(0.1)
+    noisy = before + rng.normal(0.05, 0.2, size=400)
+    low, high = paired_interval(before, noisy, seed_parts=("j", "c"))
+    assert low < 0.05 < high and high - low < 0.1
+    assert paired_interval(before, noisy, seed_parts=("j", "c")) == (low, high)

@@ -56,6 +56,8 @@ CASES = {
     "runs": Case(("runs",), ("{d}/afile: not usable as a work dir",), work="{d}/afile"),
     "show": Case(("show", "nosuchrun"), ("no run 'nosuchrun'",)),
     "diff": Case(("diff", "nosuchrun", "other"), ("no run 'nosuchrun'",)),
+    "trends": Case(("trends",), ("{d}/afile: not usable as a work dir",), work="{d}/afile"),
+    "advise": Case(("advise", "nosuchrun"), ("run 'nosuchrun' has no outcomes",)),
     "report": Case(("report", "nosuchrun"), ("no run 'nosuchrun'",)),
     "serve": Case(("serve", "{d}/bad_run.yaml"), ("{d}/bad_run.yaml", "repeated key 'k'")),
     "serve-judge": Case(

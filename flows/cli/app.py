@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from flows.runtime import configure_prefect
 from tasks.errors import InputError
@@ -25,6 +26,7 @@ __all__ = [
     "err_console",
     "load_judges",
     "prepare_prefect",
+    "print_reasons",
     "state",
 ]
 
@@ -102,3 +104,11 @@ def load_judges(path: Path) -> list[JudgeSpec]:
             for e in exc.errors()
         )
         raise InputError(problems, file=str(path)) from None
+
+
+def print_reasons(lines: list[str]) -> None:
+    """Why a run is degraded or failed (`tasks.runhealth.reasons`): the status in bold, then
+    one line per judge config (provider messages are text, never rich markup)."""
+    for i, line in enumerate(lines):
+        style = "bold red" if i == 0 else "red"
+        console.print(f"[{style}]{escape(line)}[/{style}]", highlight=False, soft_wrap=True)

@@ -154,6 +154,7 @@ def _run_batches(
             errors.append(exc)
             continue
         tally.record_batch(result["counts"])
+        tally.add_trips(result["trips"])
         results.append(result)
     if errors:
         raise errors[0]

@@ -47,7 +47,7 @@ def alarms_task(work_dir: str, record: dict[str, Any]) -> list[dict[str, Any]]:
     cfg = RunConfig.model_validate(run.config)
     if cfg.alarms is None:
         return []
-    view = read_run_view(work, run.run_id) if run.status == "completed" else None
+    view = read_run_view(work, run.run_id) if run.status in ("completed", "degraded") else None
     before = previous_run(list_records(work), run)
     diff = None
     if view is not None and before is not None:

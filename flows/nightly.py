@@ -28,6 +28,7 @@ from tasks.errors import InputError
 from tasks.live.advice import advised_savings, realised_against_advised
 from tasks.runconfig import config_hash, load_run_config
 from tasks.runfolder import RunFolder
+from tasks.runhealth import raise_unless_completed, run_health, run_status
 from tasks.runrecord import code_version, new_run_id, outcome_counts, read_record, write_record
 from tasks.workdir import WorkDir
 
@@ -129,7 +130,8 @@ async def nightly_flow(
             lap("probe")
         record.report = report_task(root, run_id)
         lap("report")
-        record.status = "completed"
+        record.health = run_health(folder)
+        record.status = run_status(record.health)
         if cfg.alarms is not None:
             record.alarms = alarms_task(root, record.model_dump(mode="json"))
     except BaseException as exc:
@@ -139,6 +141,8 @@ async def nightly_flow(
     finally:
         record.ended_at = dt.datetime.now(dt.UTC)
         write_record(work, record)
+    # Everything is written: a degraded or failed run now ends its flow run Failed.
+    raise_unless_completed(run_id, record.status, record.health)
     logger.info("run %s completed: %s", run_id, record.outcomes)
     return record.model_dump(mode="json")
 
@@ -150,8 +154,16 @@ def _replay_and_report(work: WorkDir, run_id: str, designs: list[str], policies:
 
 
 @flow(name="rerun-failed-run")
-async def rerun_run_flow(run_id: str, work_dir: str | None = None) -> dict[str, Any]:
-    """Send again the calls of a run that have no stored reply, then rebuild its tables."""
+async def rerun_run_flow(
+    run_id: str,
+    work_dir: str | None = None,
+    show_progress: bool = False,
+    dask_address: str | None = None,
+) -> dict[str, Any]:
+    """Send again the calls of a run that have no stored reply, then rebuild its tables,
+    report and status (a run still degraded or failed ends this flow run Failed).
+
+    `dask_address` overrides the run configuration's."""
     work = WorkDir.at(work_dir)
     record = read_record(work, run_id)
     if record.live is not None:
@@ -162,13 +174,16 @@ async def rerun_run_flow(run_id: str, work_dir: str | None = None) -> dict[str, 
         )
     cfg = RunConfig.model_validate(record.config)
     counts: dict[str, Any] = await rerun_failed_flow(
-        run_id, str(work.root), dask_address=cfg.dask_address
+        run_id, str(work.root), show_progress, dask_address=dask_address or cfg.dask_address
     )
     remap_flow(run_id, str(work.root))
     record.outcomes = outcome_counts(RunFolder(work, run_id))
     record.calls = counts
     record.report = _replay_and_report(work, run_id, list(cfg.designs), list(cfg.policies))
+    record.health = run_health(RunFolder(work, run_id))
+    record.status, record.error = run_status(record.health), None
     write_record(work, record)
+    raise_unless_completed(run_id, record.status, record.health)
     return counts
 
 
@@ -184,4 +199,6 @@ def replay_policies_flow(
     Reads outcomes only: it never calls a judge.
     """
     work = WorkDir.at(work_dir)
-    return _replay_and_report(work, run_id, list(designs or DESIGNS), list(policies or CORE_POLICIES))
+    return _replay_and_report(
+        work, run_id, list(designs or DESIGNS), list(policies or CORE_POLICIES)
+    )

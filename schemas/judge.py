@@ -79,6 +79,13 @@ from schemas.decoding import (
     thinking_on,
 )
 
+NO_SAMPLING_VERSION = "2026-10-21"
+"""The Messages API version that removed `temperature`, `top_p` and `top_k`: a Claude judge
+sending it (or a later one) sends none of them."""
+
+MIN_THINKING_BUDGET = 1024
+"""The smallest `thinking.budget_tokens` the Messages API accepts."""
+
 Provider = Literal["openai", "anthropic"]
 """The API dialect a judge speaks: OpenAI chat completions or Anthropic Messages."""
 
@@ -125,17 +132,21 @@ class ReasoningConfig(Decoding):
         return frozenset(self.model_fields_set).intersection(DECODING_FIELDS)
 
 
-def _defaults(provider: str, profile: str, reasoning: bool, thinking: Any) -> dict[str, Any]:
-    """Judge-level values of the fields a judge leaves out, per profile."""
+def _defaults(
+    provider: str, profile: str, reasoning: bool, thinking: Any, version: str | None = None
+) -> dict[str, Any]:
+    """Judge-level values of the fields a judge leaves out, per profile (and, for Claude,
+    per `anthropic_version`: from `NO_SAMPLING_VERSION` on, no temperature)."""
     budget = thinking.get("budget_tokens") if isinstance(thinking, dict) else None
     quiet = reasoning or (isinstance(thinking, dict) and thinking_on(thinking))
+    no_sampling = provider == "anthropic" and (version or ANTHROPIC_VERSION) >= NO_SAMPLING_VERSION
     max_tokens = 1024
     if quiet:
         max_tokens = budget + 1024 if isinstance(budget, int) else 4096
     return {
         "profile": "anthropic" if provider == "anthropic" else "openai",
         "reasoning": False,
-        "temperature": None if quiet else 0.0,
+        "temperature": None if quiet or no_sampling else 0.0,
         "max_tokens": max_tokens,
         "seed": "plan" if profile in ("openai", "azure") else None,
         "system_role": None if provider == "anthropic" else "system",
@@ -256,7 +267,11 @@ class JudgeSpec(Decoding):
         if profile is None:
             data["profile"] = "anthropic" if provider == "anthropic" else "openai"
         defaults = _defaults(
-            provider, data["profile"], bool(data.get("reasoning")), data.get("thinking")
+            provider,
+            data["profile"],
+            bool(data.get("reasoning")),
+            data.get("thinking"),
+            data.get("anthropic_version"),
         )
         for field in ("temperature", "max_tokens", "seed", "system_role", "anthropic_version"):
             data.setdefault(field, defaults[field])
@@ -267,7 +282,9 @@ class JudgeSpec(Decoding):
         # Fields at their profile defaults are left out: a judge configured as before these
         # fields existed dumps as it did then, and reads back the same.
         data: dict[str, Any] = handler(self)
-        defaults = _defaults(self.provider, self.profile or "", self.reasoning, self.thinking)
+        defaults = _defaults(
+            self.provider, self.profile or "", self.reasoning, self.thinking, self.anthropic_version
+        )
         return {k: v for k, v in data.items() if k not in _NEW or v != defaults.get(k)}
 
     @model_validator(mode="after")
@@ -328,10 +345,21 @@ class JudgeSpec(Decoding):
                 raise ValueError(f"{where}: {', '.join(bad)}: not a Messages API field")
             if fields.get("max_tokens") is None:
                 raise ValueError(f"{where}: max_tokens: the Messages API requires one")
+            version = self.anthropic_version or ANTHROPIC_VERSION
+            sampling = [f for f in ("temperature", "top_p") if fields.get(f) is not None]
+            if version >= NO_SAMPLING_VERSION and sampling:
+                raise ValueError(
+                    f"{where}: {', '.join(sampling)}: removed in Messages API version "
+                    f"{NO_SAMPLING_VERSION} (anthropic_version {version}); set it to null"
+                )
         elif fields.get("thinking") is not None and self.profile != "openai_compatible":
             raise ValueError(f"{where}: thinking: an Anthropic field (OpenAI: reasoning_effort)")
         budget = (fields.get("thinking") or {}).get("budget_tokens")
         limit = fields.get("max_tokens")
+        if isinstance(budget, int) and budget < MIN_THINKING_BUDGET:
+            raise ValueError(
+                f"{where}: thinking.budget_tokens must be at least {MIN_THINKING_BUDGET}"
+            )
         if isinstance(budget, int) and limit is not None and budget >= limit:
             raise ValueError(f"{where}: max_tokens must exceed thinking.budget_tokens")
 

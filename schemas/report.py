@@ -42,7 +42,7 @@ class ScoreRow(BaseModel):
     dataset: str
     design: str
     policy: str
-    score: float
+    score: float | None  # None: the group has no valid outcome
     ci_low: float | None
     ci_high: float | None
     pairs: int
@@ -114,7 +114,7 @@ class ScoresTableRow(_Keyed):
     design: Annotated[str, Show("Design")]
     policy: Annotated[str, Show("Policy")]
     pairs: Annotated[int, Show("pairs", "int")]
-    score: Annotated[float, Show("score", "score")]
+    score: Annotated[float | None, Show("score", "score")]
     ci_low: Annotated[float | None, Show("95% low", "score")]
     ci_high: Annotated[float | None, Show("95% high", "score")]
 

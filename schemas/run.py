@@ -8,7 +8,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-RunStatus = Literal["running", "completed", "failed"]
+RunStatus = Literal["running", "completed", "degraded", "failed"]
+"""`degraded`: a judge config fell short of its valid outcomes or a breaker stopped it;
+`failed`: a stage raised, or no judge config produced a single valid outcome
+(docs/design.md#run-status)."""
 
 
 class CodeVersion(BaseModel):
@@ -19,6 +22,35 @@ class CodeVersion(BaseModel):
     commit: str | None = Field(description="git commit of the project, None outside git.")
     dirty: bool | None = Field(description="Uncommitted changes in the tree at run time.")
     packages: dict[str, str] = Field(description="Versions of the packages that decide results.")
+
+
+class ConfigHealth(BaseModel):
+    """One judge config of a run: how many of its planned slots got a valid outcome, and
+    why the others did not."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    judge: str
+    config: str
+    planned: int = Field(description="Planned slots (calls) of the config in the run.")
+    valid: int = Field(description="Slots whose outcome is `A`, `B` or `T`.")
+    failed: dict[str, int] = Field(
+        default_factory=dict, description="Failed calls by error category (latest attempt)."
+    )
+    pending: int = Field(default=0, description="Calls never sent (e.g. held by a breaker).")
+    message: str | None = Field(
+        default=None,
+        description="The provider's first message for the config's most frequent failure "
+        "(cut to one line; the attempts log keeps it whole).",
+    )
+    stopped: dict[str, Any] | None = Field(
+        default=None, description="The breaker trip that stopped the config (`BreakerTrip`)."
+    )
+
+    @property
+    def share(self) -> float:
+        """Valid outcomes per planned slot (1.0 for a config with no slot)."""
+        return self.valid / self.planned if self.planned else 1.0
 
 
 class RunRecord(BaseModel):
@@ -48,6 +80,9 @@ class RunRecord(BaseModel):
     )
     alarms: list[dict[str, object]] | None = Field(
         default=None, description="Thresholds this run crossed (each also a Prefect event)."
+    )
+    health: list[ConfigHealth] = Field(
+        default_factory=list, description="Per judge config: valid outcomes and failures."
     )
 
 

@@ -215,6 +215,8 @@ def _with_bootstrap(
     frame = frame.copy()
     frame["ci_low"] = [bounds.get(k, (np.nan, np.nan))[0] for k in keys]
     frame["ci_high"] = [bounds.get(k, (np.nan, np.nan))[1] for k in keys]
+    # No score (no valid outcome), no interval around it.
+    frame.loc[frame["score"].isna(), ["ci_low", "ci_high"]] = np.nan
     return frame
 
 

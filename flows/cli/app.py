@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from flows.runtime import configure_prefect
 from tasks.errors import InputError
@@ -29,6 +30,7 @@ __all__ = [
     "load_judges",
     "print_rows",
     "prepare_prefect",
+    "print_reasons",
     "state",
 ]
 
@@ -128,3 +130,11 @@ def print_rows(title: str, rows: Sequence[BaseModel], caption: str | None = None
             *("-" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v) for v in values)
         )
     console.print(table)
+
+
+def print_reasons(lines: list[str]) -> None:
+    """Why a run is degraded or failed (`tasks.runhealth.reasons`): the status in bold, then
+    one line per judge config (provider messages are text, never rich markup)."""
+    for i, line in enumerate(lines):
+        style = "bold red" if i == 0 else "red"
+        console.print(f"[{style}]{escape(line)}[/{style}]", highlight=False, soft_wrap=True)

@@ -14,6 +14,7 @@ from flows.cli.app import (
     console,
     load_judges,
     prepare_prefect,
+    print_reasons,
     print_rows,
     state,
 )
@@ -65,6 +66,12 @@ def _print_counts(run_id: str, counts: dict[str, Any]) -> None:
             f"failed by category: {parts}; `judgeline rerun-failed {run_id}` sends them again",
             highlight=False,
         )
+    from tasks.runhealth import stop_line
+
+    print_reasons(
+        [f"{t['judge']} · {t['config']}: {stop_line(run_id, t, t['message'], t['held'])}"
+         for t in counts.get("breaker_trips", [])]
+    )  # fmt: skip
 
 
 @app.command("judge")
@@ -143,10 +150,32 @@ def rerun_failed(
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
     dask_address: DaskAddress = None,
 ) -> None:
-    """Send again exactly the planned calls of a run that have no stored reply."""
+    """Send again exactly the planned calls of a run that have no stored reply.
+
+    A run of `judgeline run` (or the nightly deployment) then gets its tables, report and
+    status rebuilt, and exits as `run` does: 3 if it is still degraded, 4 if failed.
+    """
     prepare_prefect()
     from flows.judge import rerun_failed_flow
+    from flows.nightly import rerun_run_flow
+    from tasks.runfolder import RunFolder
+    from tasks.runhealth import EXIT_CODES, RunNotCompleted
 
+    if RunFolder(state.work, run_id).record.is_file():
+        try:
+            counts = asyncio.run(
+                rerun_run_flow(
+                    run_id=run_id,
+                    work_dir=str(state.work.root),
+                    show_progress=progress,
+                    dask_address=dask_address,
+                )
+            )
+        except RunNotCompleted as exc:
+            print_reasons(exc.lines)
+            raise typer.Exit(EXIT_CODES[exc.status]) from None
+        _print_counts(run_id, counts)
+        return
     counts = asyncio.run(
         rerun_failed_flow(
             run_id=run_id,

@@ -11,7 +11,7 @@ import typer
 from rich import box
 from rich.table import Table
 
-from flows.cli.app import app, console, print_rows, state
+from flows.cli.app import app, console, print_reasons, print_rows, state
 
 
 def _print_spend(run_id: str) -> None:
@@ -31,6 +31,8 @@ def _run_nightly(**params: Any) -> dict[str, Any]:
 
 def _summary_table(run_id: str) -> Table:
     """Per judge and config: score, conflicts, and per policy savings and decision changes."""
+    import pandas as pd
+
     from tasks.warehouse import query
 
     work = state.work
@@ -59,12 +61,12 @@ def _summary_table(run_id: str) -> Table:
         cells = [f"{d.judge} · {d.config}"] + ([d.dataset] if len(datasets) > 1 else [])
         full = ("balanced", "full")
         key = (d.judge, d.config, d.dataset)
-        if key + full in scores.index:
-            r = scores.loc[key + full]  # type: ignore[index]
-            cells.append(f"{r.score:.3f} ({r.ci_low:.2f}-{r.ci_high:.2f})")
+        r = scores.loc[key + full] if key + full in scores.index else None  # type: ignore[index]
+        if r is None or pd.isna(r.score):
+            cells.append("-" if r is None else "no valid outcome")
         else:
-            cells.append("-")
-        consistent = "-" if d.consistency is None else f"{d.consistency:.0%}"
+            cells.append(f"{r.score:.3f} ({r.ci_low:.2f}-{r.ci_high:.2f})")
+        consistent = "-" if pd.isna(d.consistency) else f"{d.consistency:.0%}"
         cells += [str(d.conflicting), consistent]
         for policy in policies:
             at = key + ("balanced", policy)
@@ -126,6 +128,8 @@ def run(
 ) -> None:
     """Run the nightly flow once for a configuration, now."""
     from tasks.runconfig import load_run_config
+    from tasks.runhealth import EXIT_CODES, RunNotCompleted
+    from tasks.runrecord import read_record
 
     if dry_run:
         from tasks.judging.estimate import ESTIMATE_NOTE, estimate_config
@@ -134,9 +138,16 @@ def run(
         return
     cfg = load_run_config(config)
     work_dir = str(state.work.root) if cfg.work_dir is None else cfg.work_dir
-    record = _run_nightly(
-        config_path=str(config), run_id=run_id, work_dir=work_dir, show_progress=True
-    )
+    try:
+        record = _run_nightly(
+            config_path=str(config), run_id=run_id, work_dir=work_dir, show_progress=True
+        )
+    except RunNotCompleted as exc:
+        # Degraded or failed: the reasons first, then what the run did measure.
+        print_reasons(exc.lines)
+        console.print(_summary_table(exc.run_id))
+        console.print(f"report: {read_record(state.work, exc.run_id).report}")
+        raise typer.Exit(EXIT_CODES[exc.status]) from None
     console.print(_summary_table(record["run_id"]))
     _print_spend(record["run_id"])
     console.print(f"report: {record['report']}")
@@ -165,10 +176,15 @@ def runs() -> None:
 
 @app.command("show")
 def show(run_id: Annotated[str, typer.Argument(help="Run id.")]) -> None:
-    """Print a run's summary table in the terminal."""
+    """Print a run's summary table in the terminal, after why it is degraded or failed."""
+    from tasks.runhealth import reasons
     from tasks.runrecord import read_record
 
-    read_record(state.work, run_id)
+    record = read_record(state.work, run_id)
+    if record.status == "failed" and record.error:
+        print_reasons([f"run {run_id} failed: {record.error}"])
+    elif record.status in ("degraded", "failed"):
+        print_reasons(reasons(run_id, record.status, record.health))
     console.print(_summary_table(run_id))
     _print_spend(run_id)
 

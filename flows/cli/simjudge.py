@@ -50,6 +50,21 @@ def _load_personas(path: Path) -> list[Any]:
     return personas
 
 
+FLAGS = {
+    "rate_429": "--fault-429",
+    "rate_5xx": "--fault-5xx",
+    "rate_529": "--fault-529",
+    "rate_quota": "--fault-quota",
+    "rate_stall": "--fault-stall",
+    "stall_s": "--stall-s",
+    "rate_malformed": "--fault-malformed",
+    "rate_truncated": "--fault-truncated",
+    "max_faults_per_request": "--max-faults-per-request",
+    "latency_ms": "--latency-ms",
+}
+"""The serve-judge flag of each persona and fault field it sets (named in range errors)."""
+
+
 @app.command("serve-judge")
 def serve_judge(
     port: Annotated[
@@ -70,6 +85,16 @@ def serve_judge(
     ] = None,
     fault_429: Annotated[float | None, typer.Option("--fault-429", help="Rate of 429s.")] = None,
     fault_5xx: Annotated[float | None, typer.Option("--fault-5xx", help="Rate of 5xx.")] = None,
+    fault_529: Annotated[
+        float | None,
+        typer.Option("--fault-529", help="Rate of overloaded (Anthropic 529, OpenAI 503)."),
+    ] = None,
+    fault_quota: Annotated[
+        float | None,
+        typer.Option(
+            "--fault-quota", help="Rate of quota used up (OpenAI 429 insufficient_quota)."
+        ),
+    ] = None,
     fault_stall: Annotated[
         float | None, typer.Option("--fault-stall", help="Rate of stalls.")
     ] = None,
@@ -86,6 +111,13 @@ def serve_judge(
         int | None,
         typer.Option("--max-faults-per-request", help="Faults at most this often per request."),
     ] = None,
+    require_anthropic_version: Annotated[
+        bool,
+        typer.Option(
+            "--require-anthropic-version",
+            help="Refuse Messages requests without an anthropic-version header (400).",
+        ),
+    ] = False,
     api_key_env: Annotated[
         str | None,
         typer.Option("--api-key-env", help="Require the key held in this environment variable."),
@@ -104,19 +136,18 @@ def serve_judge(
         if unknown:
             raise InputError(f"unknown persona(s) {unknown}; known: {sorted(known)}")
         chosen = [known[n] for n in persona]
-    overrides: dict[str, Any] = {
-        k: v
-        for k, v in {
-            "rate_429": fault_429,
-            "rate_5xx": fault_5xx,
-            "rate_stall": fault_stall,
-            "stall_s": stall_s,
-            "rate_malformed": fault_malformed,
-            "rate_truncated": fault_truncated,
-            "max_faults_per_request": max_faults,
-        }.items()
-        if v is not None
+    given = {
+        "rate_429": fault_429,
+        "rate_5xx": fault_5xx,
+        "rate_529": fault_529,
+        "rate_quota": fault_quota,
+        "rate_stall": fault_stall,
+        "stall_s": stall_s,
+        "rate_malformed": fault_malformed,
+        "rate_truncated": fault_truncated,
+        "max_faults_per_request": max_faults,
     }
+    overrides = {k: v for k, v in given.items() if v is not None}
     try:
         chosen = [
             p.model_copy(
@@ -130,7 +161,11 @@ def serve_judge(
         for p in chosen:
             type(p).model_validate(p.model_dump())
     except ValidationError as exc:
-        raise InputError(f"bad serve-judge option: {exc.errors()[0]['msg']}") from None
+        error = exc.errors()[0]
+        named = [FLAGS[str(f)] for f in error["loc"] if f in FLAGS]
+        # A check over several fields (rates summing past 1) names every flag given.
+        flags = named or [FLAGS[k] for k in overrides if k.startswith("rate_")]
+        raise InputError(f"serve-judge {', '.join(flags)}: {error['msg']}") from None
 
     api_key = None
     if api_key_env is not None:
@@ -148,7 +183,12 @@ def serve_judge(
         sock = bind_loopback(port)
     except OSError as exc:
         raise InputError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}") from None
-    judge = SimJudge(chosen, manifest=table, api_key=api_key)
+    judge = SimJudge(
+        chosen,
+        manifest=table,
+        api_key=api_key,
+        require_anthropic_version=require_anthropic_version,
+    )
     bound = sock.getsockname()[1]
     console.print(f"judge: http://127.0.0.1:{bound}/v1", highlight=False, soft_wrap=True)
     sys.stdout.flush()

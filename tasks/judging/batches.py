@@ -146,6 +146,7 @@ async def send_all(
             session = Session(clients, writer, tally)
             return list(await asyncio.gather(*(bounded(b, session) for b in batches)))
     finally:
+        tally.add_trips(t for client in clients.values() for t in client.tripped)
         claims.close()
         for client in clients.values():
             await client.aclose()

@@ -139,7 +139,8 @@ def rebuild_calls(batch: RemoteBatch) -> list[PlannedCall]:
 async def judge_batch_remote(batch: RemoteBatch) -> dict[str, Any]:
     """Rebuild, send and store one batch in this (worker) process.
 
-    Returns `{"counts": {"stored"|"skipped"|"failed_<category>": n}, "worker": host/pid}`.
+    Returns `{"counts": {"stored"|"skipped"|"held"|"failed_<category>": n}, "trips":
+    [BreakerTrip], "worker": host/pid}` (`trips`: the configs this batch's breaker stopped).
     """
     work = WorkDir(Path(batch.work_root))
     if not work.root.is_dir():
@@ -165,6 +166,7 @@ async def judge_batch_remote(batch: RemoteBatch) -> dict[str, Any]:
             CacheWriter(work, claims=claims) as writer,
         ):
             counts = await send_batch(client, writer, calls, skip=skip)
+            trips = client.tripped
     finally:
         claims.close()
     if skipped:
@@ -173,7 +175,7 @@ async def judge_batch_remote(batch: RemoteBatch) -> dict[str, Any]:
         counts["skipped"] = skipped
         if not counts["stored"]:
             del counts["stored"]
-    return {"counts": counts, "worker": _where()}
+    return {"counts": counts, "trips": trips, "worker": _where()}
 
 
 def remote_batches(

@@ -7,6 +7,7 @@ counts), holding the run's lock while it sends.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import random
 import time
@@ -175,6 +176,9 @@ async def _judge_planned(
         "stored_by_other_runs": tally.skipped,
         **call_status_counts(records),
         "send_seconds": round(elapsed, 3),
+        # The judge configs a breaker stopped: why (the provider's first message), how
+        # many failures it took and how many calls it held back (pending).
+        "breaker_trips": [dataclasses.asdict(t) for t in tally.trips.values()],
     }
     info.updated_at = dt.datetime.now(dt.UTC).isoformat()
     info.counts = counts

@@ -1,11 +1,13 @@
-"""The judge stage's tally: counts of sent, stored, failed and skipped calls, and the
-optional rich progress bar that shows them (calls done / cached / failed, rate, ETA)."""
+"""The judge stage's tally: counts of sent, stored, failed and skipped calls, the judge
+configs its breakers stopped, and the optional rich progress bar that shows them (calls
+done / cached / failed, rate, ETA)."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rich.console import Console
@@ -18,6 +20,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from tasks.judging.pacing import BreakerTrip
+
 __all__ = ["Tally"]
 
 
@@ -29,6 +33,7 @@ class Tally:
         self.stored = 0
         self.failed: Counter[str] = Counter()
         self.skipped = 0
+        self.trips: dict[tuple[str, str], BreakerTrip] = {}
         self.started = time.monotonic()
         self._progress: Progress | None = None
         self._task: Any = None
@@ -75,6 +80,20 @@ class Tally:
                     self.skip()
                 else:
                     self.record(outcome == "stored", category)
+
+    def add_trips(self, trips: Iterable[BreakerTrip]) -> None:
+        """Judge configs stopped by a breaker. Several clients (one per Dask batch) may stop
+        the same config: their failures and held calls add up, the first message stays."""
+        for trip in trips:
+            key = (trip.judge, trip.config)
+            seen = self.trips.get(key)
+            self.trips[key] = (
+                trip
+                if seen is None
+                else dataclasses.replace(
+                    seen, failures=seen.failures + trip.failures, held=seen.held + trip.held
+                )
+            )
 
     def skip(self) -> None:
         """A call not sent after all: another run stored its reply while it waited."""

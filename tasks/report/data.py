@@ -8,6 +8,7 @@ import pandas as pd
 
 from tasks.report.render import ReportData, write_report
 from tasks.runfolder import RunFolder
+from tasks.runhealth import reasons, run_health, run_status
 from tasks.runrecord import read_record
 from tasks.warehouse import build_warehouse, query
 from tasks.workdir import WorkDir
@@ -76,7 +77,17 @@ def load_report_data(work: WorkDir, run_id: str) -> ReportData:
         design=query(work, "report_design", run_id=replayed),
         position_bias=query(work, "report_position_bias", run_id=replayed),
         realised=realised,
+        alerts=_alerts(work, run_id),
     )
+
+
+def _alerts(work: WorkDir, run_id: str) -> list[str]:
+    """Why the run is degraded or failed, from its calls and outcomes (none if completed)."""
+    folder = RunFolder(work, run_id)
+    if not folder.calls.is_file():
+        return []
+    health = run_health(folder)
+    return reasons(run_id, run_status(health), health)
 
 
 def build_report(work: WorkDir, run_id: str) -> Path:

@@ -105,7 +105,8 @@ def _panel_frame(
 def interval_chart(
     rows: Sequence[Row], panels: Sequence[str], series: Sequence[str], x_label: str
 ) -> Markup:
-    """Dot-with-whisker chart: values[panel][series] = (score, ci_low, ci_high)."""
+    """Dot-with-whisker chart: values[panel][series] = (score, ci_low, ci_high); a missing
+    score reads "no valid outcome"."""
     lows = [v[1] for r in rows for p in r.values.values() for v in p.values() if ok(v[1])]
     highs = [v[2] for r in rows for p in r.values.values() for v in p.values() if ok(v[2])]
     domain = (min(lows, default=0.0), max(highs, default=1.0))
@@ -119,9 +120,11 @@ def interval_chart(
                 if name not in by_series:
                     continue
                 score, low, high = by_series[name]
-                if not ok(score):
-                    continue
                 y = body_top + i * row_h + pad + (j + 0.5) * sub_h
+                if not ok(score):
+                    # No valid outcome: no score at all (never the neutral 0.5).
+                    parts.append(svg_text(scale(domain[0]), y + 3.5, "no valid outcome"))
+                    continue
                 color = POLICY_COLORS.get(name, INK)
                 tip = f"{row.title} · {row.subtitle} · {panel} · {name}: {score:.3f}"
                 mark = ""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,8 @@ class ReportData:
     design: pd.DataFrame
     position_bias: pd.DataFrame
     realised: pd.DataFrame | None = None
+    alerts: list[str] = field(default_factory=list)
+    """Why the run is degraded or failed (`tasks.runhealth.reasons`); empty if completed."""
 
 
 _COLUMNS: dict[str, tuple[str, ...]] = {
@@ -85,7 +87,10 @@ _COUNTS = {
     "stable", "stable_tie", "incomplete", "stable_correct", "stable_wrong", "pairs",
     "conflicts", "left_left", "right_right", "realised_calls", "planned_calls",
 }  # fmt: skip
-_NULLABLE = {"consistency", "accuracy_of_stable", "match_cost", "match_extra", "ci_low", "ci_high"}
+_NULLABLE = {
+    "consistency", "accuracy_of_stable", "match_cost", "match_extra", "ci_low", "ci_high",
+    "score",  # a judge config with no valid outcome has no score
+}  # fmt: skip
 
 
 def _where(name: str, frame: pd.DataFrame, pos: int) -> str:
@@ -159,7 +164,7 @@ def render_report(data: ReportData) -> str:
     run = next((data.header[k] for k in ("run_id", "run id", "run") if k in data.header), "")
     return render_page(
         title=f"judgeline report {run}".strip(),
-        head=header_view(data.header, data.disclosure, data.summary),
+        head=header_view(data.header, data.disclosure, data.summary, data.alerts),
         sections=sections,
     )
 

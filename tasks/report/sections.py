@@ -85,14 +85,22 @@ class Header:
     fields: list[HeaderField]
     tiles: list[tuple[str, str, str]]
     """(value, label, note) of each at-a-glance tile."""
+    alerts: list[str] = field(default_factory=list)
+    """Why the run is degraded or failed, first line the status (`tasks.runhealth.reasons`)."""
 
 
 _MONO_WORDS = {"hash", "commit", "version", "id", "manifest", "plan"}
 """Header keys naming identifiers: their values are set in a monospace font."""
 
 
-def header_view(header: dict[str, str], disclosure: pd.DataFrame, summary: pd.DataFrame) -> Header:
-    """The page header (run title, every header field) and the at-a-glance tiles."""
+def header_view(
+    header: dict[str, str],
+    disclosure: pd.DataFrame,
+    summary: pd.DataFrame,
+    alerts: list[str] | None = None,
+) -> Header:
+    """The page header (run title, why the run is degraded or failed, every header field)
+    and the at-a-glance tiles."""
     run = next((header[k] for k in ("run_id", "run id", "run") if k in header), None)
     fields = [
         HeaderField(
@@ -103,7 +111,7 @@ def header_view(header: dict[str, str], disclosure: pd.DataFrame, summary: pd.Da
         )
         for k, v in header.items()
     ]
-    return Header(run=run, fields=fields, tiles=_tiles(disclosure, summary))
+    return Header(run=run, fields=fields, tiles=_tiles(disclosure, summary), alerts=alerts or [])
 
 
 def _tiles(disclosure: pd.DataFrame, summary: pd.DataFrame) -> list[tuple[str, str, str]]:

@@ -114,6 +114,8 @@ class SimJudge:
                     methods=["POST"],
                 ),
                 Route("/openai/v1/chat/completions", self._azure_v1, methods=["POST"]),
+                # OpenRouter's path shape (its API root is /api/v1).
+                Route("/api/v1/chat/completions", self._openai, methods=["POST"]),
                 Route("/v1/models", self._models, methods=["GET"]),
                 Route("/_judgeline/health", self._health, methods=["GET"]),
                 Route("/_judgeline/log", self._get_log, methods=["GET"]),
@@ -174,11 +176,19 @@ class SimJudge:
     # --- request handling -----------------------------------------------------------------
 
     def _record(self, request: Request, model: Any, status: int | None, fault: str | None,
-                started: float, attempt: int | None) -> None:  # fmt: skip
+                started: float, attempt: int | None, body: Any = None) -> None:  # fmt: skip
+        """Log one request: where it went, its header names (never a value but the API
+        version), its body's fields but the messages, and what was answered."""
         self._log.append(
             {
                 "time": dt.datetime.now(dt.UTC).isoformat(),
                 "path": request.url.path,
+                "query": request.url.query,
+                "headers": sorted(request.headers.keys()),
+                "anthropic_version": request.headers.get("anthropic-version"),
+                "fields": {k: v for k, v in body.items() if k not in ("messages", "system")}
+                if isinstance(body, dict)
+                else None,
                 "model": model if isinstance(model, str) else None,
                 "status": status,
                 "fault": fault,
@@ -244,8 +254,10 @@ class SimJudge:
         if anthropic:
             err = functools.partial(anthropic_error, request_id=rid)
 
+        body: Any = None
+
         def refuse(status: int, model: Any, *args: Any, **kwargs: Any) -> Response:
-            self._record(request, model, status, None, started, None)
+            self._record(request, model, status, None, started, None, body)
             return self._finish(err(status, *args, **kwargs), api, rid)
 
         if not self._authorized(request, api):
@@ -305,11 +317,11 @@ class SimJudge:
         failed = fault_response(fault, api, err, faults, digest, attempt)
         if failed is not None:
             response, limited_for = failed
-            self._record(request, model, response.status_code, fault, started, attempt)
+            self._record(request, model, response.status_code, fault, started, attempt, body)
             return self._finish(response, api, rid, limited_for=limited_for)
         if fault == "stall":
             # Logged before sleeping (status None): the client usually gives up first.
-            self._record(request, model, None, fault, started, attempt)
+            self._record(request, model, None, fault, started, attempt, body)
             await self._sleep(faults.stall_s)
 
         template_id, preferred = self._preferred_slot(messages, digest)
@@ -330,7 +342,7 @@ class SimJudge:
         )
         data = json.dumps(payload).encode("ascii")
         if fault != "stall":
-            self._record(request, model, 200, fault, started, attempt)
+            self._record(request, model, 200, fault, started, attempt, body)
         usage = payload["usage"]
         tokens = (
             usage["input_tokens"] + usage["output_tokens"] if anthropic else usage["total_tokens"]

@@ -1,6 +1,8 @@
 -- Per (judge, config, dataset, design, policy) of one run: score, expected calls, savings,
 -- decision changes by kind, the added variance of the aggregate score and the cost to match.
 -- The bootstrap interval of the score is added in Python from report_score_pairs.sql.
+-- A (judge, config, dataset) with no valid outcome has no score (NULL): the replay scores
+-- its all-missing pairs as neutral (0.5), which is no measurement.
 WITH pairs AS (
     SELECT * FROM replay WHERE run_id = $run_id
 ),
@@ -20,16 +22,23 @@ grouped AS (
     FROM pairs
     GROUP BY judge, config, dataset, design, policy
 ),
+measured AS (
+    SELECT judge, config, dataset, valid FROM disclosure WHERE run_id = $run_id
+),
 summarised AS (
     SELECT judge, config, dataset, design, policy, savings, match_cost, match_extra
     FROM summary
     WHERE run_id = $run_id
 )
 SELECT
-    g.*,
+    g.* REPLACE (
+        CASE WHEN m.valid = 0 THEN NULL ELSE g.score END AS score,
+        CASE WHEN m.valid = 0 THEN NULL ELSE g.reference_score END AS reference_score
+    ),
     s.savings,
     s.match_cost,
     s.match_extra
 FROM grouped AS g
 LEFT JOIN summarised AS s USING (judge, config, dataset, design, policy)
+LEFT JOIN measured AS m USING (judge, config, dataset)
 ORDER BY judge, config, dataset, design, policy

@@ -71,6 +71,16 @@ EDGE_CASES = {
     "serve-judge port out of range": Case(
         ("serve-judge", "--port", "99999999"), ("--port", "65535")
     ),
+    "serve-judge fault rate out of range": Case(
+        ("serve-judge", "--fault-529", "1.5"), ("--fault-529", "less than or equal to 1")
+    ),
+    "serve-judge fault rates over 1 together": Case(
+        ("serve-judge", "--fault-quota", "0.7", "--fault-429", "0.6"),
+        ("--fault-429, --fault-quota", "fault rates sum to 1.300 > 1"),
+    ),
+    "serve-judge negative latency": Case(
+        ("serve-judge", "--latency-ms", "-5"), ("--latency-ms", "greater than or equal to 0")
+    ),
     "show of a damaged record": Case(
         ("show", "damaged"), ("damaged", "record.json"), work="{d}/damaged"
     ),

@@ -242,11 +242,27 @@ def test_bad_fields_are_named() -> None:
         ),
         ({"headers": {"X-Key": {"env": "A", "secret": "B"}}}, "headers.X-Key"),
         ({"tempreature": 0}, "tempreature"),
+        (
+            {"provider": "anthropic", "thinking": {"type": "enabled", "budget_tokens": 1000}},
+            "budget_tokens must be at least 1024",
+        ),
+        (
+            {"provider": "anthropic", "anthropic_version": "2026-10-21", "temperature": 0.0},
+            "temperature: removed in Messages API version 2026-10-21",
+        ),
     ]
     for fields, message in cases:
         with pytest.raises(ValidationError, match=message):
             _spec(**fields)
     assert _spec(profile="anthropic").provider == "anthropic"
+
+
+def test_claude_on_the_version_without_sampling_sends_no_temperature() -> None:
+    # Messages API 2026-10-21 removed temperature, top_p and top_k; 2023-06-01 keeps them.
+    newer = _spec(provider="anthropic", anthropic_version="2026-10-21")
+    assert newer.temperature is None and "temperature" not in _body(newer)
+    assert JudgeSpec.model_validate(newer.model_dump(mode="json")) == newer
+    assert _body(_spec(provider="anthropic"))["temperature"] == 0.0
 
 
 # --- the call key -------------------------------------------------------------------------

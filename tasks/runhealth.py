@@ -1,0 +1,213 @@
+"""A run's health: per judge config, how many planned slots got a valid outcome and why the
+others did not, and the run's status from that (docs/design.md#run-status).
+
+A run is `completed` when every judge config has at least `VALID_SHARE` of its planned
+slots valid (`A`, `B` or `T`) and no breaker stopped it, `failed` when no config has a
+single valid outcome, and `degraded` in between. The reasons name, per config, the failure
+category, its count and the provider's first message, and a breaker stop with the calls it
+held back.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from schemas.run import ConfigHealth, RunStatus
+from tasks.errors import JudgelineError
+from tasks.judging.cache import read_attempts
+from tasks.runfolder import RunFolder
+
+__all__ = [
+    "EXIT_CODES",
+    "MESSAGE_CHARS",
+    "VALID_SHARE",
+    "RunNotCompleted",
+    "describe",
+    "raise_unless_completed",
+    "reasons",
+    "run_health",
+    "run_status",
+    "stop_line",
+]
+
+VALID_SHARE = 0.9
+"""A judge config with fewer valid outcomes than this share of its planned slots makes the
+run `degraded`."""
+
+MESSAGE_CHARS = 300
+"""A provider message is shown up to this many characters, on one line."""
+
+EXIT_CODES: dict[RunStatus, int] = {"completed": 0, "degraded": 3, "failed": 4}
+"""The CLI's exit code per run status (2 is a bad input, 1 an unexpected error)."""
+
+VALID = ("A", "B", "T")
+
+FIX = {
+    "auth": "fixing the key",
+    "quota": "adding credit or raising the quota",
+    "bad_request": "fixing the request (model name, decoding fields)",
+}
+"""What to fix before resending the calls a breaker held back, per category."""
+
+
+class RunNotCompleted(JudgelineError):
+    """A run ended `degraded` or `failed`; raised after everything is written, so the flow
+    run ends Failed. The message is the reasons, one line per judge config."""
+
+    def __init__(self, run_id: str, status: RunStatus, lines: list[str]) -> None:
+        self.run_id = run_id
+        self.status = status
+        self.lines = lines
+        super().__init__("\n".join(lines))
+
+
+def _one_line(text: str | None) -> str | None:
+    if not text:
+        return None
+    flat = " ".join(text.split())
+    return flat if len(flat) <= MESSAGE_CHARS else flat[: MESSAGE_CHARS - 1] + "…"
+
+
+def _first_messages(
+    folder: RunFolder, failed_keys: dict[tuple[str, str], set[str]]
+) -> dict[tuple[str, str], dict[str, str]]:
+    """Per (judge, config) and category: the detail of the earliest failed attempt of the
+    config's failed calls in that category."""
+    if not failed_keys:
+        return {}
+    owner = {k: jc for jc, keys in failed_keys.items() for k in keys}
+    attempts = read_attempts(folder.work)
+    keep = pc.is_in(attempts.column("call_key"), value_set=pa.array(list(owner), pa.string()))
+    rows = attempts.filter(keep).sort_by([("started_at", "ascending"), ("attempt", "ascending")])
+    first: dict[tuple[str, str], dict[str, str]] = {}
+    for key, ok, category, detail in zip(
+        rows.column("call_key").to_pylist(),
+        rows.column("ok").to_pylist(),
+        rows.column("error_category").to_pylist(),
+        rows.column("detail").to_pylist(),
+        strict=True,
+    ):
+        if not ok and category and detail:
+            first.setdefault(owner[key], {}).setdefault(category, detail)
+    return first
+
+
+def run_health(folder: RunFolder) -> list[ConfigHealth]:
+    """Per judge config of the run (in the calls table's order): planned slots, valid
+    outcomes, failed calls by category, pending calls, the first message, a breaker stop."""
+    calls = pq.read_table(
+        folder.calls, columns=["judge", "config", "call_key", "status", "error_category"]
+    ).to_pylist()
+    valid: Counter[tuple[str, str]] = Counter()
+    if folder.outcomes.is_file():
+        outcomes = pq.read_table(folder.outcomes, columns=["judge", "config", "outcome"])
+        for row in outcomes.to_pylist():
+            if row["outcome"] in VALID:
+                valid[(row["judge"], row["config"])] += 1
+    info = folder.find_info()
+    trips = {
+        (t["judge"], t["config"]): t
+        for t in ((info.counts or {}).get("breaker_trips", []) if info else [])
+    }
+    planned: Counter[tuple[str, str]] = Counter()
+    pending: Counter[tuple[str, str]] = Counter()
+    failed: dict[tuple[str, str], Counter[str]] = {}
+    failed_keys: dict[tuple[str, str], set[str]] = {}
+    for c in calls:
+        jc = (c["judge"], c["config"])
+        planned[jc] += 1
+        failed.setdefault(jc, Counter())
+        if c["status"] == "failed":
+            failed[jc][c["error_category"]] += 1
+            failed_keys.setdefault(jc, set()).add(c["call_key"])
+        elif c["status"] == "pending":
+            pending[jc] += 1
+    messages = _first_messages(folder, failed_keys)
+    health = []
+    for jc, n in planned.items():
+        trip = trips.get(jc)
+        top = next((c for c, _ in failed[jc].most_common(1)), "")
+        message = trip["message"] if trip else messages.get(jc, {}).get(top)
+        health.append(
+            ConfigHealth(
+                judge=jc[0],
+                config=jc[1],
+                planned=n,
+                valid=valid[jc],
+                failed=dict(sorted(failed[jc].items())),
+                pending=pending[jc],
+                message=_one_line(message),
+                stopped=trip,
+            )
+        )
+    return health
+
+
+def run_status(health: list[ConfigHealth]) -> RunStatus:
+    """`failed` with no valid outcome at all, `degraded` if a config is short of
+    `VALID_SHARE` or was stopped by its breaker, else `completed`."""
+    if not any(h.valid for h in health):
+        return "failed"
+    if any(h.share < VALID_SHARE or h.stopped for h in health):
+        return "degraded"
+    return "completed"
+
+
+def stop_line(run_id: str, trip: dict[str, Any], message: str | None, held: int) -> str:
+    """A breaker stop as one sentence: after how many failures of which category, the
+    provider's first message, the calls held back and the command to send them later."""
+    status = f" (HTTP {trip['http_status']})" if trip.get("http_status") else ""
+    fix = FIX.get(trip["category"], "fixing the cause")
+    return (
+        f"stopped after {trip['failures']} {trip['category']} failures{status}: "
+        f"{_one_line(message) or 'no message'}; {held} calls not sent, run "
+        f"`judgeline rerun-failed {run_id}` after {fix}"
+    )
+
+
+def describe(run_id: str, health: list[ConfigHealth]) -> list[str]:
+    """The reasons, one line per judge config short of `VALID_SHARE` or stopped: its valid
+    outcomes, failures by category, the provider's first message and what to run next."""
+    lines = []
+    for h in health:
+        if h.share >= VALID_SHARE and not h.stopped:
+            continue
+        where = f"{h.judge} · {h.config}: {h.valid}/{h.planned} valid outcomes"
+        failures = ", ".join(f"{n} {c}" for c, n in h.failed.items())
+        if h.stopped:
+            lines.append(f"{where}; {stop_line(run_id, h.stopped, h.message, h.pending)}")
+        elif failures:
+            lines.append(
+                f"{where}; failed: {failures}; first: {h.message or 'no message'}; "
+                f"`judgeline rerun-failed {run_id}` sends them again"
+            )
+        else:
+            lines.append(f"{where}; the others are invalid, abstained or pending")
+    return lines
+
+
+def reasons(run_id: str, status: RunStatus, health: list[ConfigHealth]) -> list[str]:
+    """What a `degraded` or `failed` run leads with: its status, then the reasons per judge
+    config (`describe`); nothing for a `completed` run."""
+    if status == "completed":
+        return []
+    if status == "failed":
+        lead = f"run {run_id} failed: no judge config produced a valid outcome"
+    else:
+        short = sum(1 for h in health if h.share < VALID_SHARE or h.stopped)
+        lead = (
+            f"run {run_id} degraded: {short} of {len(health)} judge configs have fewer than "
+            f"{VALID_SHARE:.0%} valid outcomes or were stopped"
+        )
+    return [lead, *describe(run_id, health)]
+
+
+def raise_unless_completed(run_id: str, status: RunStatus, health: list[ConfigHealth]) -> None:
+    """Raise `RunNotCompleted` (with the `reasons`) for a `degraded` or `failed` run."""
+    if status != "completed":
+        raise RunNotCompleted(run_id, status, reasons(run_id, status, health))

@@ -37,6 +37,7 @@ TABLE_FILES: Final = {
         "live",
         "live_summary",
         "live_draws",
+        "imported",
     )
 }
 """Each table a run can hold, by name: `calls` is `calls.parquet`, and so on."""

@@ -135,7 +135,7 @@ def runs() -> None:
     for r in list_records(state.work):
         table.add_row(
             r.run_id,
-            r.status,
+            r.status + (" · imported" if r.imported else ""),
             r.started_at.strftime("%m-%d %H:%M"),
             f"{r.calls.get('stored', '-')}/{r.calls.get('planned', '-')}",
             str(r.calls.get("failed", "-")),

@@ -35,7 +35,32 @@ def _header(work: WorkDir, run_id: str) -> dict[str, str]:
         "plan": (record.plan_id or "")[:16],
         "code version": version,
         "packages": ", ".join(f"{k} {v}" for k, v in sorted(code.packages.items())),
+    } | _imported_header(record.imported)
+
+
+def _imported_header(imported: dict[str, object] | None) -> dict[str, str]:
+    """For an imported run: where its judgments came from, the parser's agreement with
+    them, and why there is no replay when there is none."""
+    if not imported:
+        return {}
+    files = imported.get("files")
+    paths = (
+        [str(f.get("path")) for f in files if isinstance(f, dict)]
+        if isinstance(files, list)
+        else []
+    )
+    agree = imported.get("agreement")
+    header = {
+        "imported from": f"{imported.get('tool')}: {', '.join(paths)} (nothing sent or paid)",
+        "order convention": str(imported.get("convention")),
     }
+    if isinstance(agree, dict):
+        header["parser vs file"] = (
+            f"agrees on {agree.get('agree')} of {agree.get('compared')} replies"
+        )
+    if imported.get("replay"):
+        header["stopping policies"] = str(imported["replay"])
+    return header
 
 
 def _live_side(

@@ -146,12 +146,22 @@ def runs() -> None:
 
 
 @app.command("show")
-def show(run_id: Annotated[str, typer.Argument(help="Run id.")]) -> None:
-    """Print a run's summary table in the terminal."""
+def show(
+    run_id: Annotated[str, typer.Argument(help="Run id.")],
+    pair: Annotated[
+        str | None, typer.Option(help="Print this pair's question, answers and both replies.")
+    ] = None,
+) -> None:
+    """Print a run's summary table, or one pair as the report's disagreements section shows it."""
+    from tasks.report.pairs import pair_text, pair_views
     from tasks.runrecord import read_record
 
     read_record(state.work, run_id)
-    console.print(_summary_table(run_id))
+    if pair is None:
+        console.print(_summary_table(run_id))
+        return
+    for view in pair_views(state.work, run_id, pair):
+        console.print(pair_text(view), markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command("report")

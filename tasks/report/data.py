@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from tasks.report.disagreements import write_pairs_page
+from tasks.report.pairs import pair_views
 from tasks.report.render import ReportData, write_report
 from tasks.runfolder import RunFolder
 from tasks.runrecord import read_record
@@ -101,10 +103,14 @@ def load_report_data(work: WorkDir, run_id: str) -> ReportData:
         design=query(work, "report_design", run_id=replayed),
         position_bias=query(work, "report_position_bias", run_id=replayed),
         realised=realised,
+        pairs=pair_views(work, run_id),
     )
 
 
 def build_report(work: WorkDir, run_id: str) -> Path:
     """Write `runs/<run_id>/report.html` from the warehouse; no judge is called."""
     data = load_report_data(work, run_id)
-    return write_report(data, RunFolder(work, run_id).create().report)
+    folder = RunFolder(work, run_id).create()
+    if data.pairs is not None:
+        write_pairs_page(data.pairs, folder.path, run_id)
+    return write_report(data, folder.report)

@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 
 from flows.cli import app
 from schemas.run import RunRecord
+from tasks.errors import InputError
 from tasks.imports import build_import, read_imported
 from tasks.remap import remap_run, write_remap
 from tasks.report.data import build_report
@@ -86,4 +87,4 @@ def test_report_and_show(tmp_path: Path) -> None:
     missing = CliRunner().invoke(
         app, ["--work-dir", str(work.root), "show", "run-1", "--pair", "nope"]
     )
-    assert missing.exit_code != 0 and "nope" in missing.output
+    assert isinstance(missing.exception, InputError) and "nope" in str(missing.exception)

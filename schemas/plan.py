@@ -31,7 +31,9 @@ class PlanInfo(BaseModel):
 
     plan_id: str = Field(description="Hash of (manifest hash, K, design, rng seed).")
     manifest_hash: str
-    k: int = Field(ge=2, description="Seeds per pair; even.")
+    k: int = Field(
+        ge=1, description="Seeds per pair; even, except in an imported run (one per file)."
+    )
     design: PlanDesign = Field(description="`full` grid (2K per pair) or one drawn design (K).")
     rng_seed: int | None = Field(default=None, description="Seed of the draw; None for `full`.")
     pairs: int

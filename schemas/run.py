@@ -73,6 +73,11 @@ class RunRecord(BaseModel):
     calls: dict[str, object] = Field(default_factory=dict, description="Judge-stage counts.")
     outcomes: dict[str, int] = Field(default_factory=dict, description="Count per outcome code.")
     live: dict[str, object] | None = Field(default=None, description="Live-stopping results.")
+    imported: dict[str, object] | None = Field(
+        default=None,
+        description="For a run imported from another tool's judgment files: the tool, the "
+        "files (path, SHA-256), the order convention and the parser's agreement with them.",
+    )
     report: str | None = Field(default=None, description="Path of the HTML report.")
     error: str | None = Field(default=None, description="Why the run failed, if it did.")
     probe: dict[str, object] | None = Field(

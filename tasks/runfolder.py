@@ -38,6 +38,7 @@ TABLE_FILES: Final = {
         "live_summary",
         "live_draws",
         "advice",
+        "imported",
     )
 }
 """Each table a run can hold, by name: `calls` is `calls.parquet`, and so on."""

@@ -62,6 +62,11 @@ class WorkDir:
         return self._dir("cache", "attempts")
 
     @property
+    def imported(self) -> Path:
+        """Where imported replies came from (`schemas.imports.ImportedReplyRecord`)."""
+        return self._dir("cache", "imported")
+
+    @property
     def quarantine(self) -> Path:
         return self._dir("cache", "quarantine")
 

@@ -14,6 +14,7 @@ from flows.cli import (
     advise,
     estimate,
     history,
+    imports,
     judge,
     live,
     prepare,
@@ -27,7 +28,19 @@ from tasks.errors import JudgelineError
 
 __all__ = ["app", "main"]
 
-COMMAND_GROUPS = (advise, estimate, history, judge, live, prepare, remap, replay, run, simjudge)
+COMMAND_GROUPS = (
+    advise,
+    estimate,
+    history,
+    imports,
+    judge,
+    live,
+    prepare,
+    remap,
+    replay,
+    run,
+    simjudge,
+)
 """The modules whose subcommands `app` serves (imported for their registrations)."""
 
 

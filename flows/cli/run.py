@@ -164,7 +164,7 @@ def runs() -> None:
     for r in list_records(state.work):
         table.add_row(
             r.run_id,
-            r.status,
+            r.status + (" · imported" if r.imported else ""),
             r.started_at.strftime("%m-%d %H:%M"),
             f"{r.calls.get('stored', '-')}/{r.calls.get('planned', '-')}",
             str(r.calls.get("failed", "-")),
@@ -175,12 +175,23 @@ def runs() -> None:
 
 
 @app.command("show")
-def show(run_id: Annotated[str, typer.Argument(help="Run id.")]) -> None:
-    """Print a run's summary table in the terminal, after why it is degraded or failed."""
+def show(
+    run_id: Annotated[str, typer.Argument(help="Run id.")],
+    pair: Annotated[
+        str | None, typer.Option(help="Print this pair's question, answers and both replies.")
+    ] = None,
+) -> None:
+    """Print a run's summary table, after why it is degraded or failed; or, with --pair, one
+    pair as the report's disagreements section shows it."""
+    from tasks.report.pairs import pair_text, pair_views
     from tasks.runhealth import reasons
     from tasks.runrecord import read_record
 
     record = read_record(state.work, run_id)
+    if pair is not None:
+        for view in pair_views(state.work, run_id, pair):
+            console.print(pair_text(view), markup=False, highlight=False, soft_wrap=True)
+        return
     if record.status == "failed" and record.error:
         print_reasons([f"run {run_id} failed: {record.error}"])
     elif record.status in ("degraded", "failed"):

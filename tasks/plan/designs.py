@@ -75,9 +75,14 @@ def _presentations(manifest_hash: str, plan_id: str, cells: list[tuple[str, int,
     return rows_to_table(rows, PresentationRow)
 
 
-def plan_full_grid(manifest_table: pa.Table, k: int) -> pa.Table:
-    """Every (pair, seed 0..K-1, order AB/BA): 2K presentations per pair."""
-    check_k(k)
+def plan_full_grid(manifest_table: pa.Table, k: int, *, imported: bool = False) -> pa.Table:
+    """Every (pair, seed 0..K-1, order AB/BA): 2K presentations per pair.
+
+    `imported`: the grid of judgments made elsewhere (`tasks.imports`), one seed per file,
+    where K is what the files hold (1 or more, odd included); the replay needs even K.
+    """
+    if not imported or isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        check_k(k)
     manifest_hash, pair_ids = _manifest_of(manifest_table)
     plan_id = plan_id_of(manifest_hash, k, "full", None)
     cells = [(p, s, o) for p in pair_ids for s in range(k) for o in ORDERS]

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from tasks.report.disagreements import write_pairs_page
+from tasks.report.pairs import pair_views
 from tasks.report.render import ReportData, write_report
 from tasks.runfolder import RunFolder
 from tasks.runhealth import reasons, run_health, run_status
@@ -36,7 +38,32 @@ def _header(work: WorkDir, run_id: str) -> dict[str, str]:
         "plan": (record.plan_id or "")[:16],
         "code version": version,
         "packages": ", ".join(f"{k} {v}" for k, v in sorted(code.packages.items())),
+    } | _imported_header(record.imported)
+
+
+def _imported_header(imported: dict[str, object] | None) -> dict[str, str]:
+    """For an imported run: where its judgments came from, the parser's agreement with
+    them, and why there is no replay when there is none."""
+    if not imported:
+        return {}
+    files = imported.get("files")
+    paths = (
+        [str(f.get("path")) for f in files if isinstance(f, dict)]
+        if isinstance(files, list)
+        else []
+    )
+    agree = imported.get("agreement")
+    header = {
+        "imported from": f"{imported.get('tool')}: {', '.join(paths)} (nothing sent or paid)",
+        "order convention": str(imported.get("convention")),
     }
+    if isinstance(agree, dict):
+        header["parser vs file"] = (
+            f"agrees on {agree.get('agree')} of {agree.get('compared')} replies"
+        )
+    if imported.get("replay"):
+        header["stopping policies"] = str(imported["replay"])
+    return header
 
 
 def _live_side(
@@ -78,6 +105,7 @@ def load_report_data(work: WorkDir, run_id: str) -> ReportData:
         position_bias=query(work, "report_position_bias", run_id=replayed),
         realised=realised,
         alerts=_alerts(work, run_id),
+        pairs=pair_views(work, run_id),
     )
 
 
@@ -93,4 +121,7 @@ def _alerts(work: WorkDir, run_id: str) -> list[str]:
 def build_report(work: WorkDir, run_id: str) -> Path:
     """Write `runs/<run_id>/report.html` from the warehouse; no judge is called."""
     data = load_report_data(work, run_id)
-    return write_report(data, RunFolder(work, run_id).create().report)
+    folder = RunFolder(work, run_id).create()
+    if data.pairs is not None:
+        write_pairs_page(data.pairs, folder.path, run_id)
+    return write_report(data, folder.report)

@@ -19,7 +19,9 @@ from schemas import (
     arrow_schema,
 )
 from tasks.errors import InputError
+from tasks.report.disagreements import disagreements_section
 from tasks.report.page import render_page
+from tasks.report.pairs import PairView
 from tasks.report.sections import (
     bias_section,
     changes_section,
@@ -50,6 +52,8 @@ class ReportData:
     realised: pd.DataFrame | None = None
     alerts: list[str] = field(default_factory=list)
     """Why the run is degraded or failed (`tasks.runhealth.reasons`); empty if completed."""
+    pairs: list[PairView] | None = None
+    """The run's unsettled (pair, seed) views for the disagreements section (None: none)."""
 
 
 _COLUMNS: dict[str, tuple[str, ...]] = {
@@ -151,7 +155,7 @@ def render_report(data: ReportData) -> str:
     """The report as one self-contained HTML document (same input, same bytes)."""
     validate_report_data(data)
     summary = ordered(data.summary)
-    sections = [
+    sections: list[Any] = [
         disclosure_section(ordered(data.disclosure)),
         scores_section(ordered(data.scores)),
         cost_section(summary, ordered(data.components)),
@@ -161,6 +165,8 @@ def render_report(data: ReportData) -> str:
     ]
     if data.realised is not None:
         sections.append(realised_section(data.realised, summary))
+    if data.pairs is not None:
+        sections.append(disagreements_section(data.pairs))
     run = next((data.header[k] for k in ("run_id", "run id", "run") if k in data.header), "")
     return render_page(
         title=f"judgeline report {run}".strip(),

@@ -1,0 +1,73 @@
+"""Subcommands import and reparse: judgments made elsewhere, and re-labelling stored replies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from flows.cli.app import app, console, state
+
+
+def _print_agreement(imported: dict[str, Any] | None) -> None:
+    if not imported or not imported.get("agreement"):
+        return
+    agree = imported["agreement"]
+    console.print(
+        f"judgeline's parser agrees with the files' recorded verdicts on {agree['agree']} of "
+        f"{agree['compared']} replies",
+        highlight=False,
+    )
+    for d in agree["disagreements"][:20]:
+        console.print(
+            f"  {d['source_file']}:{d['source_line']} judgment {d['judgment']}: file says "
+            f"{d['recorded_verdict']} ({d['recorded_label']}), parser {d['parsed_label']}"
+            + (f" ({d['note']})" if d["note"] else ""),
+            highlight=False,
+            soft_wrap=True,
+        )
+    if imported.get("replay"):
+        console.print(imported["replay"], highlight=False, soft_wrap=True)
+
+
+@app.command("import")
+def import_(
+    fmt: Annotated[str, typer.Argument(help="File format: judgebench.")],
+    files: Annotated[
+        list[Path], typer.Argument(help="Judgment files of one judge; one per seed (repeats).")
+    ],
+    dataset: Annotated[
+        str | None, typer.Option(help="Dataset name (default: from the file).")
+    ] = None,
+    run_id: Annotated[str | None, typer.Option(help="Run id (default: new).")] = None,
+    name: Annotated[str | None, typer.Option(help="Benchmark name in the run record.")] = None,
+) -> None:
+    """Import another tool's judgment files as a run: nothing is sent or paid."""
+    from flows.imports import import_flow
+
+    record = import_flow(fmt, [str(f) for f in files], str(state.work.root), run_id, dataset, name)
+    calls = record["calls"]
+    console.print(
+        f"run [bold]{record['run_id']}[/bold] imported from {len(files)} file(s): "
+        f"{calls['imported']} replies, {calls['failed']} recorded without a reply, "
+        f"{calls['planned']} planned slots, 0 sent",
+        highlight=False,
+        soft_wrap=True,
+    )
+    _print_agreement(record.get("imported"))
+    console.print(f"report: {record['report']}", highlight=False, soft_wrap=True)
+
+
+@app.command("reparse")
+def reparse(run_id: Annotated[str, typer.Argument(help="The run to re-label.")]) -> None:
+    """Re-label a run from its cached replies (current parser) and rebuild everything after."""
+    from flows.imports import reparse_flow
+
+    counts = reparse_flow(run_id, str(state.work.root))
+    console.print(
+        f"run [bold]{run_id}[/bold] re-labelled under parser {counts['parser_version']}: "
+        f"{counts['relabelled']} labels changed, 0 calls sent",
+        highlight=False,
+        soft_wrap=True,
+    )

@@ -1,0 +1,121 @@
+"""Imported runs: judgment files -> run -> remap -> (replay when K allows) -> report; and
+re-parsing a run from its cached replies. Neither sends a call."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from typing import Any
+
+from prefect import flow
+
+from flows.nightly import report_task
+from flows.remap import remap_flow
+from flows.replay import replay_flow
+from schemas.run import RunRecord
+from schemas.vocabulary import DESIGNS, POLICIES
+from tasks.hashing import digest
+from tasks.runfolder import RunFolder
+from tasks.runrecord import code_version, new_run_id, outcome_counts, read_record, write_record
+from tasks.workdir import WorkDir
+
+NO_REPLAY_K1 = (
+    "not replayed: K = 1 (one judgment file per order). Stopping policies choose among K "
+    "seeds per order, so they need K >= 2 (an even K); import repeated runs of this judge "
+    "as seeds to replay them"
+)
+
+
+def _replayable(k: int) -> bool:
+    return k >= 2 and k % 2 == 0
+
+
+def _finish(work: WorkDir, record: RunRecord, k: int) -> None:
+    """Agreement with the files, the replay when K allows, the report; record updated."""
+    import pyarrow.parquet as pq
+
+    from tasks.imports import agreement, imported_table
+
+    folder = RunFolder(work, record.run_id)
+    record.outcomes = outcome_counts(folder)
+    table = imported_table(work, record.run_id)
+    if table is not None and record.imported is not None:
+        record.imported["agreement"] = agreement(
+            table, pq.read_table(folder.table("labels")), pq.read_table(folder.calls)
+        )
+        record.imported["replay"] = None if _replayable(k) else NO_REPLAY_K1
+    if _replayable(k):
+        replay_flow(str(folder.outcomes), str(folder.path), list(DESIGNS), list(POLICIES))
+    record.report = report_task(str(work.root), record.run_id)
+
+
+@flow(name="import-judgments")
+def import_flow(
+    fmt: str, paths: list[str], work_dir: str | None = None, run_id: str | None = None,
+    dataset: str | None = None, name: str | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """Import the judgment files of one judge (one per seed) as a run; returns its record."""
+    from tasks.imports import build_import, read_imported
+
+    work = WorkDir.at(work_dir)
+    files = [read_imported(fmt, p, dataset=dataset) for p in paths]
+    run_id = run_id or new_run_id()
+    config: dict[str, Any] = {
+        "import": fmt, "files": list(paths), "k": len(files), "template": files[0].template_id,
+        "judges": [{"name": files[0].judge, "configs": [files[0].config]}],
+    }  # fmt: skip
+    record = RunRecord(
+        run_id=run_id, name=name or f"import {fmt}", status="running",
+        config_hash=digest(config), config=config, code=code_version(),
+        started_at=dt.datetime.now(dt.UTC),
+    )  # fmt: skip
+    clock = time.perf_counter()
+    try:
+        built = build_import(work, files, run_id)
+        record.manifest_hash, record.plan_id = built.manifest_hash, built.plan_id
+        record.calls, record.imported = built.counts, built.imported
+        write_record(work, record)
+        remap_flow(run_id, str(work.root))
+        _finish(work, record, built.k)
+        record.status = "completed"
+    except BaseException as exc:
+        record.status = "failed"
+        record.error = f"{type(exc).__name__}: {exc}"
+        raise
+    finally:
+        record.stage_seconds["import"] = round(time.perf_counter() - clock, 3)
+        record.ended_at = dt.datetime.now(dt.UTC)
+        if RunFolder(work, run_id).exists():
+            write_record(work, record)
+    return record.model_dump(mode="json")
+
+
+@flow(name="reparse-run")
+def reparse_flow(run_id: str, work_dir: str | None = None) -> dict[str, Any]:
+    """Re-label a run from its cached replies under the current parser and rebuild its
+    outcomes, dispositions, replay and report. Sends nothing."""
+    from tasks.plan import read_plan
+
+    work = WorkDir.at(work_dir)
+    record = read_record(work, run_id)
+    before = _labels(work, run_id)
+    counts = remap_flow(run_id, str(work.root))
+    k = read_plan(work, record.plan_id)[0].k if record.plan_id else 0
+    _finish(work, record, k if record.live is None else 0)
+    write_record(work, record)
+    after = _labels(work, run_id)
+    changed = sorted(key for key, label in after.items() if before.get(key, label) != label)
+    counts["relabelled"] = len(changed)
+    counts["relabelled_keys"] = changed
+    return counts
+
+
+def _labels(work: WorkDir, run_id: str) -> dict[str, str]:
+    """The label per call key of a run's labels table (empty if none)."""
+    import pyarrow.parquet as pq
+
+    path = RunFolder(work, run_id).table("labels")
+    if not path.is_file():
+        return {}
+    rows = pq.read_table(path, columns=["call_key", "label"]).to_pylist()
+    return {r["call_key"]: r["label"] for r in rows}

@@ -1,0 +1,72 @@
+"""What a format reader hands the run builder: pairs, and judgments placed by display order."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from schemas.vocabulary import Order, SlotLabel
+from tasks.errors import InputError
+from tasks.ingest.fields import LoadedPairs, shorten
+
+__all__ = ["ImportedFile", "Judgment", "recorded_label", "text_or_none"]
+
+
+@dataclass(frozen=True)
+class Judgment:
+    """One reply of the file, with the display it was made on.
+
+    `order` is the presentation the reply saw, derived from the tool's documented order
+    convention: `AB` when identity A sat in the left (first) slot. `reply` is None when the
+    tool recorded no reply (its call failed): the slot is then `M`. `recorded_label` is the
+    file's own verdict read as a slot label of that display (None: the file records none).
+    """
+
+    pair_id: str
+    order: Order
+    reply: str | None
+    recorded_verdict: str | None
+    recorded_label: SlotLabel | None
+    line: int
+    index: int
+
+
+@dataclass(frozen=True)
+class ImportedFile:
+    """One judgment file read by a format reader: who judged, under which reply format, and
+    the pairs and judgments it holds (both in file order)."""
+
+    tool: str
+    path: Path
+    sha256: str
+    judge: str
+    config: str
+    template_id: str
+    convention: str
+    pairs: LoadedPairs
+    judgments: list[Judgment]
+
+
+def recorded_label(
+    verdicts: dict[str, SlotLabel], value: Any, *, file: Path, row: int, field: str
+) -> SlotLabel | None:
+    """The file's recorded verdict as a slot label; None for null, an error for the unknown."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or value not in verdicts:
+        raise InputError(
+            f"field {field!r} must be one of {', '.join(verdicts)} or null, got {shorten(value)}",
+            file=str(file),
+            row=row,
+        )
+    return verdicts[value]
+
+
+def text_or_none(value: Any, *, file: Path, row: int, field: str) -> str | None:
+    """A reply text field: a string, or null for a call the tool recorded as failed."""
+    if value is None or isinstance(value, str):
+        return value
+    raise InputError(
+        f"field {field!r} must be a string or null, got {shorten(value)}", file=str(file), row=row
+    )

@@ -123,7 +123,7 @@ def run_health(folder: RunFolder) -> list[ConfigHealth]:
         planned[jc] += 1
         failed.setdefault(jc, Counter())
         if c["status"] == "failed":
-            failed[jc][c["error_category"]] += 1
+            failed[jc][c["error_category"] or "unknown"] += 1
             failed_keys.setdefault(jc, set()).add(c["call_key"])
         elif c["status"] == "pending":
             pending[jc] += 1

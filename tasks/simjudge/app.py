@@ -27,7 +27,6 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from schemas import ManifestRow, conform
 from tasks.simjudge.batches import BatchEndpoints
 from tasks.simjudge.compose import anthropic_payload, openai_payload
 from tasks.simjudge.failures import (
@@ -45,6 +44,7 @@ from tasks.simjudge.persona import (
     Persona,
     Slot,
     choose_fault,
+    index_manifest,
     latent_slot,
     rng_for,
     simulate_reply,
@@ -57,24 +57,6 @@ __all__ = ["CALL_KEY_HEADER", "SimJudge"]
 
 CALL_KEY_HEADER = "x-judgeline-call-key"
 _HOT_PATHS: dict[str, Api] = {"/v1/chat/completions": "openai", "/v1/messages": "anthropic"}
-
-
-def _index_manifest(manifest: pa.Table) -> dict[tuple[str, str], str | None]:
-    """(left sha, right sha) in either order -> SHA-256 of the keyed answer (None: no key)."""
-    table = conform(manifest, ManifestRow, where="simulated judge manifest")
-    index: dict[tuple[str, str], str | None] = {}
-    columns = table.select(["answer_a_sha256", "answer_b_sha256", "key"]).to_pydict()
-    for a, b, key in zip(
-        columns["answer_a_sha256"], columns["answer_b_sha256"], columns["key"], strict=True
-    ):
-        keyed = {"A": a, "B": b}.get(key) if key else None
-        for pair in ((a, b), (b, a)):
-            # Two pairs with the same two answers but different keys: the key is unknown.
-            if pair in index and index[pair] != keyed:
-                index[pair] = None
-            else:
-                index[pair] = keyed
-    return index
 
 
 class SimJudge:
@@ -94,7 +76,7 @@ class SimJudge:
             raise ValueError(f"persona names must be present and unique: {names}")
         self.personas: dict[str, Persona] = {p.name: p for p in personas}
         self.faults: dict[str, Faults] = {p.name: p.faults for p in personas}
-        self._key_of = _index_manifest(manifest) if manifest is not None else {}
+        self._key_of = index_manifest(manifest) if manifest is not None else {}
         self._api_key = api_key
         self._require_version = require_anthropic_version
         self._window = RateWindow()

@@ -11,8 +11,10 @@ import json
 import random
 from typing import Literal
 
+import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from schemas import ManifestRow, conform
 from schemas.vocabulary import SlotLabel, Strength
 from tasks.templates import format_verdict
 
@@ -266,3 +268,21 @@ def choose_fault(faults: Faults, request_digest: str, attempt: int) -> FaultKind
 def persona_file_text(personas: tuple[Persona, ...]) -> str:
     """The personas as JSON (the format `serve-judge --personas` reads)."""
     return json.dumps([p.model_dump() for p in personas], indent=2)
+
+
+def index_manifest(manifest: pa.Table) -> dict[tuple[str, str], str | None]:
+    """(left sha, right sha) in either order -> SHA-256 of the keyed answer (None: no key)."""
+    table = conform(manifest, ManifestRow, where="simulated judge manifest")
+    index: dict[tuple[str, str], str | None] = {}
+    columns = table.select(["answer_a_sha256", "answer_b_sha256", "key"]).to_pydict()
+    for a, b, key in zip(
+        columns["answer_a_sha256"], columns["answer_b_sha256"], columns["key"], strict=True
+    ):
+        keyed = {"A": a, "B": b}.get(key) if key else None
+        for pair in ((a, b), (b, a)):
+            # Two pairs with the same two answers but different keys: the key is unknown.
+            if pair in index and index[pair] != keyed:
+                index[pair] = None
+            else:
+                index[pair] = keyed
+    return index

@@ -58,6 +58,10 @@ CASES = {
     "diff": Case(("diff", "nosuchrun", "other"), ("no run 'nosuchrun'",)),
     "trends": Case(("trends",), ("{d}/afile: not usable as a work dir",), work="{d}/afile"),
     "advise": Case(("advise", "nosuchrun"), ("run 'nosuchrun' has no outcomes",)),
+    "import": Case(
+        ("import", "judgebench", "{d}/missing.jsonl"), ("{d}/missing.jsonl: file not found",)
+    ),
+    "reparse": Case(("reparse", "nosuchrun"), ("no run 'nosuchrun'",)),
     "report": Case(("report", "nosuchrun"), ("no run 'nosuchrun'",)),
     "serve": Case(("serve", "{d}/bad_run.yaml"), ("{d}/bad_run.yaml", "repeated key 'k'")),
     "serve-judge": Case(

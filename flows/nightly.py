@@ -24,6 +24,7 @@ from schemas.config import RunConfig
 from schemas.run import RunRecord
 from schemas.vocabulary import DESIGNS, POLICIES
 from tasks.errors import InputError
+from tasks.preflight import check_keys, check_run
 from tasks.runconfig import config_hash, load_run_config
 from tasks.runfolder import RunFolder
 from tasks.runrecord import code_version, new_run_id, outcome_counts, read_record, write_record
@@ -63,6 +64,9 @@ async def nightly_flow(
     cfg = resolve_config(config, config_path)
     work = WorkDir.at(work_dir or cfg.work_dir)
     root = str(work.root)
+    # Checked before any record is written: a refused run leaves no entry in `runs`.
+    check_run(cfg, work, run_id)
+    await check_keys(cfg)
     run_id = run_id or new_run_id()
     record = RunRecord(
         run_id=run_id,

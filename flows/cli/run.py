@@ -113,10 +113,13 @@ def run(
     run_id: Annotated[str | None, typer.Option(help="Run id (default: new).")] = None,
 ) -> None:
     """Run the nightly flow once for a configuration, now."""
+    from tasks.preflight import check_run
     from tasks.runconfig import load_run_config
+    from tasks.workdir import WorkDir
 
     cfg = load_run_config(config)
     work_dir = str(state.work.root) if cfg.work_dir is None else cfg.work_dir
+    check_run(cfg, WorkDir.at(work_dir), run_id)  # in a second, before Prefect starts
     record = _run_nightly(
         config_path=str(config), run_id=run_id, work_dir=work_dir, show_progress=True
     )

@@ -50,7 +50,38 @@ def _load_personas(path: Path) -> list[Any]:
     return personas
 
 
-@app.command("serve-judge")
+def _rate(option: str, what: str) -> Any:
+    """A fault-rate option, checked by typer: out of [0, 1] names the option."""
+    return typer.Option(option, min=0.0, max=1.0, help=f"Rate of {what} (0 to 1).")
+
+
+_OPTION_OF = {
+    "rate_429": "--fault-429",
+    "rate_5xx": "--fault-5xx",
+    "rate_stall": "--fault-stall",
+    "stall_s": "--stall-s",
+    "rate_malformed": "--fault-malformed",
+    "rate_truncated": "--fault-truncated",
+    "max_faults_per_request": "--max-faults-per-request",
+}
+
+
+PERSONAS_HELP = """
+A request's `model` picks a persona: `strong` (prefers the better answer 90% of the time),
+`left-biased` (picks the answer shown first 60% of the time, whatever it says) and `noisy`
+(65% skill, many ties, abstentions and invalid replies); a `reasoning_effort` of low or
+high moves skill and bias a little. Which answer is better comes from a manifest's keys:
+give `--manifest HASH` (from `judgeline freeze`) of the pairs you judge. Without it every
+persona follows a stable preference derived from the two answers, unrelated to your keys,
+so even `strong` scores about 0.5 against them.
+"""
+
+
+@app.command(
+    "serve-judge",
+    help="Serve the simulated judge (OpenAI and Anthropic style) until interrupted.\n\n"
+    + " ".join(PERSONAS_HELP.split()),
+)
 def serve_judge(
     port: Annotated[
         int, typer.Option(min=0, max=65535, help="Port on 127.0.0.1 (0: a free port).")
@@ -63,28 +94,29 @@ def serve_judge(
         Path | None, typer.Option("--personas", help="YAML or JSON file of personas.")
     ] = None,
     manifest: Annotated[
-        str | None, typer.Option("--manifest", help="Manifest hash (or prefix) in the work dir.")
+        str | None,
+        typer.Option(
+            "--manifest",
+            help="Manifest hash (or prefix) in the work dir: its keys tell the personas which "
+            "answer is better.",
+        ),
     ] = None,
     latency_ms: Annotated[
-        float | None, typer.Option("--latency-ms", help="Think time per reply (ms).")
+        float | None, typer.Option("--latency-ms", min=0, help="Think time per reply (ms).")
     ] = None,
-    fault_429: Annotated[float | None, typer.Option("--fault-429", help="Rate of 429s.")] = None,
-    fault_5xx: Annotated[float | None, typer.Option("--fault-5xx", help="Rate of 5xx.")] = None,
-    fault_stall: Annotated[
-        float | None, typer.Option("--fault-stall", help="Rate of stalls.")
-    ] = None,
+    fault_429: Annotated[float | None, _rate("--fault-429", "429s")] = None,
+    fault_5xx: Annotated[float | None, _rate("--fault-5xx", "5xx")] = None,
+    fault_stall: Annotated[float | None, _rate("--fault-stall", "stalls")] = None,
     stall_s: Annotated[
-        float | None, typer.Option("--stall-s", help="How long a stall sleeps (s).")
+        float | None, typer.Option("--stall-s", min=0, help="How long a stall sleeps (s).")
     ] = None,
-    fault_malformed: Annotated[
-        float | None, typer.Option("--fault-malformed", help="Rate of non-JSON bodies.")
-    ] = None,
-    fault_truncated: Annotated[
-        float | None, typer.Option("--fault-truncated", help="Rate of cut-short bodies.")
-    ] = None,
+    fault_malformed: Annotated[float | None, _rate("--fault-malformed", "non-JSON bodies")] = None,
+    fault_truncated: Annotated[float | None, _rate("--fault-truncated", "cut-short bodies")] = None,
     max_faults: Annotated[
         int | None,
-        typer.Option("--max-faults-per-request", help="Faults at most this often per request."),
+        typer.Option(
+            "--max-faults-per-request", min=0, help="Faults at most this often per request."
+        ),
     ] = None,
     api_key_env: Annotated[
         str | None,
@@ -130,7 +162,9 @@ def serve_judge(
         for p in chosen:
             type(p).model_validate(p.model_dump())
     except ValidationError as exc:
-        raise InputError(f"bad serve-judge option: {exc.errors()[0]['msg']}") from None
+        given = ", ".join(f"{_OPTION_OF[k]} {v:g}" for k, v in overrides.items())
+        where = f" (given: {given})" if given else ""
+        raise InputError(f"bad serve-judge options: {exc.errors()[0]['msg']}{where}") from None
 
     api_key = None
     if api_key_env is not None:

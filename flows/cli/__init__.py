@@ -10,13 +10,13 @@ import sys
 
 from rich.markup import escape
 
-from flows.cli import judge, live, prepare, remap, replay, run, simjudge
+from flows.cli import failures, judge, live, prepare, remap, replay, run, simjudge
 from flows.cli.app import app, err_console
 from tasks.errors import JudgelineError
 
 __all__ = ["app", "main"]
 
-COMMAND_GROUPS = (judge, live, prepare, remap, replay, run, simjudge)
+COMMAND_GROUPS = (failures, judge, live, prepare, remap, replay, run, simjudge)
 """The modules whose subcommands `app` serves (imported for their registrations)."""
 
 

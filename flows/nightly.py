@@ -26,6 +26,7 @@ from schemas.run import RunRecord
 from schemas.vocabulary import CORE_POLICIES, DESIGNS
 from tasks.errors import InputError
 from tasks.live.advice import advised_savings, realised_against_advised
+from tasks.preflight import check_keys, check_run
 from tasks.runconfig import config_hash, load_run_config
 from tasks.runfolder import RunFolder
 from tasks.runhealth import raise_unless_completed, run_health, run_status
@@ -66,6 +67,9 @@ async def nightly_flow(
     cfg = resolve_config(config, config_path)
     work = WorkDir.at(work_dir or cfg.work_dir)
     root = str(work.root)
+    # Checked before any record is written: a refused run leaves no entry in `runs`.
+    check_run(cfg, work, run_id)
+    await check_keys(cfg)
     run_id = run_id or new_run_id()
     record = RunRecord(
         run_id=run_id,

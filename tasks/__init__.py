@@ -5,6 +5,6 @@ map), `judging` (calls sent, cached, never paid twice), `remap` (replies -> iden
 outcomes -> dispositions), `replay` (exact stopping-policy expectations), `live` (paired
 unanimity executed live), `report` (the HTML report); `simjudge` is the simulated judge.
 Shared basics sit at the top: `errors`, `hashing`, `storage`, `workdir`, `runfolder`,
-`runrecord`, `runconfig`, `gates`, `templates`, `parsing`, `warehouse` (DuckDB, with its
-SQL in `sql/`) and `demo`. The design these modules implement is docs/design.md.
+`runrecord`, `runconfig`, `preflight`, `gates`, `templates`, `parsing`, `warehouse`
+(DuckDB, with its SQL in `sql/`) and `demo`. The design these modules implement is docs/design.md.
 """

@@ -49,5 +49,8 @@ def demo_config(base_url: str, *, k: int = 4) -> RunConfig:
         datasets=[DatasetSpec(kind="demo")],
         judges=judges,
         k=k,
+        # Balanced first: the summary shows the first design, and every policy (paired
+        # unanimity included) is defined under balanced.
+        designs=["balanced", "common", "independent"],
         batch_size=400,
     )

@@ -35,7 +35,11 @@ def _gx_context() -> Any:
         import great_expectations as gx
         from great_expectations.data_context.types.base import ProgressBarsConfig
 
-        logging.getLogger("great_expectations").setLevel(logging.ERROR)
+        # Its modules set their own loggers to INFO at import ("Created temporary directory
+        # ... for ephemeral docs site" on every run): quiet each, not only the parent.
+        for name in list(logging.root.manager.loggerDict):
+            if name == "great_expectations" or name.startswith("great_expectations."):
+                logging.getLogger(name).setLevel(logging.ERROR)
         ctx = gx.get_context(mode="ephemeral")
         ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
         _context = ctx

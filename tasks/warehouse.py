@@ -39,7 +39,7 @@ from schemas import (
     arrow_schema,
 )
 from tasks.errors import InputError
-from tasks.hashing import digest
+from tasks.hashing import digest, sha256_bytes
 from tasks.runfolder import TABLE_FILES
 from tasks.workdir import WorkDir
 
@@ -180,13 +180,16 @@ def bootstrap_interval(
 ) -> tuple[float, float]:
     """95% percentile bootstrap interval of the mean of `values`, resampling pairs.
 
-    The generator is seeded from BOOTSTRAP_SEED and `seed_parts` (the group's key), so each
-    group's interval is reproducible and independent of which other groups exist.
+    The generator is seeded from BOOTSTRAP_SEED, `seed_parts` (the group's key) and the
+    bytes of `values`: each group's interval depends on its data only, so it is reproducible,
+    independent of which other groups exist, and the same for the same outcomes under
+    another run id.
     """
     n = len(values)
     if n == 0:
         return (float("nan"), float("nan"))
-    seed = int(digest(BOOTSTRAP_SEED, *seed_parts)[:16], 16)
+    data = sha256_bytes(np.ascontiguousarray(values, dtype="<f8").tobytes())
+    seed = int(digest(BOOTSTRAP_SEED, *seed_parts, data)[:16], 16)
     rng = np.random.default_rng(seed)
     means = np.empty(resamples)
     # Bound the index matrix to a few million cells however many pairs there are.
@@ -208,9 +211,8 @@ def _with_bootstrap(
     pairs = con.execute(_sql("report_score_pairs"), params).df()
     bounds: dict[tuple[Any, ...], tuple[float, float]] = {}
     for key, group in pairs.groupby(GROUP_KEYS, sort=False):
-        parts = (params.get("run_id"), *key)
         values = group["expected_score"].to_numpy(dtype=float)
-        bounds[tuple(key)] = bootstrap_interval(values, seed_parts=parts)
+        bounds[tuple(key)] = bootstrap_interval(values, seed_parts=tuple(key))
     keys = list(frame[GROUP_KEYS].itertuples(index=False, name=None))
     frame = frame.copy()
     frame["ci_low"] = [bounds.get(k, (np.nan, np.nan))[0] for k in keys]

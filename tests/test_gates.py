@@ -63,3 +63,14 @@ def test_failed_gate_leaves_no_memo(tmp_path: Path) -> None:
     gate_once(memos, [missing], lambda: runs.append(1))
     gate_once(memos, [missing], lambda: runs.append(1))
     assert runs == [1, 1]  # unreadable inputs are never memoised
+
+
+def test_great_expectations_logs_nothing_below_a_warning() -> None:
+    import logging
+
+    df = pd.DataFrame({"row_id": ["r1"], "x": [1]})
+    checks = [Check(gx.expectations.ExpectColumnValuesToNotBeNull(column="x"), "x is set")]
+    run_gate("quiet", df, checks, id_column="row_id")
+    names = [n for n in logging.root.manager.loggerDict if n.startswith("great_expectations")]
+    loud = [n for n in names if logging.getLogger(n).getEffectiveLevel() < logging.WARNING]
+    assert names and not loud, loud

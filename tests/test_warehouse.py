@@ -202,6 +202,19 @@ def test_bootstrap_is_deterministic_and_sized() -> None:
     assert wide[1] - wide[0] > a[1] - a[0]  # fewer pairs, wider interval
 
 
+def test_bootstrap_depends_on_the_data_not_on_the_run_id(work: WorkDir) -> None:
+    write_run(work, "run-a", 1)
+    write_run(work, "run-b", 1)  # the same outcomes under another run id
+    write_run(work, "run-c", 3)  # other outcomes
+    build_warehouse(work)
+    bounds = {
+        r: query(work, "report_scores", run_id=r)[["ci_low", "ci_high"]].to_numpy().tolist()
+        for r in ("run-a", "run-b", "run-c")
+    }
+    assert bounds["run-a"] == bounds["run-b"]
+    assert bounds["run-a"] != bounds["run-c"]
+
+
 def test_disclosure_query_returns_the_written_counts(
     two_runs: tuple[WorkDir, pd.DataFrame],
 ) -> None:

@@ -13,6 +13,7 @@ from rich.markup import escape
 from flows.cli import (
     advise,
     estimate,
+    failures,
     history,
     imports,
     judge,
@@ -31,6 +32,7 @@ __all__ = ["app", "main"]
 COMMAND_GROUPS = (
     advise,
     estimate,
+    failures,
     history,
     imports,
     judge,

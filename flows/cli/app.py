@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 
 from flows.runtime import configure_prefect
 from tasks.errors import InputError
@@ -27,6 +28,7 @@ __all__ = [
     "app",
     "console",
     "err_console",
+    "fits",
     "load_judges",
     "print_rows",
     "prepare_prefect",
@@ -79,6 +81,13 @@ DaskAddress = Annotated[
         help="Run the batches on this Dask scheduler, e.g. tcp://10.0.0.5:8786.",
     ),
 ]
+
+
+def fits(table: Table) -> bool:
+    """Whether a table fits the terminal at its natural width (a narrower one would cut
+    its cells to `…`: callers print one paragraph per row instead)."""
+    wide = console.options.update_width(10_000)
+    return console.measure(table, options=wide).maximum <= console.width
 
 
 def prepare_prefect() -> None:

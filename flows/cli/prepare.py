@@ -60,8 +60,12 @@ def freeze(
         list[str] | None,
         typer.Option(
             "--map",
-            help="Column mapping of a --table, e.g. "
-            "'question=prompt,answer_a=r1,answer_b=r2,key=label' (one per --table, in order).",
+            help="Column mapping of a --table (one per --table, in order): field=column, "
+            "comma-separated. Required: question=, answer_a=, answer_b=. Optional: pair_id= "
+            "(default "
+            "FILE-ROW), key= (A, B or empty; map other values with "
+            "'key=label{A>B:A,B>A:B,tie:none}'), reference= (a reference answer), source= "
+            "(default the file name), metadata= (repeatable or ';'-separated, kept as JSON).",
         ),
     ] = None,
     demo: Annotated[bool, typer.Option("--demo", help="Add the generated demo pairs.")] = False,

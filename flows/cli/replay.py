@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from flows.cli.app import app, console
+from flows.cli.app import app, console, fits
 
 _SHOWN = (
     ("expected_calls", "calls", "{:.3f}"),
@@ -23,6 +23,20 @@ _SHOWN = (
     ("match_cost", "match cost", "{:.3f}"),
     ("match_extra", "match extra", "{:+.1%}"),
 )
+
+
+def summary_lines(rows: list[dict[str, object]]) -> list[str]:
+    """The replay summary as one wrapped paragraph per row, for terminals too narrow for
+    its table (a table would cut its numbers to `0.…`)."""
+    lines = []
+    for row in rows:
+        key = " · ".join(str(row[n]) for n in ("judge", "config", "dataset", "design", "policy"))
+        values = ", ".join(
+            f"{header} {'-' if row[name] is None else fmt.format(row[name])}"
+            for name, header, fmt in _SHOWN
+        )
+        lines.append(f"{key} ({row['pairs']} pairs): {values}")
+    return lines
 
 
 def summary_table(rows: list[dict[str, object]]) -> Table:
@@ -71,6 +85,13 @@ def replay_command(
     if not calls.is_file():
         raise InputError("no such outcomes file", file=str(calls))
     paths = replay_flow(str(calls), str(out), designs=design or None, policies=policy or None)
-    console.print(summary_table(pq.read_table(paths["summary"]).to_pylist()))
+    rows = pq.read_table(paths["summary"]).to_pylist()
+    table = summary_table(rows)
+    if fits(table):
+        console.print(table)
+    else:
+        console.print("replay summary", style="italic")
+        for line in summary_lines(rows):
+            console.print(line, highlight=False)
     for name, path in paths.items():
         console.print(f"{name}: {path}", highlight=False)

@@ -9,9 +9,10 @@ from typing import Annotated, Any
 
 import typer
 from rich import box
+from rich.markup import escape
 from rich.table import Table
 
-from flows.cli.app import app, console, print_reasons, print_rows, state
+from flows.cli.app import app, console, fits, print_reasons, print_rows, state
 
 
 def _print_spend(run_id: str) -> None:
@@ -29,54 +30,79 @@ def _run_nightly(**params: Any) -> dict[str, Any]:
     return result
 
 
-def _summary_table(run_id: str) -> Table:
-    """Per judge and config: score, conflicts, and per policy savings and decision changes."""
+def _print_summary(run_id: str) -> None:
+    """Per judge and config: score, conflicts, and per policy savings and decision changes,
+    under the run's first configured design. A table where it fits the terminal, else one
+    wrapped paragraph per row (a table would cut its numbers)."""
     import pandas as pd
 
+    from schemas.vocabulary import POLICIES
+    from tasks.runrecord import read_record
     from tasks.warehouse import query
 
     work = state.work
+    record = read_record(work, run_id)
+    designs = record.config.get("designs")
+    design = str(designs[0]) if isinstance(designs, list) and designs else "balanced"
     disclosure = query(work, "report_disclosure", run_id=run_id)
     scores = query(work, "report_scores", run_id=run_id).set_index(
         ["judge", "config", "dataset", "design", "policy"]
     )
     datasets = sorted(set(disclosure.dataset))
-    table = Table(
-        title=f"run {run_id} · {', '.join(datasets)}",
-        caption="policy columns: calls saved / decisions changed vs the full reference (balanced)",
-        header_style="bold",
-        box=box.SIMPLE_HEAD,
-        padding=(0, 1),
-        pad_edge=False,
-    )
-    table.add_column("judge · config", no_wrap=True)
-    if len(datasets) > 1:
-        table.add_column("dataset")
-    for col in ("score (95% CI)", "conflicts", "consistent"):
-        table.add_column(col, justify="right", no_wrap=True)
-    policies = ("nonstrict", "strict", "paired_unanimity")
-    for policy in policies:
-        table.add_column(policy.split("_")[0], justify="right", no_wrap=True)
+    headers = ["judge · config"] + (["dataset"] if len(datasets) > 1 else [])
+    headers += ["score (95% CI)", "conflicts", "consistent"]
+    configured = record.config.get("policies")
+    policies = [
+        str(p) for p in (configured if isinstance(configured, list) else POLICIES) if p != "full"
+    ]
+    headers += [policy.split("_")[0] for policy in policies]
+    rows = []
     for _, d in disclosure.iterrows():
         cells = [f"{d.judge} · {d.config}"] + ([d.dataset] if len(datasets) > 1 else [])
-        full = ("balanced", "full")
         key = (d.judge, d.config, d.dataset)
-        r = scores.loc[key + full] if key + full in scores.index else None  # type: ignore[index]
-        if r is None or pd.isna(r.score):
-            cells.append("-" if r is None else "no valid outcome")
+        at = key + (design, "full")
+        if at not in scores.index:
+            cells.append("-")
+        elif pd.isna(scores.loc[at].score):  # type: ignore[index]
+            cells.append("no valid outcome")
         else:
+            r = scores.loc[at]  # type: ignore[index]
             cells.append(f"{r.score:.3f} ({r.ci_low:.2f}-{r.ci_high:.2f})")
         consistent = "-" if pd.isna(d.consistency) else f"{d.consistency:.0%}"
         cells += [str(d.conflicting), consistent]
         for policy in policies:
-            at = key + ("balanced", policy)
+            at = key + (design, policy)
             cells.append(
                 f"{scores.loc[at].savings:.0%}/{scores.loc[at].p_change:.1%}"  # type: ignore[index]
                 if at in scores.index
                 else "-"
             )
+        rows.append(cells)
+    title = f"run {run_id} · {record.name} · {', '.join(datasets)}"
+    caption = (
+        f"policy columns: calls saved / decisions changed vs the full reference ({design}); "
+        "- where a policy is not defined under it"
+    )
+    table = Table(
+        title=title,
+        caption=caption,
+        header_style="bold",
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1),
+        pad_edge=False,
+    )
+    for i, header in enumerate(headers):
+        table.add_column(header, no_wrap=True, justify="left" if i == 0 else "right")
+    for cells in rows:
         table.add_row(*cells)
-    return table
+    if fits(table):
+        console.print(table)
+        return
+    console.print(escape(title), style="bold", highlight=False)
+    for cells in rows:
+        pairs = "; ".join(f"{h} {c}" for h, c in zip(headers[1:], cells[1:], strict=True))
+        console.print(f"{escape(cells[0])}: {escape(pairs)}", highlight=False)
+    console.print(escape(caption), style="italic", highlight=False)
 
 
 @app.command("demo")
@@ -107,7 +133,7 @@ def demo(
             config=config.model_dump(mode="json"), work_dir=str(work.root), show_progress=True
         )
     run_id = record["run_id"]
-    console.print(_summary_table(run_id))
+    _print_summary(run_id)
     _print_spend(run_id)
     seconds = sum(record["stage_seconds"].values())
     calls = record["calls"]
@@ -115,7 +141,7 @@ def demo(
         f"{calls.get('planned', 0)} planned calls, {calls.get('sent', 0)} sent, "
         f"{calls.get('failed', 0)} failed; stages took {seconds:.1f} s"
     )
-    console.print(f"report: {record['report']}")
+    console.print(f"report: {record['report']}", highlight=False, soft_wrap=True)
 
 
 @app.command("run")
@@ -127,9 +153,11 @@ def run(
     ] = False,
 ) -> None:
     """Run the nightly flow once for a configuration, now."""
+    from tasks.preflight import check_run
     from tasks.runconfig import load_run_config
     from tasks.runhealth import EXIT_CODES, RunNotCompleted
     from tasks.runrecord import read_record
+    from tasks.workdir import WorkDir
 
     if dry_run:
         from tasks.judging.estimate import ESTIMATE_NOTE, estimate_config
@@ -138,6 +166,7 @@ def run(
         return
     cfg = load_run_config(config)
     work_dir = str(state.work.root) if cfg.work_dir is None else cfg.work_dir
+    check_run(cfg, WorkDir.at(work_dir), run_id)  # in a second, before Prefect starts
     try:
         record = _run_nightly(
             config_path=str(config), run_id=run_id, work_dir=work_dir, show_progress=True
@@ -145,12 +174,13 @@ def run(
     except RunNotCompleted as exc:
         # Degraded or failed: the reasons first, then what the run did measure.
         print_reasons(exc.lines)
-        console.print(_summary_table(exc.run_id))
-        console.print(f"report: {read_record(state.work, exc.run_id).report}")
+        _print_summary(exc.run_id)
+        report = read_record(WorkDir.at(work_dir), exc.run_id).report
+        console.print(f"report: {report}", highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_CODES[exc.status]) from None
-    console.print(_summary_table(record["run_id"]))
+    _print_summary(record["run_id"])
     _print_spend(record["run_id"])
-    console.print(f"report: {record['report']}")
+    console.print(f"report: {record['report']}", highlight=False, soft_wrap=True)
 
 
 @app.command("runs")
@@ -158,12 +188,12 @@ def runs() -> None:
     """List runs with status and counts, newest first."""
     from tasks.runrecord import list_records
 
-    table = Table(header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
-    for col in ("run id", "status", "started", "stored", "failed", "M", "I"):
-        table.add_column(col, no_wrap=True, justify="left" if col == "run id" else "right")
-    for r in list_records(state.work):
-        table.add_row(
+    records = list_records(state.work)
+    headers = ("run id", "name", "status", "started", "stored", "failed", "M", "I")
+    rows = [
+        (
             r.run_id,
+            r.name,
             r.status + (" · imported" if r.imported else ""),
             r.started_at.strftime("%m-%d %H:%M"),
             f"{r.calls.get('stored', '-')}/{r.calls.get('planned', '-')}",
@@ -171,7 +201,20 @@ def runs() -> None:
             str(r.outcomes.get("M", "-")),
             str(r.outcomes.get("I", "-")),
         )
-    console.print(table)
+        for r in records
+    ]
+    table = Table(header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in headers:
+        table.add_column(col, no_wrap=True, justify="left" if col in headers[:2] else "right")
+    for row in rows:
+        table.add_row(*row)
+    if fits(table):
+        console.print(table)
+        return
+    # Run ids are copied into other commands: never cut, one paragraph per run instead.
+    for row in rows:
+        rest = "; ".join(f"{h} {c}" for h, c in zip(headers[2:], row[2:], strict=True))
+        console.print(f"{escape(row[0])} ({escape(row[1])}): {rest}", highlight=False)
 
 
 @app.command("show")
@@ -181,8 +224,9 @@ def show(
         str | None, typer.Option(help="Print this pair's question, answers and both replies.")
     ] = None,
 ) -> None:
-    """Print a run's summary table, after why it is degraded or failed; or, with --pair, one
-    pair as the report's disagreements section shows it."""
+    """Print a run's summary table, after why it is degraded or failed (a run a stage error
+    stopped: why); or, with --pair, one pair as the report's disagreements section shows it."""
+    from tasks.errors import InputError
     from tasks.report.pairs import pair_text, pair_views
     from tasks.runhealth import reasons
     from tasks.runrecord import read_record
@@ -192,11 +236,23 @@ def show(
         for view in pair_views(state.work, run_id, pair):
             console.print(pair_text(view), markup=False, highlight=False, soft_wrap=True)
         return
+    started = record.started_at.strftime("%Y-%m-%d %H:%M UTC")
     if record.status == "failed" and record.error:
-        print_reasons([f"run {run_id} failed: {record.error}"])
-    elif record.status in ("degraded", "failed"):
+        done = ", ".join(record.stage_seconds) or "none"
+        raise InputError(
+            f"run {run_id!r} ({record.name}, started {started}) failed: {record.error}; "
+            f"stages done: {done}. `judgeline failures {run_id}` lists failed calls"
+        )
+    if record.status in ("degraded", "failed"):
         print_reasons(reasons(run_id, record.status, record.health))
-    console.print(_summary_table(run_id))
+    elif record.status != "completed":
+        console.print(
+            f"run {escape(run_id)} ({escape(record.name)}) is {record.status} since {started}; "
+            "its summary is shown once it completes",
+            highlight=False,
+        )
+        return
+    _print_summary(run_id)
     _print_spend(run_id)
 
 
@@ -205,7 +261,7 @@ def report(run_id: Annotated[str, typer.Argument(help="Run id.")]) -> None:
     """Rebuild a run's HTML report from the warehouse, without calling any judge."""
     from tasks.report.data import build_report
 
-    console.print(f"report: {build_report(state.work, run_id)}")
+    console.print(f"report: {build_report(state.work, run_id)}", highlight=False, soft_wrap=True)
 
 
 @app.command("serve")

@@ -50,6 +50,11 @@ def _load_personas(path: Path) -> list[Any]:
     return personas
 
 
+def _rate(option: str, what: str) -> Any:
+    """A fault-rate option, checked by typer: out of [0, 1] names the option."""
+    return typer.Option(option, min=0.0, max=1.0, help=f"Rate of {what} (0 to 1).")
+
+
 FLAGS = {
     "rate_429": "--fault-429",
     "rate_5xx": "--fault-5xx",
@@ -65,7 +70,22 @@ FLAGS = {
 """The serve-judge flag of each persona and fault field it sets (named in range errors)."""
 
 
-@app.command("serve-judge")
+PERSONAS_HELP = """
+A request's `model` picks a persona: `strong` (prefers the better answer 90% of the time),
+`left-biased` (picks the answer shown first 60% of the time, whatever it says) and `noisy`
+(65% skill, many ties, abstentions and invalid replies); a `reasoning_effort` of low or
+high moves skill and bias a little. Which answer is better comes from a manifest's keys:
+give `--manifest HASH` (from `judgeline freeze`) of the pairs you judge. Without it every
+persona follows a stable preference derived from the two answers, unrelated to your keys,
+so even `strong` scores about 0.5 against them.
+"""
+
+
+@app.command(
+    "serve-judge",
+    help="Serve the simulated judge (OpenAI and Anthropic style) until interrupted.\n\n"
+    + " ".join(PERSONAS_HELP.split()),
+)
 def serve_judge(
     port: Annotated[
         int, typer.Option(min=0, max=65535, help="Port on 127.0.0.1 (0: a free port).")
@@ -78,38 +98,35 @@ def serve_judge(
         Path | None, typer.Option("--personas", help="YAML or JSON file of personas.")
     ] = None,
     manifest: Annotated[
-        str | None, typer.Option("--manifest", help="Manifest hash (or prefix) in the work dir.")
-    ] = None,
-    latency_ms: Annotated[
-        float | None, typer.Option("--latency-ms", help="Think time per reply (ms).")
-    ] = None,
-    fault_429: Annotated[float | None, typer.Option("--fault-429", help="Rate of 429s.")] = None,
-    fault_5xx: Annotated[float | None, typer.Option("--fault-5xx", help="Rate of 5xx.")] = None,
-    fault_529: Annotated[
-        float | None,
-        typer.Option("--fault-529", help="Rate of overloaded (Anthropic 529, OpenAI 503)."),
-    ] = None,
-    fault_quota: Annotated[
-        float | None,
+        str | None,
         typer.Option(
-            "--fault-quota", help="Rate of quota used up (OpenAI 429 insufficient_quota)."
+            "--manifest",
+            help="Manifest hash (or prefix) in the work dir: its keys tell the personas which "
+            "answer is better.",
         ),
     ] = None,
-    fault_stall: Annotated[
-        float | None, typer.Option("--fault-stall", help="Rate of stalls.")
+    latency_ms: Annotated[
+        float | None, typer.Option("--latency-ms", min=0, help="Think time per reply (ms).")
     ] = None,
+    fault_529: Annotated[
+        float | None, _rate("--fault-529", "overloaded replies (Anthropic 529, OpenAI 503)")
+    ] = None,
+    fault_quota: Annotated[
+        float | None, _rate("--fault-quota", "quota used up (OpenAI 429 insufficient_quota)")
+    ] = None,
+    fault_429: Annotated[float | None, _rate("--fault-429", "429s")] = None,
+    fault_5xx: Annotated[float | None, _rate("--fault-5xx", "5xx")] = None,
+    fault_stall: Annotated[float | None, _rate("--fault-stall", "stalls")] = None,
     stall_s: Annotated[
-        float | None, typer.Option("--stall-s", help="How long a stall sleeps (s).")
+        float | None, typer.Option("--stall-s", min=0, help="How long a stall sleeps (s).")
     ] = None,
-    fault_malformed: Annotated[
-        float | None, typer.Option("--fault-malformed", help="Rate of non-JSON bodies.")
-    ] = None,
-    fault_truncated: Annotated[
-        float | None, typer.Option("--fault-truncated", help="Rate of cut-short bodies.")
-    ] = None,
+    fault_malformed: Annotated[float | None, _rate("--fault-malformed", "non-JSON bodies")] = None,
+    fault_truncated: Annotated[float | None, _rate("--fault-truncated", "cut-short bodies")] = None,
     max_faults: Annotated[
         int | None,
-        typer.Option("--max-faults-per-request", help="Faults at most this often per request."),
+        typer.Option(
+            "--max-faults-per-request", min=0, help="Faults at most this often per request."
+        ),
     ] = None,
     require_anthropic_version: Annotated[
         bool,

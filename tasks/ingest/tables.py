@@ -27,6 +27,7 @@ from tasks.ingest.fields import (
     required_text,
     text_field,
 )
+from tasks.ingest.keyvalues import KeyValues, map_key_value, parse_key_column, split_mapping
 
 __all__ = ["ColumnMapping", "LoadedPairs", "load_table", "read_table"]
 
@@ -42,9 +43,10 @@ class ColumnMapping:
 
     >>> ColumnMapping.parse("question=prompt,answer_a=resp1,answer_b=resp2,key=label")
     ColumnMapping(pair_id=None, question='prompt', answer_a='resp1', answer_b='resp2', \
-key='label', reference=None, source=None, metadata=())
+key='label', reference=None, source=None, metadata=(), key_values=())
 
-    `metadata` may repeat (`metadata=lang,metadata=topic`) or list columns with `;`.
+    `metadata` may repeat (`metadata=lang,metadata=topic`) or list columns with `;`. The
+    key column may carry a value mapping, `key=label{A>B:A,B>A:B}` (tasks.ingest.keyvalues).
     """
 
     pair_id: str | None
@@ -55,14 +57,16 @@ key='label', reference=None, source=None, metadata=())
     reference: str | None = None
     source: str | None = None
     metadata: tuple[str, ...] = ()
+    key_values: KeyValues = ()
 
     @classmethod
     def parse(cls, spec: str) -> ColumnMapping:
         """Parse `field=column,...`; fields are this class's names, spaces around are ignored."""
-        known = {f.name for f in fields(cls)}
+        known = {f.name for f in fields(cls)} - {"key_values"}
         chosen: dict[str, str] = {}
         metadata: list[str] = []
-        for item in spec.split(","):
+        key_values: KeyValues = ()
+        for item in split_mapping(spec):
             if not item.strip():
                 continue
             field, eq, column = (s.strip() for s in item.partition("="))
@@ -74,11 +78,13 @@ key='label', reference=None, source=None, metadata=())
                     f"(known: {', '.join(sorted(known))})"
                 )
             if field == "metadata":
+                parse_key_column(spec, field, column)  # refuses a value mapping here
                 metadata.extend(c.strip() for c in column.split(";") if c.strip())
             elif field in chosen:
                 raise InputError(f"column mapping {spec!r}: field {field!r} given twice")
             else:
-                chosen[field] = column
+                chosen[field], values = parse_key_column(spec, field, column)
+                key_values = values or key_values
         missing = [f for f in ("question", "answer_a", "answer_b") if f not in chosen]
         if missing:
             raise InputError(f"column mapping {spec!r}: missing {', '.join(missing)}")
@@ -91,6 +97,7 @@ key='label', reference=None, source=None, metadata=())
             reference=chosen.get("reference"),
             source=chosen.get("source"),
             metadata=tuple(dict.fromkeys(metadata)),
+            key_values=key_values,
         )
 
     def columns(self) -> list[str]:
@@ -279,7 +286,11 @@ def _table_pair(
         return record[column]
 
     key = None
-    if mapping.key is not None:
+    if mapping.key is not None and mapping.key_values:
+        key = map_key_value(
+            present(mapping.key), mapping.key_values, column=mapping.key, file=file, row=row
+        )
+    elif mapping.key is not None:
         key = identity_key(
             present(mapping.key), f"key (column {mapping.key!r})", file=file, row=row
         )

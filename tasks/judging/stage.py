@@ -146,7 +146,9 @@ async def _judge_planned(
     to_send = _to_send(request, planned, cached)
     total_keys = len({c.call_key for c in planned})
 
-    tally = Tally(total_keys, total_keys - len(to_send), show_progress)
+    # The bar counts the calls this stage wants (a wave, a rerun: not the whole grid).
+    wanted = total_keys if request.only_keys is None else len(request.only_keys)
+    tally = Tally(wanted, wanted - len(to_send), show_progress)
     started = time.perf_counter()
     try:
         if to_send:

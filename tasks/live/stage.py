@@ -105,8 +105,8 @@ async def run_live_stage(
     if plan_info.design != "full":
         raise InputError(
             f"plan {judge.plan_id} holds a drawn {plan_info.design} design; live stopping "
-            "draws its own balanced reference and needs a full-grid plan "
-            "(`judgeline plan ... full`)"
+            "draws its own balanced reference and needs a full-grid plan: "
+            f"`judgeline plan {plan_info.manifest_hash[:16]} --design full --k {plan_info.k}`"
         )
     _, manifest = read_manifest(work, plan_info.manifest_hash)
     k = plan_info.k

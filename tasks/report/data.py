@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from tasks.errors import InputError
 from tasks.report.disagreements import write_pairs_page
 from tasks.report.pairs import pair_views
 from tasks.report.render import ReportData, write_report
@@ -118,8 +119,22 @@ def _alerts(work: WorkDir, run_id: str) -> list[str]:
     return reasons(run_id, run_status(health), health)
 
 
+def _check_outcomes(work: WorkDir, run_id: str) -> None:
+    """Refuse to report a run with no outcomes yet: the report would be empty."""
+    record = read_record(work, run_id)
+    if RunFolder(work, run_id).outcomes.is_file():
+        return
+    why = f": {record.error}" if record.error else ""
+    raise InputError(
+        f"run {run_id!r} has no outcomes to report (status {record.status}{why}); a report "
+        f"needs the run's judge and remap stages done: run it again with --run-id {run_id}, "
+        f"or `judgeline failures {run_id}` to see which calls failed"
+    )
+
+
 def build_report(work: WorkDir, run_id: str) -> Path:
     """Write `runs/<run_id>/report.html` from the warehouse; no judge is called."""
+    _check_outcomes(work, run_id)
     data = load_report_data(work, run_id)
     folder = RunFolder(work, run_id).create()
     if data.pairs is not None:

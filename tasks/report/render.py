@@ -151,6 +151,14 @@ def validate_report_data(data: ReportData) -> None:
         _check_frame(name, frame)
 
 
+def run_ks(summary: pd.DataFrame) -> list[int]:
+    """The K values of a run's groups: the full reference executes K calls per pair."""
+    if summary.empty:
+        return []
+    full = summary.loc[summary["policy"] == "full", "expected_calls"]
+    return sorted({round(float(c)) for c in full})
+
+
 def render_report(data: ReportData) -> str:
     """The report as one self-contained HTML document (same input, same bytes)."""
     validate_report_data(data)
@@ -161,7 +169,7 @@ def render_report(data: ReportData) -> str:
         cost_section(summary, ordered(data.components)),
         bias_section(ordered(data.position_bias)),
         changes_section(summary),
-        designs_section(ordered(data.design)),
+        designs_section(ordered(data.design), run_ks(summary)),
     ]
     if data.realised is not None:
         sections.append(realised_section(data.realised, summary))

@@ -65,6 +65,8 @@ class Section:
     hollow: list[str] = field(default_factory=list)
     shown: str = ""
     """The reference design the cost charts show."""
+    note: str = ""
+    """A sentence of the lead that depends on the run (designs: its K)."""
 
 
 @dataclass(frozen=True)
@@ -279,9 +281,30 @@ def changes_section(summary: pd.DataFrame) -> Section:
     return out
 
 
-def designs_section(frame: pd.DataFrame) -> Section:
-    """The three reference designs side by side, averaged over pairs."""
+def captured_share_note(ks: list[int]) -> str:
+    """What share of the agreement gap between common and balanced independent orders
+    capture, exactly: (K - 1)/K with decisive outcomes (3/4 at K = 4, 1/2 at K = 2)."""
+    if not ks:
+        return ""
+    parts = [f"K = {k}" for k in ks]
+    shares = [f"{k - 1}/{k}" for k in ks]
+    if len(ks) == 1:
+        return (
+            f"With {parts[0]} and decisive outcomes, independent orders capture exactly "
+            f"{shares[0]} of the agreement gap between common and balanced."
+        )
+    each = "; ".join(f"{s} at {p}" for s, p in zip(shares, parts, strict=True))
+    return (
+        "With decisive outcomes, independent orders capture exactly (K - 1)/K of the "
+        f"agreement gap between common and balanced: {each}."
+    )
+
+
+def designs_section(frame: pd.DataFrame, ks: list[int] | None = None) -> Section:
+    """The three reference designs side by side, averaged over pairs; `ks` are the run's K
+    values (the lead states the share independent orders capture at each)."""
     out = Section("designs", "Reference designs", "Reference designs")
+    out.note = captured_share_note(ks or [])
     if frame.empty:
         out.missing = "design rows"
         return out

@@ -37,6 +37,7 @@ CASES = {
         ("{d}/bad_judges.yaml", "judges[0.temprature]: unknown field"),
     ),
     "rerun-failed": Case(("rerun-failed", "nosuchrun"), ("no run 'nosuchrun'",)),
+    "failures": Case(("failures", "nosuchrun"), ("run 'nosuchrun' has no calls table",)),
     "live": Case(
         ("live", "abc", "--judges", "{d}/judges.yaml"), ("plan id 'abc' matches no plan",)
     ),

@@ -482,6 +482,41 @@ def test_column_mapping_metadata_forms() -> None:
     assert mapping.columns() == ["q", "a", "b", "x", "y", "z"]
 
 
+def test_key_values_map_a_table_labels_to_identities(tmp_path: Path) -> None:
+    path = tmp_path / "prefs.csv"
+    path.write_text("q,x,y,label\nQ1,a,b,A>B\nQ2,c,d,B>A\nQ3,e,f,tie\nQ4,g,h,\n", "utf-8")
+    spec = "question=q,answer_a=x,answer_b=y,key=label{A>B:A, B>A:B, tie:none}"
+    mapping = ColumnMapping.parse(spec)
+    assert mapping.key == "label" and mapping.columns() == ["q", "x", "y", "label"]
+    assert [p.key for p in load_table(path, mapping)] == ["A", "B", None, None]
+    # `;` separates entries too, and numbers match their text (a JSON-lines 0/1 column).
+    rows = [{"q": "Q", "x": "a", "y": "b", "w": 1}, {"q": "Q", "x": "a", "y": "b", "w": 0}]
+    numeric = ColumnMapping.parse("question=q,answer_a=x,answer_b=y,key=w{0:A;1:B}")
+    assert [p.key for p in load_table(_write_jsonl(tmp_path / "w.jsonl", rows), numeric)] == [
+        "B",
+        "A",
+    ]
+    # A value the mapping does not list is an error naming the row, value and mapping.
+    path.write_text("q,x,y,label\nQ1,a,b,A>B\nQ2,c,d,A=B\n", "utf-8")
+    with pytest.raises(InputError, match=r"prefs\.csv, row 2: key \(column 'label'\) value "):
+        load_table(path, mapping)
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("question=q,answer_a=a,answer_b=b,key=k{A>B:A,B>A:C}", "maps 'B>A' to 'C'"),
+        ("question=q,answer_a=a,answer_b=b,key=k{A>B}", "'A>B' is not value:A"),
+        ("question=q,answer_a=a,answer_b=b,key=k{A>B:A", "unclosed"),
+        ("question=q{x:A},answer_a=a,answer_b=b", "only key takes a value mapping"),
+        ("question=q,answer_a=a,answer_b=b,key=k{1:A,1:B}", "'1' twice"),
+    ],
+)
+def test_key_value_mapping_errors(spec: str, message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        ColumnMapping.parse(spec)
+
+
 # --- dispatch --------------------------------------------------------------------------
 
 

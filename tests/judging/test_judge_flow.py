@@ -307,3 +307,37 @@ def test_a_refused_run_leaves_no_run_folder(staged: StagedPlan, server: SimJudge
         judges = (_judge(server), _judge(server))
         asyncio.run(run_judge_stage(JudgeRequest(staged.work, "refused", staged.plan_id, judges)))
     assert not (staged.work.runs / "refused").exists()
+
+
+def test_progress_counts_only_the_wanted_calls(
+    staged: StagedPlan, server: SimJudgeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A wave of a live run (or a rerun) wants some calls of the plan: the bar's total and
+    # its `cached` count those calls only, not the rest of the grid.
+    from tasks.judging import stage
+    from tasks.judging.planned import plan_calls
+    from tasks.judging.request import JudgeRequest
+    from tasks.templates import DEFAULT_TEMPLATE
+
+    bars: list[tuple[int, int]] = []
+
+    class Recorded(stage.Tally):
+        def __init__(self, total: int, cached: int, show: bool) -> None:
+            bars.append((total, cached))
+            super().__init__(total, cached, show)
+
+    monkeypatch.setattr(stage, "Tally", Recorded)
+    judges = (_judge(server),)
+    planned = plan_calls(
+        staged.manifest, staged.presentations, list(judges), DEFAULT_TEMPLATE, "wave"
+    )
+    keys = sorted({c.call_key for c in planned})
+    first = JudgeRequest(staged.work, "wave", staged.plan_id, judges, only_keys=frozenset(keys[:7]))
+    counts = asyncio.run(stage.run_judge_stage(first))
+    assert counts["sent"] == 7 and bars[-1] == (7, 0)
+    # Five of these eight are stored already: the bar starts at 5 of 8, and 3 are sent.
+    second = JudgeRequest(
+        staged.work, "wave", staged.plan_id, judges, only_keys=frozenset(keys[2:10])
+    )
+    counts = asyncio.run(stage.run_judge_stage(second))
+    assert counts["sent"] == 3 and bars[-1] == (8, 5)

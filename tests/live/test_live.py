@@ -332,8 +332,11 @@ def test_live_needs_a_full_grid_plan(runs: Runs) -> None:
     _, manifest = read_manifest(runs.work, read_plan_manifest(runs))
     info, table = make_plan(manifest, K, "balanced", 3)
     write_plan(runs.work, info, table)
-    with pytest.raises(InputError, match="needs a full-grid plan"):
+    with pytest.raises(InputError, match="needs a full-grid plan") as refused:
         _live(runs.work, "live-3", info.plan_id, runs.judges, 1)
+    # The hint is a command that runs: the design is the --design option.
+    hint = f"`judgeline plan {info.manifest_hash[:16]} --design full --k {K}`"
+    assert hint in str(refused.value)
 
 
 def read_plan_manifest(runs: Runs) -> str:

@@ -85,6 +85,22 @@ def test_independent_captures_three_quarters_of_balanced_agreement(
     assert (lhs.abs() > 0.1).sum() > 1000
 
 
+@pytest.mark.parametrize("k", [2, 6])
+def test_independent_captures_k_minus_one_over_k_at_other_k(k: int) -> None:
+    # The report's designs lead states this share for the run's K.
+    rng = np.random.default_rng(k)
+    grids = [tuple(rng.choice(list("ABT"), size=2 * k)) for _ in range(300)]
+    design = replay(table_of(grids, [None] * len(grids)), policies=["full"]).design
+    agree = {
+        d: rows_by(design, design=d)["expected_agreement"]
+        for d in ("common", "independent", "balanced")
+    }
+    lhs = agree["independent"] - agree["common"]
+    rhs = (k - 1) / k * (agree["balanced"] - agree["common"])
+    assert (lhs - rhs).abs().max() < 1e-12
+    assert (lhs.abs() > 0.05).sum() > 30
+
+
 def test_nonstrict_preserves_expected_score(exhaustive: pa.Table) -> None:
     for design in ("common", "independent", "balanced"):
         nonstrict = rows_by(exhaustive, design=design, policy="nonstrict")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -249,6 +250,19 @@ def test_design_comparison_shows_three_quarters(html: str) -> None:
     assert len(rows) == 6
     for row in rows:
         assert re.findall(r"<td[^>]*>(.*?)</td>", row)[-1] == "75.0%"
+
+
+def test_design_lead_states_the_captured_share_for_the_run_k(data: ReportData) -> None:
+    def lead(report: ReportData) -> str:
+        part = _section(render_report(report), "designs")
+        return " ".join(part.split("<figure>")[0].split())
+
+    assert "With K = 4 and decisive outcomes" in lead(data) and "exactly 3/4 " in lead(data)
+    summary = data.summary.copy()
+    summary.loc[summary["policy"] == "full", "expected_calls"] = 2.0  # a K = 2 run
+    two = lead(replace(data, summary=summary))
+    assert "With K = 2 and decisive outcomes" in two and "exactly 1/2 " in two
+    assert "K = 4" not in two and "3/4" not in two
 
 
 def test_position_bias_shares(html: str, data: ReportData) -> None:

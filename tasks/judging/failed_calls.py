@@ -1,0 +1,90 @@
+"""A run's calls with no stored reply, grouped for a reader: per judge, config, status and
+category, with what the provider said (from the attempts log, whole) and how many calls
+each message stands for."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from tasks.errors import InputError
+from tasks.judging.cache import read_attempts, stored_keys
+from tasks.runfolder import RunFolder
+from tasks.workdir import WorkDir
+
+__all__ = ["FailureGroup", "failed_call_groups"]
+
+_IDS = re.compile(r"[0-9A-Fa-f]{12,}|\b(?:req|msg|chatcmpl)[_-][0-9A-Za-z]+")
+"""What makes two messages of the same failure differ: request ids and long hex runs."""
+
+
+@dataclass
+class FailureGroup:
+    """The failed (or pending) calls of one judge config with one category."""
+
+    judge: str
+    config: str
+    status: str
+    category: str
+    calls: int = 0
+    messages: Counter[str] = field(default_factory=Counter)
+    """The latest attempt's message of each call, counted; messages that differ only in
+    ids (request ids, hex runs) count as one, shown as the first of them."""
+    _first: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def add_message(self, message: str) -> None:
+        shown = self._first.setdefault(_IDS.sub("…", message), message)
+        self.messages[shown] += 1
+
+
+def failed_call_groups(work: WorkDir, run_id: str) -> list[FailureGroup]:
+    """The run's planned calls with no stored reply now, grouped, largest group first.
+
+    A pending call was never tried (a breaker held it, or the run stopped first); a failed
+    call's message is its latest attempt's.
+    """
+    path = RunFolder(work, run_id).calls
+    if not path.is_file():
+        raise InputError(f"run {run_id!r} has no calls table: {path} does not exist")
+    calls = pq.read_table(path, columns=["judge", "config", "call_key", "status", "error_category"])
+    calls = calls.filter(pc.not_equal(calls.column("status"), "stored"))
+    stored = stored_keys(work) if calls.num_rows else set()
+    latest = _latest_messages(work, set(calls.column("call_key").to_pylist()) - stored)
+    groups: dict[tuple[str, str, str, str], FailureGroup] = {}
+    seen: set[tuple[str, str, str]] = set()
+    for row in calls.to_pylist():
+        key = row["call_key"]
+        if key in stored or (row["judge"], row["config"], key) in seen:
+            continue  # stored since (by a rerun or another run), or a repeat of a call
+        seen.add((row["judge"], row["config"], key))
+        status = row["status"]
+        category = row["error_category"] or ("never sent" if status == "pending" else "unknown")
+        at = (row["judge"], row["config"], status, category)
+        group = groups.setdefault(at, FailureGroup(*at))
+        group.calls += 1
+        if key in latest:
+            group.add_message(latest[key])
+    return sorted(groups.values(), key=lambda g: (-g.calls, g.judge, g.config, g.category))
+
+
+def _latest_messages(work: WorkDir, keys: set[str]) -> dict[str, str]:
+    """The latest failed attempt's `HTTP nnn: detail` of each call key."""
+    if not keys:
+        return {}
+    attempts = read_attempts(work)
+    wanted = pa.array(sorted(keys), type=pa.string())
+    attempts = attempts.filter(pc.is_in(attempts.column("call_key"), value_set=wanted))
+    attempts = attempts.sort_by([("started_at", "ascending"), ("attempt", "ascending")])
+    latest: dict[str, str] = {}
+    for row in attempts.select(["call_key", "ok", "http_status", "detail"]).to_pylist():
+        if not row["ok"]:
+            detail = row["detail"] or "no message"
+            if row["http_status"] is not None and not detail.startswith("HTTP "):
+                detail = f"HTTP {row['http_status']}: {detail}"
+            latest[row["call_key"]] = detail
+    return latest

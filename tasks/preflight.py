@@ -1,0 +1,94 @@
+"""What a run configuration needs before its first stage: checked at once, before any
+record is written, so that a run that cannot finish is refused in a second and leaves no
+entry in `judgeline runs`.
+
+`check_run` is quick and needs no Prefect (the command line calls it before the flow
+starts); `check_keys` also loads Prefect Secret blocks, so the flow calls it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from schemas.config import RunConfig
+from schemas.judge import JudgeSpec
+from tasks.errors import InputError, IntegrityError
+from tasks.ingest.tables import ColumnMapping
+from tasks.judging.claims import RunLock
+from tasks.judging.client import aresolve_api_key
+from tasks.runfolder import RunFolder
+from tasks.templates import get_template
+from tasks.workdir import WorkDir
+
+__all__ = ["check_keys", "check_run"]
+
+
+def check_run(config: RunConfig, work: WorkDir, run_id: str | None) -> None:
+    """Refuse a configuration whose template, dataset files, key variables or run id would
+    fail a stage: an InputError naming the first problem."""
+    get_template(config.template)
+    for number, dataset in enumerate(config.datasets):
+        _check_dataset(number, dataset.kind, dataset.path, dataset.mapping)
+    if not _keys_resolved_elsewhere(config):
+        for judge in config.judges:
+            _check_key_variable(judge)
+    if run_id is not None:
+        _check_run_id(config, work, run_id)
+
+
+async def check_keys(config: RunConfig) -> None:
+    """Every judge's key resolves here: its environment variable is set, its Prefect Secret
+    block exists and holds a string. Skipped when a Dask cluster resolves the keys."""
+    if _keys_resolved_elsewhere(config):
+        return
+    for judge in config.judges:
+        await aresolve_api_key(judge)
+
+
+def _keys_resolved_elsewhere(config: RunConfig) -> bool:
+    # Dask workers resolve keys themselves (they never travel), and may hold variables
+    # this process does not.
+    return bool(config.dask_address or os.environ.get("JUDGELINE_DASK_ADDRESS"))
+
+
+def _check_dataset(number: int, kind: str, path: str | None, mapping: str | None) -> None:
+    if path is None:
+        return
+    where = f"datasets[{number}] ({kind})"
+    source = Path(path)
+    if not source.exists():
+        raise InputError(f"{where}: file not found", file=path)
+    if not source.is_file():
+        raise InputError(f"{where}: is a directory, not a file", file=path)
+    if not os.access(source, os.R_OK):
+        raise InputError(f"{where}: cannot read file: permission denied", file=path)
+    if kind == "table" and mapping is not None:
+        ColumnMapping.parse(mapping)
+
+
+def _check_key_variable(judge: JudgeSpec) -> None:
+    if judge.api_key_env and not os.environ.get(judge.api_key_env):
+        raise InputError(
+            f"judge {judge.name!r}: environment variable {judge.api_key_env} is not set "
+            "(api_key_env); set it, or name another variable"
+        )
+
+
+def _check_run_id(config: RunConfig, work: WorkDir, run_id: str) -> None:
+    """The run id is not being judged by another process, and an earlier run under it was
+    made with the same template and judges."""
+    folder = RunFolder(work, run_id)
+    if folder.lock.exists():
+        with RunLock(work, run_id):  # refuses, naming the holder, if another process has it
+            pass
+    info = folder.find_info()
+    if info is None:
+        return
+    judges = [j.model_dump(mode="json") for j in config.judges]
+    for field, mine in (("template_id", config.template), ("judges", judges)):
+        if getattr(info, field) != mine:
+            raise IntegrityError(
+                f"run {run_id}: {folder.info} was made with a different {field}; "
+                "use a new --run-id for a different plan, template or judge set"
+            )

@@ -1,0 +1,171 @@
+"""What the installed `judgeline` prints in an 80-column terminal for a real run: run ids
+whole, the configured design's scores, the run's name, failed and running runs said so,
+failed calls with the provider's message, and a replay summary with whole numbers."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from support import REPO
+
+from schemas.run import CodeVersion, RunRecord
+from tasks.runrecord import write_record
+from tasks.simjudge.server import SimJudgeServer
+from tasks.workdir import WorkDir
+
+pytestmark = pytest.mark.slow
+
+JUDGELINE = str(REPO / ".venv" / "bin" / "judgeline")
+RUN_ID = "20261130T020000Z-c0ffee"
+NAME = "ux-night"
+MAPPING = "question=q,answer_a=x,answer_b=y,key=label{A>B:A,B>A:B}"
+
+
+@dataclass(frozen=True)
+class Night:
+    work: WorkDir
+    folder: Path
+    run: subprocess.CompletedProcess[str]
+
+
+def judgeline(work: WorkDir, *args: str) -> subprocess.CompletedProcess[str]:
+    """`judgeline --work-dir WORK ARGS` in a fresh process, as in an 80-column terminal."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL",)}
+    env.pop("JUDGELINE_WORK_DIR", None)
+    env["COLUMNS"] = "80"
+    argv = [JUDGELINE, "--work-dir", str(work.root), *args]
+    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
+
+
+def _write_inputs(folder: Path, base_url: str) -> Path:
+    with (folder / "pairs.csv").open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["q", "x", "y", "label"])
+        for i in range(12):
+            writer.writerow(
+                [f"question {i}", f"answer x{i}", f"answer y{i}", ["A>B", "B>A"][i % 2]]
+            )
+    config = folder / "night.yaml"
+    config.write_text(
+        f"""name: {NAME}
+datasets:
+  - {{kind: table, path: {folder / "pairs.csv"}, mapping: "{MAPPING}"}}
+judges:
+  - {{name: strong, base_url: "{base_url}", model: strong, simulated: true}}
+  - {{name: ghost, base_url: "{base_url}", model: no-such-model, simulated: true}}
+k: 2
+designs: [common]
+policies: [full, nonstrict, strict]
+""",
+        "utf-8",
+    )
+    return config
+
+
+@pytest.fixture(scope="module")
+def night(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Night]:
+    folder = tmp_path_factory.mktemp("terminal")
+    work = WorkDir(folder / "work")
+    with SimJudgeServer() as server:
+        config = _write_inputs(folder, server.base_url)
+        run = judgeline(work, "run", str(config), "--run-id", RUN_ID)
+    yield Night(work, folder, run)
+
+
+def _record(work: WorkDir, run_id: str, status: str, error: str | None) -> None:
+    write_record(
+        work,
+        RunRecord(
+            run_id=run_id,
+            name="broken",
+            status=status,  # type: ignore[arg-type]
+            config_hash="0" * 64,
+            config={"k": 2},
+            code=CodeVersion(commit=None, dirty=None, packages={}),
+            started_at=dt.datetime(2026, 11, 30, 3, tzinfo=dt.UTC),
+            error=error,
+        ),
+    )
+
+
+def test_the_run_shows_the_first_designs_scores_and_its_name(night: Night) -> None:
+    out = night.run.stdout
+    assert night.run.returncode == 0, out + night.run.stderr
+    assert NAME in out and "(common)" in out
+    # Too wide for a table at 80 columns: a paragraph per row, every number whole.
+    text = " ".join(out.split())
+    assert re.search(r"strong · default: score \(95% CI\) \d\.\d{3} \(\d\.\d\d-\d\.\d\d\)", text), (
+        out
+    )
+    assert "…" not in out and "nan" not in out
+    assert f"work/runs/{RUN_ID}/report.html" in out  # the path is never broken
+    assert "great_expectations" not in night.run.stderr
+
+
+def test_runs_keeps_run_ids_whole_at_80_columns(night: Night) -> None:
+    _record(night.work, "20261130T030000Z-dead01-a-long-suffix", "failed", "ValueError: x")
+    listed = judgeline(night.work, "runs")
+    assert listed.returncode == 0, listed.stderr
+    assert RUN_ID in listed.stdout and "20261130T030000Z-dead01-a-long-suffix" in listed.stdout
+    assert NAME in listed.stdout and "…" not in listed.stdout
+    assert max(len(line) for line in listed.stdout.splitlines()) <= 80
+
+
+def test_show_and_report_of_a_failed_run_say_why(night: Night) -> None:
+    _record(night.work, "failed-run", "failed", "InputError: judge 'j': variable K is not set")
+    shown = judgeline(night.work, "show", "failed-run")
+    assert shown.returncode == 2, shown.stdout + shown.stderr
+    text = " ".join(shown.stderr.split())
+    assert text.startswith("error: run 'failed-run'") and "failed: InputError: judge 'j'" in text
+    assert shown.stdout.strip() == ""  # no empty table
+    report = judgeline(night.work, "report", "failed-run")
+    assert report.returncode == 2, report.stdout + report.stderr
+    text = " ".join(report.stderr.split())
+    assert "has no outcomes to report (status failed: InputError" in text, text
+    assert not (night.work.run_dir("failed-run") / "report.html").exists()
+
+
+def test_show_of_a_running_run_says_so(night: Night) -> None:
+    _record(night.work, "running-run", "running", None)
+    shown = judgeline(night.work, "show", "running-run")
+    assert shown.returncode == 0, shown.stderr
+    assert "running-run (broken) is running since 2026-11-30 03:00 UTC" in " ".join(
+        shown.stdout.split()
+    )
+    assert "judge · config" not in shown.stdout
+
+
+def test_failures_lists_failed_calls_with_the_providers_message(night: Night) -> None:
+    listed = judgeline(night.work, "failures", RUN_ID)
+    assert listed.returncode == 0, listed.stderr
+    text = " ".join(listed.stdout.split())
+    assert "ghost · default" in text and "strong ·" not in text, text
+    assert "HTTP 404" in text and "no-such-model" in text, text
+    # One message per failure, however many calls (their request ids differ), counted.
+    assert text.count("no-such-model") == 1 and re.search(r"\d+ × HTTP 404", text), text
+    assert "never sent" in text  # the calls the breaker held after the 404s
+    assert f"rerun-failed {RUN_ID}" in text
+    # Messages wrap at the terminal's width; only the command stays whole on one line.
+    lines = [line for line in listed.stdout.splitlines() if "rerun-failed" not in line]
+    assert max(len(line) for line in lines) <= 80
+
+
+def test_replay_summary_numbers_are_whole_at_80_columns(night: Night) -> None:
+    outcomes = night.work.run_dir(RUN_ID) / "outcomes.parquet"
+    replayed = judgeline(
+        night.work, "replay", "--calls", str(outcomes), "--out", str(night.folder / "replay")
+    )
+    assert replayed.returncode == 0, replayed.stderr
+    assert "…" not in replayed.stdout
+    assert re.search(
+        r"strong · \S+ · pairs · common · nonstrict \(12 pairs\): calls \d",
+        " ".join(replayed.stdout.split()),
+    ), replayed.stdout

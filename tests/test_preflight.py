@@ -1,0 +1,133 @@
+"""The checks a run passes before its first stage: template, dataset files, key variables,
+the run id's lock and origin; a refused run leaves nothing in the work dir."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import REPO
+
+from schemas.config import RunConfig
+from schemas.run import RunInfo
+from tasks.errors import InputError, IntegrityError
+from tasks.judging.claims import RunLock
+from tasks.preflight import check_keys, check_run
+from tasks.runfolder import RunFolder
+from tasks.workdir import WorkDir
+
+JUDGELINE = str(REPO / ".venv" / "bin" / "judgeline")
+KEY_VAR = "JUDGELINE_TEST_UNSET_KEY"
+
+
+def config(**changes: Any) -> RunConfig:
+    raw: dict[str, Any] = {
+        "name": "preflight",
+        "datasets": [{"kind": "demo"}],
+        "judges": [{"name": "j", "base_url": "http://127.0.0.1:9/v1", "model": "m"}],
+        "k": 2,
+    }
+    raw.update(changes)
+    return RunConfig.model_validate(raw)
+
+
+def keyed_judge() -> list[dict[str, Any]]:
+    return [
+        {"name": "j", "base_url": "http://127.0.0.1:9/v1", "model": "m", "api_key_env": KEY_VAR}
+    ]
+
+
+def test_a_good_configuration_passes(work: WorkDir) -> None:
+    check_run(config(), work, "r1")
+    assert not work.root.exists()  # checking writes nothing
+
+
+def test_an_unknown_template_is_refused(work: WorkDir) -> None:
+    with pytest.raises(InputError, match="unknown template 'arena-hard-v9'"):
+        check_run(config(template="arena-hard-v9"), work, None)
+
+
+def test_a_missing_dataset_file_is_refused(work: WorkDir, tmp_path: Path) -> None:
+    missing = str(tmp_path / "nope.jsonl")
+    cfg = config(datasets=[{"kind": "demo"}, {"kind": "judgebench", "path": missing}])
+    with pytest.raises(InputError, match=r"nope\.jsonl: datasets\[1\] \(judgebench\): file not"):
+        check_run(cfg, work, None)
+    table = tmp_path / "t.csv"
+    table.write_text("q,a,b\n", "utf-8")
+    bad_map = config(datasets=[{"kind": "table", "path": str(table), "mapping": "question=q"}])
+    with pytest.raises(InputError, match="missing answer_a, answer_b"):
+        check_run(bad_map, work, None)
+
+
+def test_an_unset_key_variable_is_refused(work: WorkDir, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(KEY_VAR, raising=False)
+    cfg = config(judges=keyed_judge())
+    with pytest.raises(InputError, match=f"judge 'j': environment variable {KEY_VAR} is not set"):
+        check_run(cfg, work, None)
+    with pytest.raises(InputError, match=KEY_VAR):
+        asyncio.run(check_keys(cfg))
+    monkeypatch.setenv(KEY_VAR, "sk-test")
+    check_run(cfg, work, None)
+    asyncio.run(check_keys(cfg))
+    # On Dask the workers resolve the keys: this process need not hold them.
+    monkeypatch.delenv(KEY_VAR)
+    check_run(config(judges=keyed_judge(), dask_address="tcp://10.0.0.5:8786"), work, None)
+
+
+def test_a_run_id_being_judged_is_refused(work: WorkDir) -> None:
+    with RunLock(work, "busy"), pytest.raises(InputError, match="being judged by another"):
+        check_run(config(), work, "busy")
+    check_run(config(), work, "busy")  # free again
+
+
+def test_a_run_id_made_with_other_judges_is_refused(work: WorkDir) -> None:
+    cfg = config()
+    info = RunInfo(
+        run_id="old",
+        plan_id="p",
+        manifest_hash="m",
+        template_id=cfg.template,
+        template_hash="h",
+        judges=[{**cfg.judges[0].model_dump(mode="json"), "model": "other"}],
+    )
+    RunFolder(work, "old").write_info(info)
+    with pytest.raises(IntegrityError, match="different judges"):
+        check_run(cfg, work, "old")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ("template: arena-hard-v9\n", ["unknown template 'arena-hard-v9'"]),
+        (f"judges: {keyed_judge()}\n", [f"environment variable {KEY_VAR} is not set"]),
+        (None, ["run 'busy' is being judged by another process"]),
+    ],
+    ids=["template", "key", "lock"],
+)
+def test_the_run_command_refuses_before_freezing(
+    change: str | None, words: list[str], tmp_path: Path
+) -> None:
+    work = WorkDir(tmp_path / "work")
+    path = tmp_path / "run.yaml"
+    text = "name: preflight\ndatasets: [{kind: demo}]\nk: 2\n"
+    if not (change or "").startswith("judges"):
+        text += "judges: [{name: j, base_url: 'http://127.0.0.1:9/v1', model: m}]\n"
+    text += change or ""
+    path.write_text(text, "utf-8")
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", KEY_VAR)}
+    argv = [JUDGELINE, "--work-dir", str(work.root), "run", str(path), "--run-id", "busy"]
+    with RunLock(work, "busy"):
+        done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    message = done.stderr.strip()
+    assert message.startswith("error: ") and "\n\n" not in message, message
+    assert all(w in message for w in words), message
+    assert "Traceback" not in done.stdout + done.stderr
+    # Nothing was frozen or planned, and no record lists the refused run.
+    assert not (work.root / "manifests").exists() and not (work.root / "plans").exists()
+    assert not (work.run_dir("busy") / "record.json").exists()

@@ -34,8 +34,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from schemas.calls import ReplyRecord
 from tasks.errors import InputError
-from tasks.judging.cache import fold_dead_journals, stored_keys
+from tasks.judging.cache import check_schema, fold_dead_journals, stored_keys
 from tasks.judging.journal import DeadWriterWatch
 from tasks.runfolder import RunFolder
 from tasks.storage import FolderChanges
@@ -141,8 +142,10 @@ class StoredKeyView:
         """Read reply files published since the last refresh; returns keys added."""
         before = len(self.keys)
         for name in self._listing():
+            path = Path(self.folder, name)
             try:
-                column = pq.read_table(Path(self.folder, name), columns=["call_key"])
+                check_schema(path, ReplyRecord)
+                column = pq.read_table(path, columns=["call_key"])
             except FileNotFoundError:
                 continue  # compacted away; its rows live on in the merged file
             except (OSError, ValueError, pa.ArrowException):

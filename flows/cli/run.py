@@ -149,8 +149,10 @@ def runs() -> None:
 def show(run_id: Annotated[str, typer.Argument(help="Run id.")]) -> None:
     """Print a run's summary table in the terminal."""
     from tasks.runrecord import read_record
+    from tasks.warehouse import check_run_tables
 
     read_record(state.work, run_id)
+    check_run_tables(state.work, run_id)
     console.print(_summary_table(run_id))
 
 

@@ -24,6 +24,7 @@ from schemas.config import RunConfig
 from schemas.run import RunRecord
 from schemas.vocabulary import DESIGNS, POLICIES
 from tasks.errors import InputError
+from tasks.judging.claims import RunLock
 from tasks.runconfig import config_hash, load_run_config
 from tasks.runfolder import RunFolder
 from tasks.runrecord import code_version, new_run_id, outcome_counts, read_record, write_record
@@ -64,6 +65,8 @@ async def nightly_flow(
     work = WorkDir.at(work_dir or cfg.work_dir)
     root = str(work.root)
     run_id = run_id or new_run_id()
+    # Refused here, before anything is written: the run may be another process's.
+    lock = RunLock(work, run_id, nestable=True).acquire()
     record = RunRecord(
         run_id=run_id,
         name=cfg.name,
@@ -125,6 +128,7 @@ async def nightly_flow(
     finally:
         record.ended_at = dt.datetime.now(dt.UTC)
         write_record(work, record)
+        lock.release()
     logger.info("run %s completed: %s", run_id, record.outcomes)
     return record.model_dump(mode="json")
 

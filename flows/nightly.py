@@ -24,6 +24,7 @@ from schemas.config import RunConfig
 from schemas.run import RunRecord
 from schemas.vocabulary import DESIGNS, POLICIES
 from tasks.errors import InputError
+from tasks.jobrecord import judged_config, new_record, recorded_run
 from tasks.judging.claims import RunLock
 from tasks.runconfig import config_hash, load_run_config
 from tasks.runfolder import RunFolder
@@ -140,25 +141,46 @@ def _replay_and_report(work: WorkDir, run_id: str, designs: list[str], policies:
 
 
 @flow(name="rerun-failed-run")
-async def rerun_run_flow(run_id: str, work_dir: str | None = None) -> dict[str, Any]:
-    """Send again the calls of a run that have no stored reply, then rebuild its tables."""
+async def rerun_run_flow(
+    run_id: str,
+    work_dir: str | None = None,
+    show_progress: bool = False,
+    dask_address: str | None = None,
+) -> dict[str, Any]:
+    """Send again the calls of a run that have no stored reply, then rebuild its remap,
+    replay, record counts, warehouse and report (`judgeline rerun-failed` runs this too).
+
+    A run judged without a record (by the judge flow alone) gets one now, and the replay
+    takes every design and policy."""
     work = WorkDir.at(work_dir)
-    record = read_record(work, run_id)
-    if record.live is not None:
+    folder = RunFolder(work, run_id)
+    info = folder.read_info()
+    record = (
+        read_record(work, run_id)
+        if folder.record.exists()
+        else new_record(run_id, "judge", judged_config(info))
+    )
+    if record.live is not None or info.live is not None:
         # Resending a live run's failed calls would change which pairs stop after the fact.
         raise InputError(
             f"run {run_id} ran paired unanimity live; start a new live run instead (it "
             "reuses every stored reply and sends the failed calls again)"
         )
-    cfg = RunConfig.model_validate(record.config)
-    counts: dict[str, Any] = await rerun_failed_flow(
-        run_id, str(work.root), dask_address=cfg.dask_address
-    )
-    remap_flow(run_id, str(work.root))
-    record.outcomes = outcome_counts(RunFolder(work, run_id))
-    record.calls = counts
-    record.report = _replay_and_report(work, run_id, list(cfg.designs), list(cfg.policies))
-    write_record(work, record)
+    try:
+        cfg: RunConfig | None = RunConfig.model_validate(record.config)
+    except ValueError:
+        cfg = None  # a judge run's record: its plan and judges only
+    designs, policies = (cfg.designs, cfg.policies) if cfg else (DESIGNS, POLICIES)
+    if dask_address is None and cfg is not None:
+        dask_address = cfg.dask_address
+    with recorded_run(work, record):
+        counts: dict[str, Any] = await rerun_failed_flow(
+            run_id, str(work.root), show_progress, dask_address
+        )
+        record.calls = counts
+        remap_flow(run_id, str(work.root))
+        record.outcomes = outcome_counts(folder)
+        record.report = _replay_and_report(work, run_id, list(designs), list(policies))
     return counts
 
 

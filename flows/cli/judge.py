@@ -126,12 +126,14 @@ def rerun_failed(
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
     dask_address: DaskAddress = None,
 ) -> None:
-    """Send again exactly the planned calls of a run that have no stored reply."""
+    """Send again exactly the planned calls of a run that have no stored reply, then rebuild
+    its outcomes, replay, record and report."""
     prepare_prefect()
-    from flows.judge import rerun_failed_flow
+    from flows.nightly import rerun_run_flow
+    from tasks.runfolder import RunFolder
 
     counts = asyncio.run(
-        rerun_failed_flow(
+        rerun_run_flow(
             run_id=run_id,
             work_dir=str(state.work.root),
             show_progress=progress,
@@ -139,3 +141,4 @@ def rerun_failed(
         )
     )
     _print_counts(run_id, counts)
+    console.print(f"report: {RunFolder(state.work, run_id).report}", highlight=False)

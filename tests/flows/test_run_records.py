@@ -62,3 +62,53 @@ def test_a_refused_run_leaves_the_running_record_alone(work: WorkDir, tmp_path: 
     assert result.returncode == 2, result.stdout + result.stderr
     assert "being judged by another process" in result.stderr
     assert record.read_bytes() == before
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_harness")
+def test_rerun_failed_from_the_command_line_rebuilds_the_run(work: WorkDir) -> None:
+    """A night whose judge was down, then `rerun-failed` once it is up: the record, the
+    outcomes, the replay and the report are all of the completed calls."""
+    import asyncio
+    import socket
+
+    import pyarrow.parquet as pq
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+    from flows.nightly import nightly_flow
+    from schemas.config import DatasetSpec, RunConfig
+    from schemas.judge import JudgeSpec
+    from tasks.runfolder import RunFolder
+    from tasks.runrecord import read_record
+    from tasks.simjudge.server import SimJudgeServer
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    judge = JudgeSpec(
+        name="strong", base_url=f"http://127.0.0.1:{port}/v1", simulated=True, model="strong",
+        max_retries=0,
+    )  # fmt: skip
+    config = RunConfig(name="n", datasets=[DatasetSpec(kind="demo")], judges=[judge], k=2)
+    asyncio.run(
+        nightly_flow(config=config.model_dump(mode="json"), work_dir=str(work.root), run_id="N")
+    )
+    down = read_record(work, "N")
+    assert down.calls["stored"] == 0 and down.outcomes["M"] == down.calls["planned"]
+    folder = RunFolder(work, "N")
+    stale_summary = folder.summary.stat().st_mtime_ns
+
+    with SimJudgeServer(port=port):
+        result = CliRunner().invoke(
+            app, ["--work-dir", str(work.root), "rerun-failed", "N", "--no-progress"]
+        )
+    assert result.exit_code == 0, result.output
+    up = read_record(work, "N")
+    assert up.status == "completed"
+    assert up.calls["stored"] == up.calls["planned"] and up.calls["failed"] == 0
+    assert up.outcomes["M"] == 0
+    outcomes = pq.read_table(folder.outcomes).column("outcome").to_pylist()
+    assert "M" not in outcomes
+    assert folder.summary.stat().st_mtime_ns > stale_summary  # the replay ran again
+    assert up.report is not None and Path(up.report).stat().st_mtime_ns > stale_summary

@@ -11,7 +11,7 @@ import typer
 from rich import box
 from rich.table import Table
 
-from flows.cli.app import app, console, state
+from flows.cli.app import app, console, err_console, state
 
 
 def _run_nightly(**params: Any) -> dict[str, Any]:
@@ -126,16 +126,22 @@ def run(
 
 @app.command("runs")
 def runs() -> None:
-    """List runs with status and counts, newest first."""
-    from tasks.runrecord import list_records
+    """List runs with status and counts, newest first; damaged records are named, and a run
+    whose process died is `interrupted`, with the command that takes it up again."""
+    from tasks.jobrecord import resume_command, scan_records
 
     table = Table(header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
     for col in ("run id", "status", "started", "stored", "failed", "M", "I"):
         table.add_column(col, no_wrap=True, justify="left" if col == "run id" else "right")
-    for r in list_records(state.work):
+    entries = scan_records(state.work)
+    for entry in entries:
+        r = entry.record
+        if r is None:
+            table.add_row(entry.run_id, entry.status, *("-" * 5))
+            continue
         table.add_row(
             r.run_id,
-            r.status,
+            entry.status,
             r.started_at.strftime("%m-%d %H:%M"),
             f"{r.calls.get('stored', '-')}/{r.calls.get('planned', '-')}",
             str(r.calls.get("failed", "-")),
@@ -143,6 +149,16 @@ def runs() -> None:
             str(r.outcomes.get("I", "-")),
         )
     console.print(table)
+    for entry in entries:
+        if entry.problem is not None:
+            err_console.print(f"warning: {entry.problem}", highlight=False, soft_wrap=True)
+        elif entry.status == "interrupted":
+            console.print(
+                f"run {entry.run_id} was interrupted (the process running it died); "
+                f"`{resume_command(entry)}` takes it up again",
+                highlight=False,
+                soft_wrap=True,
+            )
 
 
 @app.command("show")

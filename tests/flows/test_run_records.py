@@ -112,3 +112,19 @@ def test_rerun_failed_from_the_command_line_rebuilds_the_run(work: WorkDir) -> N
     assert "M" not in outcomes
     assert folder.summary.stat().st_mtime_ns > stale_summary  # the replay ran again
     assert up.report is not None and Path(up.report).stat().st_mtime_ns > stale_summary
+
+
+def test_a_running_record_whose_lock_is_free_is_interrupted(work: WorkDir) -> None:
+    """The process that wrote `running` died (SIGKILL): nobody holds the run's lock."""
+    from tasks.jobrecord import resume_command, scan_records
+
+    write_record(work, running_record("dead"))
+    judged = running_record("dead-judged").model_copy(update={"plan_id": "p"})
+    write_record(work, judged)
+    write_record(work, running_record("alive"))
+    with RunLock(work, "alive"):
+        status = {e.run_id: e.status for e in scan_records(work)}
+    assert status == {"dead": "interrupted", "dead-judged": "interrupted", "alive": "running"}
+    entries = {e.run_id: e for e in scan_records(work)}
+    assert resume_command(entries["dead-judged"]) == "judgeline rerun-failed dead-judged"
+    assert resume_command(entries["dead"]) == "judgeline run CONFIG.yaml --run-id dead"

@@ -158,7 +158,7 @@ async def rerun_run_flow(
     record = (
         read_record(work, run_id)
         if folder.record.exists()
-        else new_record(run_id, "judge", judged_config(info))
+        else new_record(run_id, "judge", judged_config(info.plan_id, info.template_id, info.judges))
     )
     if record.live is not None or info.live is not None:
         # Resending a live run's failed calls would change which pairs stop after the fact.

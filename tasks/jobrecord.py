@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from schemas.run import RunInfo, RunRecord
+from schemas.run import RunRecord
 from tasks.errors import describe_validation
 from tasks.hashing import canonical_json, sha256_text
 from tasks.judging.claims import RunLock
@@ -48,9 +48,11 @@ def new_record(run_id: str, name: str, config: dict[str, Any]) -> RunRecord:
     )
 
 
-def judged_config(info: RunInfo) -> dict[str, Any]:
-    """What a run's calls were made from (its run.json), as a record's configuration."""
-    return {"plan_id": info.plan_id, "template": info.template_id, "judges": info.judges}
+def judged_config(
+    plan_id: str, template_id: str | None, judges: list[dict[str, Any]], **more: Any
+) -> dict[str, Any]:
+    """What a judge or live run's calls are made from, as its record's configuration."""
+    return {"plan_id": plan_id, "template": template_id, "judges": judges, **more}
 
 
 @contextmanager

@@ -138,8 +138,15 @@ def _source(files: list[TableFile]) -> str | None:
 
 
 def check_run_tables(work: WorkDir, run_id: str) -> None:
-    """Raise an IntegrityError naming every damaged table file of a run (the warehouse
-    leaves such files out, so the run's figures would be silently incomplete)."""
+    """Raise an InputError if a run has no outcomes yet (it was judged only), and an
+    IntegrityError naming every damaged table file of a run (the warehouse leaves such
+    files out, so the run's figures would be silently incomplete)."""
+    outcomes = work.root.joinpath("runs", run_id, TABLE_FILES["outcomes"])
+    if not outcomes.exists():
+        raise InputError(
+            f"run {run_id!r} has no outcomes yet ({outcomes} does not exist): it was judged "
+            f"only. `judgeline remap {run_id}` makes them from its stored replies."
+        )
     damaged = []
     for view in VIEWS:
         if view.pattern[0] != "runs":

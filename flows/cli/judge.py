@@ -88,6 +88,7 @@ def judge(
     prepare_prefect()
     from flows.judge import judge_flow
     from tasks.hashing import digest
+    from tasks.jobrecord import judged_config, new_record, recorded_run
     from tasks.plan import resolve_plan_id
     from tasks.templates import DEFAULT_TEMPLATE
 
@@ -102,21 +103,24 @@ def judge(
         raise InputError("no judges: give --judges FILE.yaml or --base-url URL --model M")
     plan = resolve_plan_id(state.work, plan_id)
     template_id = template or DEFAULT_TEMPLATE
+    specs = [j.model_dump(mode="json") for j in judges]
     if run_id is None:
-        specs = [j.model_dump(mode="json") for j in judges]
         run_id = f"run-{digest(plan, template_id, specs)[:16]}"
-    counts = asyncio.run(
-        judge_flow(
-            run_id=run_id,
-            plan_id=plan,
-            judges=judges,
-            template_id=template_id,
-            batch_size=batch_size,
-            work_dir=str(state.work.root),
-            show_progress=progress,
-            dask_address=dask_address,
+    record = new_record(run_id, "judge", judged_config(plan, template_id, specs))
+    record.plan_id = plan
+    with recorded_run(state.work, record):  # so `runs`, `show` and `report` know the run
+        record.calls = counts = asyncio.run(
+            judge_flow(
+                run_id=run_id,
+                plan_id=plan,
+                judges=judges,
+                template_id=template_id,
+                batch_size=batch_size,
+                work_dir=str(state.work.root),
+                show_progress=progress,
+                dask_address=dask_address,
+            )
         )
-    )
     _print_counts(run_id, counts)
 
 

@@ -128,3 +128,32 @@ def test_a_running_record_whose_lock_is_free_is_interrupted(work: WorkDir) -> No
     entries = {e.run_id: e for e in scan_records(work)}
     assert resume_command(entries["dead-judged"]) == "judgeline rerun-failed dead-judged"
     assert resume_command(entries["dead"]) == "judgeline run CONFIG.yaml --run-id dead"
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_harness")
+def test_a_judge_run_has_a_record_that_runs_and_show_know(work: WorkDir, tmp_path: Path) -> None:
+    from support import stage_demo_plan
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+    from tasks.runrecord import read_record
+    from tasks.simjudge.server import SimJudgeServer
+
+    staged = stage_demo_plan(work, pairs=4, k=2)
+    judges = tmp_path / "judges.yaml"
+    cli = CliRunner()
+    with SimJudgeServer() as server:
+        judges.write_text(
+            f"judges: [{{name: s, base_url: '{server.base_url}', model: strong, simulated: true}}]"
+        )
+        args = ["--work-dir", str(work.root), "judge", staged.plan_id, "--judges", str(judges)]
+        judged = cli.invoke(app, [*args, "--run-id", "J", "--no-progress"])
+    assert judged.exit_code == 0, judged.output
+    record = read_record(work, "J")
+    assert record.status == "completed" and record.plan_id == staged.plan_id
+    assert record.calls["stored"] == record.calls["planned"] == 16
+    listed = cli.invoke(app, ["--work-dir", str(work.root), "runs"])
+    assert "J" in listed.output.split() and "16/16" in listed.output
+    shown = cli.invoke(app, ["--work-dir", str(work.root), "show", "J"])
+    assert "no outcomes yet" in str(shown.exception) and "judgeline remap J" in str(shown.exception)

@@ -12,6 +12,7 @@ from rich import box
 from rich.table import Table
 
 from flows.cli.app import app, console, err_console, state
+from tasks.workdir import WorkDir
 
 
 def _run_nightly(**params: Any) -> dict[str, Any]:
@@ -113,12 +114,14 @@ def run(
     run_id: Annotated[str | None, typer.Option(help="Run id (default: new).")] = None,
 ) -> None:
     """Run the nightly flow once for a configuration, now."""
-    from tasks.runconfig import load_run_config
+    from tasks.runconfig import choose_work_dir, load_run_config
 
-    cfg = load_run_config(config)
-    work_dir = str(state.work.root) if cfg.work_dir is None else cfg.work_dir
+    work_dir, note = choose_work_dir(load_run_config(config), state.work_given)
+    if note:
+        err_console.print(f"note: {note}", highlight=False, soft_wrap=True)
+    state.work = WorkDir(work_dir)
     record = _run_nightly(
-        config_path=str(config), run_id=run_id, work_dir=work_dir, show_progress=True
+        config_path=str(config), run_id=run_id, work_dir=str(work_dir), show_progress=True
     )
     console.print(_summary_table(record["run_id"]))
     console.print(f"report: {record['report']}")
@@ -191,7 +194,11 @@ def serve(
     from prefect import serve as prefect_serve
 
     from flows.deploy import build_deployments
+    from tasks.runconfig import choose_work_dir, load_run_config
 
-    deployments = build_deployments(config, state.work.root)
+    work_dir, note = choose_work_dir(load_run_config(config), state.work_given)
+    if note:
+        err_console.print(f"note: {note}", highlight=False, soft_wrap=True)
+    deployments = build_deployments(config, work_dir)
     console.print(f"serving {', '.join(d.name for d in deployments)} (Ctrl-C stops)")
     prefect_serve(*deployments, print_starting_message=False)

@@ -25,6 +25,8 @@ from schemas.config import RunConfig
 from schemas.run import RunRecord
 from schemas.vocabulary import CORE_POLICIES, DESIGNS
 from tasks.errors import InputError
+from tasks.jobrecord import judged_config, new_record, recorded_run
+from tasks.judging.claims import RunLock
 from tasks.live.advice import advised_savings, realised_against_advised
 from tasks.preflight import check_keys, check_run
 from tasks.runconfig import config_hash, load_run_config
@@ -71,6 +73,8 @@ async def nightly_flow(
     check_run(cfg, work, run_id)
     await check_keys(cfg)
     run_id = run_id or new_run_id()
+    # Refused here, before anything is written: the run may be another process's.
+    lock = RunLock(work, run_id, nestable=True).acquire()
     record = RunRecord(
         run_id=run_id,
         name=cfg.name,
@@ -145,6 +149,7 @@ async def nightly_flow(
     finally:
         record.ended_at = dt.datetime.now(dt.UTC)
         write_record(work, record)
+        lock.release()
     # Everything is written: a degraded or failed run now ends its flow run Failed.
     raise_unless_completed(run_id, record.status, record.health)
     logger.info("run %s completed: %s", run_id, record.outcomes)
@@ -164,29 +169,44 @@ async def rerun_run_flow(
     show_progress: bool = False,
     dask_address: str | None = None,
 ) -> dict[str, Any]:
-    """Send again the calls of a run that have no stored reply, then rebuild its tables,
-    report and status (a run still degraded or failed ends this flow run Failed).
+    """Send again the calls of a run that have no stored reply, then rebuild its remap,
+    replay, record counts, warehouse, report and status (`judgeline rerun-failed` runs this
+    too); a run still degraded or failed ends this flow run Failed. `dask_address` overrides
+    the run configuration's.
 
-    `dask_address` overrides the run configuration's."""
+    A run judged without a record (by the judge flow alone) gets one now, and the replay
+    takes every design and policy."""
     work = WorkDir.at(work_dir)
-    record = read_record(work, run_id)
-    if record.live is not None:
+    folder = RunFolder(work, run_id)
+    info = folder.read_info()
+    record = (
+        read_record(work, run_id)
+        if folder.record.exists()
+        else new_record(run_id, "judge", judged_config(info.plan_id, info.template_id, info.judges))
+    )
+    if record.live is not None or info.live is not None:
         # Resending a live run's failed calls would change which pairs stop after the fact.
         raise InputError(
             f"run {run_id} ran paired unanimity live; start a new live run instead (it "
             "reuses every stored reply and sends the failed calls again)"
         )
-    cfg = RunConfig.model_validate(record.config)
-    counts: dict[str, Any] = await rerun_failed_flow(
-        run_id, str(work.root), show_progress, dask_address=dask_address or cfg.dask_address
-    )
-    remap_flow(run_id, str(work.root))
-    record.outcomes = outcome_counts(RunFolder(work, run_id))
-    record.calls = counts
-    record.report = _replay_and_report(work, run_id, list(cfg.designs), list(cfg.policies))
-    record.health = run_health(RunFolder(work, run_id))
-    record.status, record.error = run_status(record.health), None
-    write_record(work, record)
+    try:
+        cfg: RunConfig | None = RunConfig.model_validate(record.config)
+    except ValueError:
+        cfg = None  # a judge run's record: its plan and judges only
+    designs, policies = (cfg.designs, cfg.policies) if cfg else (DESIGNS, CORE_POLICIES)
+    if dask_address is None and cfg is not None:
+        dask_address = cfg.dask_address
+    with recorded_run(work, record):
+        counts: dict[str, Any] = await rerun_failed_flow(
+            run_id, str(work.root), show_progress, dask_address
+        )
+        record.calls = counts
+        remap_flow(run_id, str(work.root))
+        record.outcomes = outcome_counts(folder)
+        record.report = _replay_and_report(work, run_id, list(designs), list(policies))
+        record.health = run_health(folder)
+        record.status = run_status(record.health)
     raise_unless_completed(run_id, record.status, record.health)
     return counts
 

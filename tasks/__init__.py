@@ -6,5 +6,6 @@ outcomes -> dispositions), `replay` (exact stopping-policy expectations), `live`
 unanimity executed live), `report` (the HTML report); `simjudge` is the simulated judge.
 Shared basics sit at the top: `errors`, `hashing`, `storage`, `workdir`, `runfolder`,
 `runrecord`, `runconfig`, `preflight`, `gates`, `templates`, `parsing`, `warehouse`
-(DuckDB, with its SQL in `sql/`) and `demo`. The design these modules implement is docs/design.md.
+(DuckDB, with its SQL in `sql/`; `tablefiles` checks the files it reads) and `demo`. The
+design these modules implement is docs/design.md.
 """

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from schemas.config import RunConfig
 from tasks.errors import InputError
 from tasks.hashing import canonical_json, sha256_text
+from tasks.workdir import DEFAULT_WORK_DIR
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -70,7 +71,7 @@ def load_run_config(path: str | Path) -> RunConfig:
     if not isinstance(raw, dict):
         raise InputError("a run configuration is a YAML mapping", file=str(source))
     try:
-        return RunConfig.model_validate(raw)
+        return _relative_to(RunConfig.model_validate(raw), source.resolve().parent)
     except ValidationError as exc:
         problems = []
         for err in exc.errors():
@@ -81,6 +82,33 @@ def load_run_config(path: str | Path) -> RunConfig:
             problems.append(f"{where}: {msg}")
         problem = "invalid run configuration: " + "; ".join(problems)
         raise InputError(problem, file=str(source)) from None
+
+
+def _relative_to(config: RunConfig, folder: Path) -> RunConfig:
+    """The configuration with relative dataset paths and work_dir taken from `folder` (the
+    configuration file's), whichever directory the command runs in."""
+
+    def resolve(path: str | None) -> str | None:
+        return None if path is None else str(folder / Path(path).expanduser())
+
+    datasets = [d.model_copy(update={"path": resolve(d.path)}) for d in config.datasets]
+    return config.model_copy(update={"datasets": datasets, "work_dir": resolve(config.work_dir)})
+
+
+def choose_work_dir(config: RunConfig, given: Path | None) -> tuple[Path, str | None]:
+    """The work dir of a run, and a note when the command line overrode the configuration.
+
+    `--work-dir` (or JUDGELINE_WORK_DIR) beats the configuration's `work_dir`, which beats
+    the default `./work`."""
+    if given is None:
+        return Path(config.work_dir or DEFAULT_WORK_DIR).resolve(), None
+    chosen = given.resolve()
+    if config.work_dir is None or Path(config.work_dir).resolve() == chosen:
+        return chosen, None
+    return chosen, (
+        f"work dir {chosen} (from --work-dir or JUDGELINE_WORK_DIR) is used, not the "
+        f"configuration's work_dir {config.work_dir}"
+    )
 
 
 def config_hash(config: RunConfig) -> str:

@@ -7,6 +7,7 @@ the `view_*.sql` files in `tasks/sql/`. Report queries are the `report_*.sql` fi
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import tempfile
@@ -38,9 +39,10 @@ from schemas import (
     SummaryRow,
     arrow_schema,
 )
-from tasks.errors import InputError
+from tasks.errors import InputError, IntegrityError
 from tasks.hashing import digest, sha256_bytes
 from tasks.runfolder import TABLE_FILES
+from tasks.tablefiles import TableFile, damage_of, list_table_files
 from tasks.workdir import WorkDir
 
 __all__ = [
@@ -49,6 +51,7 @@ __all__ = [
     "VIEWS",
     "bootstrap_interval",
     "build_warehouse",
+    "check_run_tables",
     "query",
     "report_names",
 ]
@@ -79,6 +82,8 @@ VIEWS: tuple[View, ...] = (
     View("design", ("runs", "*", TABLE_FILES["design"]), DesignRow, True),
     View("components", ("runs", "*", TABLE_FILES["components"]), ComponentRow, True),
 )
+
+log = logging.getLogger(__name__)
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
 _SOURCE = "{{source}}"
@@ -121,11 +126,42 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _source(root: Path, view: View) -> str | None:
-    """The read_parquet glob of a view; None when no file exists yet."""
-    if not any(root.glob("/".join(view.pattern))):
-        return None
-    return _quote(str(root.joinpath(*view.pattern)))
+def _listing(root: Path) -> dict[View, list[TableFile]]:
+    """Every view's files as they are now, each checked (footers only)."""
+    return {view: list_table_files(root, view.pattern, view.model) for view in VIEWS}
+
+
+def _source(files: list[TableFile]) -> str | None:
+    """The read_parquet list of a view's readable files; None when it has none."""
+    good = [_quote(str(f.path)) for f in files if f.problem is None]
+    return f"[{', '.join(good)}]" if good else None
+
+
+def check_run_tables(work: WorkDir, run_id: str) -> None:
+    """Raise an InputError if a run has no outcomes yet (it was judged only), and an
+    IntegrityError naming every damaged table file of a run (the warehouse leaves such
+    files out, so the run's figures would be silently incomplete)."""
+    outcomes = work.root.joinpath("runs", run_id, TABLE_FILES["outcomes"])
+    if not outcomes.exists():
+        raise InputError(
+            f"run {run_id!r} has no outcomes yet ({outcomes} does not exist): it was judged "
+            f"only. `judgeline remap {run_id}` makes them from its stored replies."
+        )
+    damaged = []
+    for view in VIEWS:
+        if view.pattern[0] != "runs":
+            continue
+        path = work.root.joinpath("runs", run_id, view.pattern[-1])
+        problem = damage_of(path, view.model) if path.exists() else None
+        if problem is not None:
+            damaged.append(f"{path} ({problem})")
+    if damaged:
+        raise IntegrityError(
+            f"run {run_id!r} is damaged: {'; '.join(damaged)}. Its figures cannot be shown; "
+            "the other runs are not affected. Rewrite the damaged tables (`judgeline remap "
+            f"{run_id}` rewrites its outcome tables from the cached replies) or delete the "
+            "run's folder."
+        )
 
 
 def _empty(view: View) -> pa.Table:
@@ -141,7 +177,8 @@ def build_warehouse(work: WorkDir) -> Path:
 
     It is written beside the old file and renamed into place, so a reader never sees a
     half-built database. A stage with no files yet becomes an empty table of its schema
-    (rebuild after the stage has run to see its rows).
+    (rebuild after the stage has run to see its rows). A damaged file (`tasks.tablefiles`)
+    is left out with a warning naming it: one damaged run never hides the others.
     """
     if _GLOB_CHARS.search(str(work.root)):
         # DuckDB expands glob characters in every parquet path, even a listed file, and has
@@ -155,11 +192,20 @@ def build_warehouse(work: WorkDir) -> Path:
     os.close(fd)
     tmp = Path(name)
     tmp.unlink()  # duckdb refuses to open an empty non-database file
+    listing = _listing(work.root)
+    for files in listing.values():
+        for f in files:
+            if f.problem is not None:
+                log.warning("%s is damaged and left out of the warehouse: %s", f.path, f.problem)
     try:
         con = duckdb.connect(str(tmp))
         try:
-            for view in VIEWS:
-                source = _source(work.root, view)
+            con.execute(_FILES_TABLE)
+            signatures = [_signature(f) for files in listing.values() for f in files]
+            if signatures:
+                con.executemany("INSERT INTO warehouse_files VALUES (?, ?, ?)", signatures)
+            for view, files in listing.items():
+                source = _source(files)
                 if source is None:
                     con.register("empty_stage", _empty(view))
                     con.execute(f'CREATE TABLE "{view.name}" AS SELECT * FROM empty_stage')
@@ -229,22 +275,39 @@ _POST: dict[
 }
 
 
+_FILES_TABLE = "CREATE TABLE warehouse_files (path VARCHAR, size BIGINT, mtime_ns BIGINT)"
+"""The files every view was built over (readable or not), to tell when it is stale."""
+
+
+def _signature(f: TableFile) -> tuple[str, int, int]:
+    return (str(f.path), f.size, f.mtime_ns)
+
+
 def _stale(work: WorkDir) -> bool:
-    """True if a stage stored as an empty table has files now."""
+    """True if any stage's files were added, removed or rewritten since the last build."""
     con = duckdb.connect(str(work.warehouse), read_only=True)
     try:
-        rows = con.execute("SELECT table_name FROM duckdb_tables()").fetchall()
+        built = set(con.execute("SELECT * FROM warehouse_files").fetchall())
+    except duckdb.Error:
+        return True  # built before the warehouse listed its files
     finally:
         con.close()
-    empty = {r[0] for r in rows}
-    return any(_source(work.root, v) is not None for v in VIEWS if v.name in empty)
+    now = set()
+    for view in VIEWS:
+        for path in sorted(work.root.glob("/".join(view.pattern))):
+            try:
+                stat = path.stat()
+            except FileNotFoundError:
+                continue
+            now.add((str(path), stat.st_size, stat.st_mtime_ns))
+    return now != built
 
 
 def query(work: WorkDir, name: str, **params: Any) -> pd.DataFrame:
     """Run the report query `name` (e.g. `report_scores`) with bound parameters.
 
-    Builds the warehouse first if it is missing or a stage that had no files when it was
-    built has some now (views are globs, so stages that had files see new ones anyway).
+    Builds the warehouse first if it is missing or any stage's files changed since it was
+    built (views list the files that were readable then).
     """
     if name not in report_names():
         raise InputError(f"no report query {name!r}; known: {', '.join(report_names())}")

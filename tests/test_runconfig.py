@@ -95,3 +95,29 @@ def test_unreadable_and_malformed_files(tmp_path: Path) -> None:
         load_run_config(_write(tmp_path, "judges: [unclosed\n"))
     with pytest.raises(InputError, match="YAML mapping"):
         load_run_config(_write(tmp_path, "- just\n- a list\n"))
+
+
+def test_paths_are_relative_to_the_config_file_and_work_dir_flag_wins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tasks.runconfig import choose_work_dir
+
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    config = folder / "mine.yaml"
+    config.write_text(
+        "datasets: [{kind: table, path: data/mine.csv, mapping: 'question=q'}]\n"
+        "judges: [{name: j, base_url: 'http://127.0.0.1:9/v1', model: m}]\n"
+        "work_dir: nightly-work\n",
+        "utf-8",
+    )
+    monkeypatch.chdir(tmp_path)  # the shell is elsewhere
+    cfg = load_run_config("configs/mine.yaml")
+    assert cfg.datasets[0].path == str(folder / "data" / "mine.csv")
+    assert cfg.work_dir == str(folder / "nightly-work")
+
+    assert choose_work_dir(cfg, None) == (folder / "nightly-work", None)
+    chosen, note = choose_work_dir(cfg, Path("other"))
+    assert chosen == tmp_path / "other"
+    assert note is not None and str(tmp_path / "other") in note and "nightly-work" in note
+    assert choose_work_dir(cfg, folder / "nightly-work") == (folder / "nightly-work", None)

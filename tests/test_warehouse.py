@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import logging
 from pathlib import Path
 
 import duckdb
@@ -20,7 +21,7 @@ from schemas import (
     SummaryRow,
     rows_to_table,
 )
-from tasks.errors import InputError
+from tasks.errors import InputError, IntegrityError
 from tasks.remap.dispositions import (
     compute_disclosure,
     compute_dispositions,
@@ -28,7 +29,14 @@ from tasks.remap.dispositions import (
     dispositions_table,
 )
 from tasks.storage import write_parquet_atomic
-from tasks.warehouse import VIEWS, bootstrap_interval, build_warehouse, query, report_names
+from tasks.warehouse import (
+    VIEWS,
+    bootstrap_interval,
+    build_warehouse,
+    check_run_tables,
+    query,
+    report_names,
+)
 from tasks.workdir import WorkDir
 
 GROUP = dict(judge="j", config="c", dataset="d")
@@ -315,3 +323,20 @@ def test_dispositions_view_keeps_schema_columns(two_runs: tuple[WorkDir, pd.Data
     finally:
         con.close()
     assert cols == ["run_id", *DispositionRow.model_fields]
+
+
+def test_a_damaged_run_file_leaves_the_other_runs_readable(
+    two_runs: tuple[WorkDir, pd.DataFrame], caplog: pytest.LogCaptureFixture
+) -> None:
+    work, _ = two_runs
+    damaged = work.run_dir("run-1") / "outcomes.parquet"
+    with damaged.open("r+b") as f:
+        f.truncate(300)
+    with caplog.at_level(logging.WARNING, logger="tasks.warehouse"):
+        disclosure = query(work, "report_disclosure", run_id="run-2")  # rebuilds: files changed
+    assert len(disclosure) == 1
+    assert not query(work, "report_scores", run_id="run-2").empty
+    assert any(str(damaged) in r.getMessage() for r in caplog.records)
+    check_run_tables(work, "run-2")
+    with pytest.raises(IntegrityError, match="run-1.*damaged.*outcomes.parquet"):
+        check_run_tables(work, "run-1")

@@ -51,6 +51,8 @@ class State:
     """The global options of one invocation."""
 
     work: WorkDir = WorkDir.at()
+    work_given: Path | None = None
+    """--work-dir or JUDGELINE_WORK_DIR when given (it beats a configuration's work_dir)."""
     debug: bool = False
 
 
@@ -69,6 +71,7 @@ def global_options(
         # Tables go to terminals at their width; to files and pipes wide enough not to cut.
         os.environ.setdefault("COLUMNS", "160")
     state.work = WorkDir.at(work_dir)
+    state.work_given = work_dir
     state.debug = debug
     configure_prefect(state.work, debug=debug)
 

@@ -106,6 +106,7 @@ def judge(
     prepare_prefect()
     from flows.judge import judge_flow
     from tasks.hashing import digest
+    from tasks.jobrecord import judged_config, new_record, recorded_run
     from tasks.plan import resolve_plan_id
     from tasks.templates import DEFAULT_TEMPLATE
 
@@ -126,21 +127,24 @@ def judge(
         rows = estimate_plan(state.work, plan, judges, template_id)
         print_rows(f"estimate · plan {plan}", rows, ESTIMATE_NOTE)
         return
+    specs = [j.model_dump(mode="json") for j in judges]
     if run_id is None:
-        specs = [j.model_dump(mode="json") for j in judges]
         run_id = f"run-{digest(plan, template_id, specs)[:16]}"
-    counts = asyncio.run(
-        judge_flow(
-            run_id=run_id,
-            plan_id=plan,
-            judges=judges,
-            template_id=template_id,
-            batch_size=batch_size,
-            work_dir=str(state.work.root),
-            show_progress=progress,
-            dask_address=dask_address,
+    record = new_record(run_id, "judge", judged_config(plan, template_id, specs))
+    record.plan_id = plan
+    with recorded_run(state.work, record):  # so `runs`, `show` and `report` know the run
+        record.calls = counts = asyncio.run(
+            judge_flow(
+                run_id=run_id,
+                plan_id=plan,
+                judges=judges,
+                template_id=template_id,
+                batch_size=batch_size,
+                work_dir=str(state.work.root),
+                show_progress=progress,
+                dask_address=dask_address,
+            )
         )
-    )
     _print_counts(run_id, counts)
 
 
@@ -150,38 +154,25 @@ def rerun_failed(
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
     dask_address: DaskAddress = None,
 ) -> None:
-    """Send again exactly the planned calls of a run that have no stored reply.
-
-    A run of `judgeline run` (or the nightly deployment) then gets its tables, report and
-    status rebuilt, and exits as `run` does: 3 if it is still degraded, 4 if failed.
-    """
+    """Send again exactly the planned calls of a run that have no stored reply, then rebuild
+    its outcomes, replay, record, status and report; exits as `run` does (3 if the run is
+    still degraded, 4 if failed)."""
     prepare_prefect()
-    from flows.judge import rerun_failed_flow
     from flows.nightly import rerun_run_flow
     from tasks.runfolder import RunFolder
     from tasks.runhealth import EXIT_CODES, RunNotCompleted
 
-    if RunFolder(state.work, run_id).record.is_file():
-        try:
-            counts = asyncio.run(
-                rerun_run_flow(
-                    run_id=run_id,
-                    work_dir=str(state.work.root),
-                    show_progress=progress,
-                    dask_address=dask_address,
-                )
+    try:
+        counts = asyncio.run(
+            rerun_run_flow(
+                run_id=run_id,
+                work_dir=str(state.work.root),
+                show_progress=progress,
+                dask_address=dask_address,
             )
-        except RunNotCompleted as exc:
-            print_reasons(exc.lines)
-            raise typer.Exit(EXIT_CODES[exc.status]) from None
-        _print_counts(run_id, counts)
-        return
-    counts = asyncio.run(
-        rerun_failed_flow(
-            run_id=run_id,
-            work_dir=str(state.work.root),
-            show_progress=progress,
-            dask_address=dask_address,
         )
-    )
+    except RunNotCompleted as exc:
+        print_reasons(exc.lines)
+        raise typer.Exit(EXIT_CODES[exc.status]) from None
     _print_counts(run_id, counts)
+    console.print(f"report: {RunFolder(state.work, run_id).report}", highlight=False)

@@ -47,7 +47,9 @@ def live(
     from rich.table import Table
 
     from tasks.hashing import digest
+    from tasks.jobrecord import judged_config, new_record, recorded_run
     from tasks.plan import resolve_plan_id
+    from tasks.runrecord import outcome_counts
     from tasks.templates import DEFAULT_TEMPLATE
 
     prepare_prefect()
@@ -56,14 +58,27 @@ def live(
     judges = load_judges(judges_file)
     plan = resolve_plan_id(state.work, plan_id)
     template_id = template or DEFAULT_TEMPLATE
+    specs = [j.model_dump(mode="json") for j in judges]
     if run_id is None:
-        specs = [j.model_dump(mode="json") for j in judges]
         run_id = f"live-{digest(plan, template_id, specs, rng_seed)[:16]}"
-    result: dict[str, Any] = asyncio.run(
-        live_flow(
-            run_id, plan, judges, rng_seed, template_id, batch_size, str(state.work.root), progress
+    config = judged_config(plan, template_id, specs, live={"rng_seed": rng_seed})
+    record = new_record(run_id, "live", config)
+    record.plan_id = plan
+    with recorded_run(state.work, record):  # so `runs`, `show` and `report` know the run
+        result: dict[str, Any] = asyncio.run(
+            live_flow(
+                run_id,
+                plan,
+                judges,
+                rng_seed,
+                template_id,
+                batch_size,
+                str(state.work.root),
+                progress,
+            )  # fmt: skip
         )
-    )
+        record.calls, record.live = result["calls"], result["live"]
+        record.outcomes = outcome_counts(RunFolder(state.work, run_id))
     reference, expected = _expected_savings(run_id)
     table = Table(
         title=f"live run {run_id} · paired unanimity · rng seed {rng_seed}",

@@ -12,7 +12,8 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from flows.cli.app import app, console, fits, print_reasons, print_rows, state
+from flows.cli.app import app, console, err_console, fits, print_reasons, print_rows, state
+from tasks.workdir import WorkDir
 
 
 def _print_spend(run_id: str) -> None:
@@ -154,10 +155,9 @@ def run(
 ) -> None:
     """Run the nightly flow once for a configuration, now."""
     from tasks.preflight import check_run
-    from tasks.runconfig import load_run_config
+    from tasks.runconfig import choose_work_dir, load_run_config
     from tasks.runhealth import EXIT_CODES, RunNotCompleted
     from tasks.runrecord import read_record
-    from tasks.workdir import WorkDir
 
     if dry_run:
         from tasks.judging.estimate import ESTIMATE_NOTE, estimate_config
@@ -165,17 +165,20 @@ def run(
         print_rows(f"estimate · {config}", estimate_config(config, state.work), ESTIMATE_NOTE)
         return
     cfg = load_run_config(config)
-    work_dir = str(state.work.root) if cfg.work_dir is None else cfg.work_dir
-    check_run(cfg, WorkDir.at(work_dir), run_id)  # in a second, before Prefect starts
+    work_dir, note = choose_work_dir(cfg, state.work_given)
+    if note:
+        err_console.print(f"note: {note}", highlight=False, soft_wrap=True)
+    state.work = WorkDir(work_dir)
+    check_run(cfg, state.work, run_id)  # in a second, before Prefect starts
     try:
         record = _run_nightly(
-            config_path=str(config), run_id=run_id, work_dir=work_dir, show_progress=True
+            config_path=str(config), run_id=run_id, work_dir=str(work_dir), show_progress=True
         )
     except RunNotCompleted as exc:
         # Degraded or failed: the reasons first, then what the run did measure.
         print_reasons(exc.lines)
         _print_summary(exc.run_id)
-        report = read_record(WorkDir.at(work_dir), exc.run_id).report
+        report = read_record(state.work, exc.run_id).report
         console.print(f"report: {report}", highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_CODES[exc.status]) from None
     _print_summary(record["run_id"])
@@ -185,24 +188,30 @@ def run(
 
 @app.command("runs")
 def runs() -> None:
-    """List runs with status and counts, newest first."""
-    from tasks.runrecord import list_records
+    """List runs with status and counts, newest first; damaged records are named, and a run
+    whose process died is `interrupted`, with the command that takes it up again."""
+    from tasks.jobrecord import resume_command, scan_records
 
-    records = list_records(state.work)
+    entries = scan_records(state.work)
     headers = ("run id", "name", "status", "started", "stored", "failed", "M", "I")
-    rows = [
-        (
-            r.run_id,
-            r.name,
-            r.status + (" · imported" if r.imported else ""),
-            r.started_at.strftime("%m-%d %H:%M"),
-            f"{r.calls.get('stored', '-')}/{r.calls.get('planned', '-')}",
-            str(r.calls.get("failed", "-")),
-            str(r.outcomes.get("M", "-")),
-            str(r.outcomes.get("I", "-")),
+    rows = []
+    for entry in entries:
+        r = entry.record
+        if r is None:
+            rows.append((entry.run_id, "-", entry.status, *("-" * 5)))
+            continue
+        rows.append(
+            (
+                r.run_id,
+                r.name,
+                entry.status + (" · imported" if r.imported else ""),
+                r.started_at.strftime("%m-%d %H:%M"),
+                f"{r.calls.get('stored', '-')}/{r.calls.get('planned', '-')}",
+                str(r.calls.get("failed", "-")),
+                str(r.outcomes.get("M", "-")),
+                str(r.outcomes.get("I", "-")),
+            )
         )
-        for r in records
-    ]
     table = Table(header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
     for col in headers:
         table.add_column(col, no_wrap=True, justify="left" if col in headers[:2] else "right")
@@ -210,11 +219,21 @@ def runs() -> None:
         table.add_row(*row)
     if fits(table):
         console.print(table)
-        return
-    # Run ids are copied into other commands: never cut, one paragraph per run instead.
-    for row in rows:
-        rest = "; ".join(f"{h} {c}" for h, c in zip(headers[2:], row[2:], strict=True))
-        console.print(f"{escape(row[0])} ({escape(row[1])}): {rest}", highlight=False)
+    else:
+        # Run ids are copied into other commands: never cut, one paragraph per run instead.
+        for row in rows:
+            rest = "; ".join(f"{h} {c}" for h, c in zip(headers[2:], row[2:], strict=True))
+            console.print(f"{escape(row[0])} ({escape(row[1])}): {rest}", highlight=False)
+    for entry in entries:
+        if entry.problem is not None:
+            err_console.print(f"warning: {entry.problem}", highlight=False, soft_wrap=True)
+        elif entry.status == "interrupted":
+            console.print(
+                f"run {entry.run_id} was interrupted (the process running it died); "
+                f"`{resume_command(entry)}` takes it up again",
+                highlight=False,
+                soft_wrap=True,
+            )
 
 
 @app.command("show")
@@ -230,12 +249,14 @@ def show(
     from tasks.report.pairs import pair_text, pair_views
     from tasks.runhealth import reasons
     from tasks.runrecord import read_record
+    from tasks.warehouse import check_run_tables
 
     record = read_record(state.work, run_id)
     if pair is not None:
         for view in pair_views(state.work, run_id, pair):
             console.print(pair_text(view), markup=False, highlight=False, soft_wrap=True)
         return
+    check_run_tables(state.work, run_id)
     started = record.started_at.strftime("%Y-%m-%d %H:%M UTC")
     if record.status == "failed" and record.error:
         done = ", ".join(record.stage_seconds) or "none"
@@ -275,7 +296,11 @@ def serve(
     from prefect import serve as prefect_serve
 
     from flows.deploy import build_deployments
+    from tasks.runconfig import choose_work_dir, load_run_config
 
-    deployments = build_deployments(config, state.work.root)
+    work_dir, note = choose_work_dir(load_run_config(config), state.work_given)
+    if note:
+        err_console.print(f"note: {note}", highlight=False, soft_wrap=True)
+    deployments = build_deployments(config, work_dir)
     console.print(f"serving {', '.join(d.name for d in deployments)} (Ctrl-C stops)")
     prefect_serve(*deployments, print_starting_message=False)

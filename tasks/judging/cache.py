@@ -43,6 +43,7 @@ class PublishListener(Protocol):
 
 __all__ = [
     "CacheWriter",
+    "check_schema",
     "compact",
     "fold_dead_journals",
     "read_attempts",
@@ -122,6 +123,12 @@ def _quarantine(work: WorkDir, path: Path, why: str) -> None:
     log.warning("cache file %s could not be read (%s); moved to %s", path, why, target)
 
 
+def check_schema(path: Path, model: type[BaseModel]) -> None:
+    """Raise ValueError (naming the file) unless the parquet file's footer holds exactly
+    the model's columns in types that cast to it; reads the footer only."""
+    conform(pq.read_schema(path).empty_table(), model, where=str(path))
+
+
 def _read_folder(
     work: WorkDir, folder: Path, model: type[BaseModel], columns: list[str] | None
 ) -> tuple[list[pa.Table], list[Path]]:
@@ -141,11 +148,13 @@ def _read_folder(
         vanished = False
         for path in sorted(folder.glob("*.parquet")):
             try:
-                table = pq.read_table(path, columns=columns)
                 if columns is None:
-                    table = conform(table, model, where=str(path))
+                    table = conform(pq.read_table(path), model, where=str(path))
                 else:
-                    table = table.select(columns).cast(schema)
+                    # Only what a full read accepts counts: a reply file remap cannot read
+                    # must not make its calls look stored.
+                    check_schema(path, model)
+                    table = pq.read_table(path, columns=columns).cast(schema)
             except FileNotFoundError:
                 vanished = True
                 continue

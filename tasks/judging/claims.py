@@ -30,12 +30,14 @@ import struct
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import ClassVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from schemas.calls import ReplyRecord
 from tasks.errors import InputError
-from tasks.judging.cache import fold_dead_journals, stored_keys
+from tasks.judging.cache import check_schema, fold_dead_journals, stored_keys
 from tasks.judging.journal import DeadWriterWatch
 from tasks.runfolder import RunFolder
 from tasks.storage import FolderChanges
@@ -51,16 +53,30 @@ class RunLock:
             ...  # judge the run
 
     `wait_s` > 0 polls for that long before refusing; the error names the holder's pid,
-    host and start time, read from the lock file the holder wrote.
+    host and start time, read from the lock file the holder wrote. A lock taken with
+    `nestable=True` may be taken again by this process (a flow holds it around its stages,
+    which take it too); it is let go when that outer holder releases it.
     """
 
-    def __init__(self, work: WorkDir, run_id: str, *, wait_s: float = 0.0) -> None:
+    _nestable: ClassVar[dict[str, int]] = {}
+    """Lock files this process holds as nestable, with how many inner holders each has."""
+
+    def __init__(
+        self, work: WorkDir, run_id: str, *, wait_s: float = 0.0, nestable: bool = False
+    ) -> None:
         self.path = RunFolder(work, run_id).create().lock
         self.run_id = run_id
         self.wait_s = wait_s
+        self.nestable = nestable
         self._fd: int | None = None
+        self._nested = False
 
     def acquire(self) -> RunLock:
+        key = os.path.realpath(self.path)
+        if key in RunLock._nestable:
+            RunLock._nestable[key] += 1
+            self._nested = True
+            return self
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         deadline = time.monotonic() + self.wait_s
         while True:
@@ -86,10 +102,19 @@ class RunLock:
         os.ftruncate(fd, 0)
         os.pwrite(fd, (json.dumps(me) + "\n").encode("utf-8"), 0)
         self._fd = fd
+        if self.nestable:
+            RunLock._nestable[key] = 0
         return self
 
     def release(self) -> None:
+        key = os.path.realpath(self.path)
+        if self._nested:
+            RunLock._nestable[key] -= 1
+            self._nested = False
+            return
         if self._fd is not None:
+            if self.nestable:
+                RunLock._nestable.pop(key, None)
             # The file stays: deleting it would let a third process lock a fresh inode
             # while a second one still waits on the old one.
             os.ftruncate(self._fd, 0)
@@ -141,8 +166,10 @@ class StoredKeyView:
         """Read reply files published since the last refresh; returns keys added."""
         before = len(self.keys)
         for name in self._listing():
+            path = Path(self.folder, name)
             try:
-                column = pq.read_table(Path(self.folder, name), columns=["call_key"])
+                check_schema(path, ReplyRecord)
+                column = pq.read_table(path, columns=["call_key"])
             except FileNotFoundError:
                 continue  # compacted away; its rows live on in the merged file
             except (OSError, ValueError, pa.ArrowException):

@@ -13,7 +13,7 @@ from tasks.report.render import ReportData, write_report
 from tasks.runfolder import RunFolder
 from tasks.runhealth import reasons, run_health, run_status
 from tasks.runrecord import read_record
-from tasks.warehouse import build_warehouse, query
+from tasks.warehouse import build_warehouse, check_run_tables, query
 from tasks.workdir import WorkDir
 
 
@@ -93,8 +93,9 @@ def _live_side(
 
 def load_report_data(work: WorkDir, run_id: str) -> ReportData:
     """Everything the report shows for one run, from the (rebuilt) warehouse."""
-    build_warehouse(work)
     header = _header(work, run_id)
+    check_run_tables(work, run_id)
+    build_warehouse(work)
     replayed, realised = _live_side(work, run_id, header)
     return ReportData(
         header=header,

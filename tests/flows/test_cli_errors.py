@@ -4,6 +4,7 @@ Prefect run's) unless --debug."""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import re
 import subprocess
@@ -14,6 +15,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from support import REPO
+
+from schemas.run import CodeVersion, RunRecord
+from tasks.runrecord import write_record
+from tasks.workdir import WorkDir
 
 JUDGELINE = str(REPO / ".venv" / "bin" / "judgeline")
 # A line of Prefect's console log: `17:34:39.888 | ERROR   | Task run ...`.
@@ -92,12 +97,7 @@ EDGE_CASES = {
 }
 
 # Bad inputs that still end in a traceback; each names where the check belongs.
-KNOWN_GAPS = {
-    "runs over a record that is a folder": (
-        Case(("runs",), ("record.json",), work="{d}/folder_record"),
-        "tasks/runrecord.py: list_records skips ValueError only, not IsADirectoryError",
-    ),
-}
+KNOWN_GAPS: dict[str, tuple[Case, str]] = {}
 
 
 def write_bad_inputs(d: Path) -> None:
@@ -112,6 +112,16 @@ def write_bad_inputs(d: Path) -> None:
     (d / "damaged" / "runs" / "damaged").mkdir(parents=True)
     (d / "damaged" / "runs" / "damaged" / "record.json").write_text('{"run_id": 3', "utf-8")
     (d / "folder_record" / "runs" / "r1" / "record.json").mkdir(parents=True)
+    healthy = RunRecord(
+        run_id="r2",
+        name="n",
+        status="completed",
+        config_hash="h",
+        config={},
+        code=CodeVersion(commit=None, dirty=None, packages={}),
+        started_at=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+    )
+    write_record(WorkDir(d / "folder_record"), healthy)
 
 
 @pytest.fixture(scope="module")
@@ -183,6 +193,20 @@ def test_known_gap_is_one_paragraph(name: str, bad_inputs: Path) -> None:
     if "Traceback" in result.stderr:
         pytest.xfail(gap)
     assert_one_paragraph(result, [w.format(d=bad_inputs) for w in case.words])
+
+
+@pytest.mark.slow
+def test_runs_lists_healthy_runs_and_warns_of_a_damaged_record(bad_inputs: Path) -> None:
+    """A record that cannot be read (here a folder) is listed as damaged with a warning
+    naming it; the healthy runs are listed as usual."""
+    work = bad_inputs / "folder_record"
+    result = judgeline(bad_inputs, Case(("runs",), (), work=str(work)))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+    assert "r2" in result.stdout and "completed" in result.stdout
+    assert "r1" in result.stdout and "damaged" in result.stdout
+    assert result.stderr.startswith("warning: ")
+    assert str(work / "runs" / "r1" / "record.json") in result.stderr
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
+from schemas.arrow import rows_to_table
 from schemas.calls import AttemptRecord, ReplyRecord
 from schemas.judge import JudgeSpec, ReasoningConfig
 from tasks.hashing import canonical_json, sha256_text
@@ -168,6 +169,17 @@ def test_wrong_schema_file_is_quarantined(work: WorkDir) -> None:
     assert (work.quarantine / "replies-odd.parquet").exists()
 
 
+def test_a_file_remap_cannot_read_is_not_counted_as_stored(work: WorkDir) -> None:
+    """A reply file missing a column is quarantined by `stored_keys` itself, so the judge
+    stage sends its calls again instead of counting them stored and remap finding none."""
+    write_replies(work, [_reply("ok")])
+    short = rows_to_table([_reply("lost")], ReplyRecord).drop_columns(["model"])
+    pq.write_table(short, work.replies / "short.parquet")
+    assert stored_keys(work) == {"ok"}
+    assert (work.quarantine / "replies-short.parquet").exists()
+    assert set(read_replies(work).column("call_key").to_pylist()) == stored_keys(work)
+
+
 def test_compact_merges_and_drops_duplicates(work: WorkDir) -> None:
     for i in range(5):
         write_replies(work, [_reply(f"k{i}"), _reply("dup", at=T0 + dt.timedelta(seconds=i))])
@@ -266,6 +278,7 @@ def test_public_surface_is_pinned() -> None:
         "CallKeyer",
         "call_key",
         "call_key_from_digest",
+        "check_schema",
         "compact",
         "fold_dead_journals",
         "decoding_params",

@@ -261,3 +261,14 @@ def _reply(key: str) -> ReplyRecord:
 def _texts(work: WorkDir) -> dict[str, str]:
     table = read_replies(work).select(["call_key", "raw_reply"]).to_pydict()
     return dict(zip(table["call_key"], table["raw_reply"], strict=True))
+
+
+def test_a_nestable_run_lock_is_taken_again_by_its_process_only(work: WorkDir) -> None:
+    outer = RunLock(work, "r1", nestable=True).acquire()
+    with RunLock(work, "r1"):  # a stage inside the flow that holds it
+        pass
+    with RunLock(work, "r1"):  # still held by the outer holder after the inner release
+        pass
+    outer.release()
+    with RunLock(work, "r1"), pytest.raises(InputError, match="'r1'"):
+        RunLock(work, "r1").acquire()  # released for good: plain locks refuse again

@@ -1,0 +1,132 @@
+"""Run records of every job that judges, and the state of each run as `runs` shows it.
+
+`recorded_run` holds a run's lock while it keeps the run's `record.json` (so a process
+refused the lock never writes into another's run); `judge` and `live` runs get a record
+this way, like nightly runs. `scan_records` reads every record: a damaged one is listed,
+not skipped, and a `running` record whose lock is free belongs to a process that died.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fcntl
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from schemas.run import RunRecord
+from tasks.errors import describe_validation
+from tasks.hashing import canonical_json, sha256_text
+from tasks.judging.claims import RunLock
+from tasks.runfolder import RECORD_FILE, RunFolder
+from tasks.runrecord import code_version, write_record
+from tasks.workdir import WorkDir
+
+__all__ = [
+    "RunEntry",
+    "judged_config",
+    "lock_is_free",
+    "new_record",
+    "recorded_run",
+    "resume_command",
+    "scan_records",
+]
+
+
+def new_record(run_id: str, name: str, config: dict[str, Any]) -> RunRecord:
+    """A `running` record for a run starting now."""
+    return RunRecord(
+        run_id=run_id,
+        name=name,
+        status="running",
+        config_hash=sha256_text(canonical_json(config)),
+        config=config,
+        code=code_version(),
+        started_at=dt.datetime.now(dt.UTC),
+    )
+
+
+def judged_config(
+    plan_id: str, template_id: str | None, judges: list[dict[str, Any]], **more: Any
+) -> dict[str, Any]:
+    """What a judge or live run's calls are made from, as its record's configuration."""
+    return {"plan_id": plan_id, "template": template_id, "judges": judges, **more}
+
+
+@contextmanager
+def recorded_run(work: WorkDir, record: RunRecord) -> Iterator[RunRecord]:
+    """Hold the run's lock and keep its record: `running` on entry, `completed` (unless the
+    caller set another status) or `failed` (with the error) on exit; the caller fills in
+    counts on the record meanwhile. Refused the lock, nothing is written."""
+    with RunLock(work, record.run_id, nestable=True):
+        record.status, record.error, record.ended_at = "running", None, None
+        write_record(work, record)
+        try:
+            yield record
+            if record.status == "running":  # a caller may have judged it degraded or failed
+                record.status = "completed"
+        except BaseException as exc:
+            record.status = "failed"
+            record.error = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            record.ended_at = dt.datetime.now(dt.UTC)
+            write_record(work, record)
+
+
+def lock_is_free(work: WorkDir, run_id: str) -> bool:
+    """True if no process holds the run's lock (a missing lock file is free)."""
+    try:
+        fd = os.open(RunFolder(work, run_id).lock, os.O_RDONLY)
+    except FileNotFoundError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)  # closing drops the probe's lock
+    return True
+
+
+@dataclass(frozen=True)
+class RunEntry:
+    """One run as listed: its record (None if damaged), its shown status, and the problem."""
+
+    run_id: str
+    record: RunRecord | None
+    status: str
+    problem: str | None = None
+
+
+def scan_records(work: WorkDir) -> list[RunEntry]:
+    """Every run folder with a record, newest first, damaged ones last.
+
+    A damaged record is an entry with status `damaged` and the problem (naming the file); a
+    `running` record whose lock is free is `interrupted`: the process that ran it died.
+    """
+    good: list[RunEntry] = []
+    damaged: list[RunEntry] = []
+    for path in sorted((work.root / "runs").glob(f"*/{RECORD_FILE}")):
+        run_id = path.parent.name
+        try:
+            record = RunRecord.model_validate_json(path.read_text("utf-8"))
+        except (OSError, ValueError) as exc:
+            problem = f"{path} is damaged and cannot be read ({describe_validation(exc)})"
+            damaged.append(RunEntry(run_id, None, "damaged", problem))
+            continue
+        status: str = record.status
+        if status == "running" and lock_is_free(work, run_id):
+            status = "interrupted"
+        good.append(RunEntry(run_id, record, status))
+    good.sort(key=lambda e: e.record.started_at if e.record else dt.datetime.min, reverse=True)
+    return good + damaged
+
+
+def resume_command(entry: RunEntry) -> str:
+    """The command that takes an interrupted run up again."""
+    if entry.record is not None and entry.record.plan_id is not None:
+        return f"judgeline rerun-failed {entry.run_id}"
+    return f"judgeline run CONFIG.yaml --run-id {entry.run_id}"

@@ -102,9 +102,9 @@ def _lines(diff: RunDiff) -> list[str]:
     for label, configs in (("added", diff.configs_added), ("removed", diff.configs_removed)):
         if configs:
             lines.append(f"judge configs {label}: " + ", ".join(f"{j} · {c}" for j, c in configs))
-    for label, calls in (("previous run", diff.calls_a), ("this run", diff.calls_b)):
+    for label, calls in (("the previous run", diff.calls_a), ("this run", diff.calls_b)):
         lines.append(
-            f"calls of the {label}: {calls.get('sent', 0)} sent, "
+            f"calls of {label}: {calls.get('sent', 0)} sent, "
             f"{calls.get('cached', 0)} reused from the cache"
         )
     return lines
@@ -176,7 +176,11 @@ def _probe_lines(probe: dict[str, Any] | None) -> list[str]:
 
 
 def _alarm_text(alarm: dict[str, Any]) -> str:
-    figures = ", ".join(f"{k} {v}" for k, v in alarm.items() if k not in ("alarm", "run_id"))
+    figures = ", ".join(
+        f"{k} {round(v, 3) if isinstance(v, float) else v}"
+        for k, v in alarm.items()
+        if k not in ("alarm", "run_id")
+    )
     return f"{alarm['alarm']}: {figures}"
 
 

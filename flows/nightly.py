@@ -136,6 +136,7 @@ async def nightly_flow(
         if cfg.probe is not None:
             record.probe = await probe_task(root, run_id, record.manifest_hash, record.config)
             lap("probe")
+            write_record(work, record)  # the report's "since" section reads the probe
         record.report = report_task(root, run_id)
         lap("report")
         record.health = run_health(folder)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import os
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -21,6 +22,8 @@ import pandas as pd
 
 from schemas import Pair
 from schemas.config import ProbeSpec, RunConfig
+from schemas.judge import JudgeSpec
+from tasks.errors import InputError
 from tasks.hashing import digest
 from tasks.ingest.manifest import freeze_manifest, read_manifest
 from tasks.judging.request import JudgeRequest, StageHooks
@@ -31,16 +34,50 @@ from tasks.runfolder import RunFolder
 from tasks.runrecord import list_records
 from tasks.workdir import WorkDir
 
-__all__ = ["PROBE_SUFFIX", "compare_probes", "probe_sample", "run_probe", "wilson_interval"]
+__all__ = [
+    "PROBE_DATE_ENV",
+    "PROBE_SUFFIX",
+    "compare_probes",
+    "probe_judges",
+    "probe_sample",
+    "probe_scope",
+    "run_probe",
+    "wilson_interval",
+]
 
 PROBE_SUFFIX = "-probe"
 SLOT = ["judge", "config", "dataset", "pair_id", "seed", "order"]
 CELL = ["judge", "config", "dataset", "pair_id", "seed"]
 
 
+PROBE_DATE_ENV = "JUDGELINE_PROBE_DATE"
+"""Environment variable that overrides the probe's date (ISO `YYYY-MM-DD`): for replaying a
+night, and for tests of a served deployment, where nothing can be patched."""
+
+
 def _today() -> dt.date:
-    """The UTC date that scopes the probe's calls."""
+    """The UTC date that scopes the probe's calls (`PROBE_DATE_ENV` when set)."""
+    override = os.environ.get(PROBE_DATE_ENV)
+    if override:
+        try:
+            return dt.date.fromisoformat(override)
+        except ValueError:
+            raise InputError(
+                f"{PROBE_DATE_ENV}={override!r} is not a date; expected YYYY-MM-DD"
+            ) from None
     return dt.datetime.now(dt.UTC).date()
+
+
+def probe_scope(today: dt.date | None = None) -> str:
+    """The cache scope of the probe's calls on `today` (default: the probe's date)."""
+    return f"probe {(today or _today()).isoformat()}"
+
+
+def probe_judges(cfg: RunConfig) -> tuple[JudgeSpec, ...]:
+    """The judges the probe asks (all of the run's unless `probe.judges` names some)."""
+    spec = cfg.probe
+    names = None if spec is None else spec.judges
+    return tuple(j for j in cfg.judges if names is None or j.name in names)
 
 
 def probe_sample(manifest: pd.DataFrame, spec: ProbeSpec) -> list[str]:
@@ -125,7 +162,7 @@ async def run_probe(
     spec = cfg.probe
     if spec is None:
         raise ValueError("the run configuration has no probe")
-    date = (today or _today()).isoformat()
+    day = today or _today()
     _, manifest = read_manifest(work, manifest_hash)
     rows = manifest.to_pandas()
     chosen = set(probe_sample(rows, spec))
@@ -139,7 +176,7 @@ async def run_probe(
     _, probe_manifest = read_manifest(work, frozen.info.manifest_hash)
     info, table = make_plan(probe_manifest, cfg.k, "full", None)
     write_plan(work, info, table)
-    judges = tuple(j for j in cfg.judges if spec.judges is None or j.name in spec.judges)
+    judges = probe_judges(cfg)
     probe_run = f"{run_id}{PROBE_SUFFIX}"
     request = JudgeRequest(
         work=work,
@@ -148,13 +185,13 @@ async def run_probe(
         judges=judges,
         template_id=cfg.template,
         batch_size=cfg.batch_size,
-        scope=f"probe {date}",
+        scope=probe_scope(day),
     )
     counts = await run_judge_stage(request, hooks=hooks)
     write_remap(work, remap_run(work, probe_run))
     result: dict[str, Any] = {
         "run_id": probe_run,
-        "date": date,
+        "date": day.isoformat(),
         "pairs": len(pairs),
         "calls": {k: counts.get(k) for k in ("planned", "sent", "cached", "failed")},
     }

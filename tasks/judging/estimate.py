@@ -7,7 +7,8 @@ judge config's stored replies; without any, `DEFAULT_OUTPUT_TOKENS` at the low e
 config's `max_tokens` (the most a reply can bill) at the high end. Live paired unanimity
 sends an expected fraction of the grid read from the newest replay of the same judge
 config (`summary.parquet`); without one, between 2/K of the grid (every pair stops after
-its first couple) and all of it.
+its first couple) and all of it. A run with a drift probe adds a line per judge config,
+`<config> (probe)`: the probe's fresh calls of tonight (`tasks.history.probe`).
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
 import pyarrow.parquet as pq
 
+from schemas import Pair
 from schemas.config import RunConfig
 from schemas.cost import EstimateRow, Price
 from schemas.judge import JudgeSpec
@@ -39,6 +42,7 @@ __all__ = [
     "estimate_plan",
     "input_tokens",
     "planned_for_config",
+    "planned_probe_calls",
 ]
 
 INPUT_TOKEN_RULE = "characters of the rendered messages / 4, rounded down, per call"
@@ -60,16 +64,41 @@ def input_tokens(messages: Sequence[dict[str, str]]) -> int:
     return sum(len(m.get("content") or "") for m in messages) // 4
 
 
-def planned_for_config(cfg: RunConfig) -> list[PlannedCall]:
-    """The full-grid calls a run of `cfg` would plan, built in memory (nothing written)."""
+def _config_pairs(cfg: RunConfig) -> list[Pair]:
     sources = []
     for d in cfg.datasets:
         loaded = read_source(d.kind, d.path, mapping=d.mapping, dataset=d.dataset)
         sources.append((str(d.path or d.kind), loaded.pairs, loaded.rows))
     pairs, _ = validate_sources(sources)
-    _, manifest = build_manifest_table(pairs)
+    return list(pairs)
+
+
+def _grid(
+    pairs: Sequence[Pair], cfg: RunConfig, judges: Sequence[JudgeSpec], scope: str | None
+) -> list[PlannedCall]:
+    _, manifest = build_manifest_table(list(pairs))
     _, presentations = make_plan(manifest, cfg.k, "full", None)
-    return plan_calls(manifest, presentations, cfg.judges, cfg.template, "estimate")
+    return plan_calls(manifest, presentations, judges, cfg.template, "estimate", scope)
+
+
+def planned_for_config(cfg: RunConfig) -> list[PlannedCall]:
+    """The full-grid calls a run of `cfg` would plan, built in memory (nothing written)."""
+    return _grid(_config_pairs(cfg), cfg, cfg.judges, None)
+
+
+def planned_probe_calls(cfg: RunConfig, pairs: Sequence[Pair]) -> list[PlannedCall]:
+    """The drift probe's calls of a run of `cfg` tonight (none without a probe): its sample's
+    full grid in tonight's cache scope (`tasks.history.probe`)."""
+    from tasks.history.probe import probe_judges, probe_sample, probe_scope
+
+    if cfg.probe is None:
+        return []
+    frame = pd.DataFrame(
+        {"dataset": [p.dataset for p in pairs], "pair_id": [p.pair_id for p in pairs]}
+    )
+    chosen = set(probe_sample(frame, cfg.probe))
+    sample = [p for p in pairs if p.pair_id in chosen]
+    return _grid(sample, cfg, probe_judges(cfg), probe_scope())
 
 
 @dataclass(frozen=True)
@@ -163,7 +192,12 @@ def estimate_config(path: str | Path, work: WorkDir) -> list[EstimateRow]:
     from tasks.runconfig import load_run_config
 
     cfg = load_run_config(path)
-    return estimate_calls(planned_for_config(cfg), work, cfg.k)
+    pairs = _config_pairs(cfg)
+    rows = estimate_calls(_grid(pairs, cfg, cfg.judges, None), work, cfg.k)
+    probe = estimate_calls(planned_probe_calls(cfg, pairs), work, cfg.k)
+    # The probe sends its full grid afresh every night: a line of its own per judge config.
+    none = {"pu_expected_calls": None, "pu_usd_low": None, "pu_usd_high": None}
+    return rows + [r.model_copy(update={"config": f"{r.config} (probe)", **none}) for r in probe]
 
 
 def estimate_plan(

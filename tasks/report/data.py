@@ -10,6 +10,7 @@ from tasks.errors import InputError
 from tasks.report.disagreements import write_pairs_page
 from tasks.report.pairs import pair_views
 from tasks.report.render import ReportData, write_report
+from tasks.report.since import since_section
 from tasks.runfolder import RunFolder
 from tasks.runhealth import reasons, run_health, run_status
 from tasks.runrecord import read_record
@@ -108,6 +109,7 @@ def load_report_data(work: WorkDir, run_id: str) -> ReportData:
         realised=realised,
         alerts=_alerts(work, run_id),
         pairs=pair_views(work, run_id),
+        since=since_section(work, run_id),
     )
 
 

@@ -32,6 +32,7 @@ from tasks.report.sections import (
     realised_section,
     scores_section,
 )
+from tasks.report.since import SinceSection
 from tasks.report.tables import GROUP, ordered
 from tasks.storage import write_text_atomic
 
@@ -54,6 +55,8 @@ class ReportData:
     """Why the run is degraded or failed (`tasks.runhealth.reasons`); empty if completed."""
     pairs: list[PairView] | None = None
     """The run's unsettled (pair, seed) views for the disagreements section (None: none)."""
+    since: SinceSection | None = None
+    """What changed since the previous run of this configuration (None: no such section)."""
 
 
 _COLUMNS: dict[str, tuple[str, ...]] = {
@@ -163,7 +166,8 @@ def render_report(data: ReportData) -> str:
     """The report as one self-contained HTML document (same input, same bytes)."""
     validate_report_data(data)
     summary = ordered(data.summary)
-    sections: list[Any] = [
+    sections: list[Any] = [] if data.since is None else [data.since]
+    sections += [
         disclosure_section(ordered(data.disclosure)),
         scores_section(ordered(data.scores)),
         cost_section(summary, ordered(data.components)),

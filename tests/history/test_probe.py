@@ -93,3 +93,41 @@ def test_two_nights_catch_a_judge_that_changed(
     assert second["probe"]["previous"] == "n1-probe" and second["probe"]["shifted"] > 0
     kinds = {a["alarm"] for a in second["alarms"]}
     assert "probe_agreement" in kinds and first["alarms"] == []
+
+
+def test_the_estimate_lists_the_probe_calls_per_judge_config(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tasks.history.probe import PROBE_DATE_ENV
+    from tasks.judging.estimate import estimate_config
+
+    judge = JudgeSpec(name="j", base_url="http://127.0.0.1:1/v1", model="judge")
+    config = RunConfig(
+        name="drift",
+        datasets=[DatasetSpec(kind="demo")],
+        judges=[judge],
+        k=2,
+        probe=ProbeSpec(pairs=12, rng_seed=5),
+    )
+    path = tmp_path / "run.yaml"
+    path.write_text(config.model_dump_json(), encoding="utf-8")
+    monkeypatch.setenv(PROBE_DATE_ENV, "2026-11-30")
+    rows = {r.config: r for r in estimate_config(path, WorkDir(tmp_path / "work"))}
+    assert set(rows) == {"default", "default (probe)"}
+    assert rows["default"].planned_calls > 500  # the full grid (identical prompts share a key)
+    probe = rows["default (probe)"]
+    assert probe.planned_calls == probe.calls_to_send == 12 * 2 * 2
+    assert probe.pu_expected_calls is None
+
+
+def test_a_probe_date_override_that_is_not_a_date_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tasks.errors import InputError
+    from tasks.history.probe import PROBE_DATE_ENV, probe_scope
+
+    monkeypatch.setenv(PROBE_DATE_ENV, "2026-11-30")
+    assert probe_scope() == "probe 2026-11-30"
+    monkeypatch.setenv(PROBE_DATE_ENV, "tonight")
+    with pytest.raises(InputError, match="JUDGELINE_PROBE_DATE='tonight' is not a date"):
+        probe_scope()

@@ -26,7 +26,6 @@ from schemas.run import RunRecord
 from schemas.vocabulary import CORE_POLICIES, DESIGNS
 from tasks.errors import InputError
 from tasks.jobrecord import judged_config, new_record, recorded_run
-from tasks.judging.claims import RunLock
 from tasks.live.advice import advised_savings, realised_against_advised
 from tasks.preflight import check_keys, check_run
 from tasks.runconfig import config_hash, load_run_config
@@ -68,13 +67,11 @@ async def nightly_flow(
     """Run every stage for one configuration; returns the run record as a dict."""
     cfg = resolve_config(config, config_path)
     work = WorkDir.at(work_dir or cfg.work_dir)
-    root = str(work.root)
+    str(work.root)
     # Checked before any record is written: a refused run leaves no entry in `runs`.
     check_run(cfg, work, run_id)
     await check_keys(cfg)
     run_id = run_id or new_run_id()
-    # Refused here, before anything is written: the run may be another process's.
-    lock = RunLock(work, run_id, nestable=True).acquire()
     record = RunRecord(
         run_id=run_id,
         name=cfg.name,
@@ -84,7 +81,19 @@ async def nightly_flow(
         code=code_version(),
         started_at=dt.datetime.now(dt.UTC),
     )
-    write_record(work, record)
+    # The run's lock first (refused: nothing is written, the run may be another process's);
+    # the record says `running` until the stages end, then their status or the error.
+    with recorded_run(work, record):
+        await _stages(cfg, work, record, show_progress)
+    # Everything is written: a degraded or failed run now ends its flow run Failed.
+    raise_unless_completed(run_id, record.status, record.health)
+    get_run_logger().info("run %s completed: %s", run_id, record.outcomes)
+    return record.model_dump(mode="json")
+
+
+async def _stages(cfg: RunConfig, work: WorkDir, record: RunRecord, show_progress: bool) -> None:
+    """Every stage of one run, in order, filling in `record` (and each stage's seconds)."""
+    root, run_id = str(work.root), record.run_id
     logger = get_run_logger()
     clock = time.perf_counter()
 
@@ -94,67 +103,52 @@ async def nightly_flow(
         record.stage_seconds[stage] = round(now - clock, 3)
         clock = now
 
-    try:
-        sources = [d.model_dump() for d in cfg.datasets]
-        record.manifest_hash = freeze_flow(sources, root)
-        lap("freeze")
-        record.plan_id = plan_flow(record.manifest_hash, cfg.k, "full", None, root)
-        lap("plan")
-        write_record(work, record)
-        if cfg.live is None:
-            record.calls = await judge_flow(
-                run_id, record.plan_id, cfg.judges, cfg.template, cfg.batch_size, root,
-                show_progress, dask_address=cfg.dask_address,
-            )  # fmt: skip
-            lap("judge")
-            remap_flow(run_id, root)
-            lap("remap")
-        else:
-            # Live stopping: waves of calls instead of the full grid, remapped as they go.
-            advised = (
-                None
-                if cfg.live.advised_by is None
-                else advised_savings(work, cfg.live.advised_by, cfg.judges)
-            )
-            live = await live_flow(
-                run_id, record.plan_id, cfg.judges, cfg.live.rng_seed, cfg.template,
-                cfg.batch_size, root, show_progress,
-            )  # fmt: skip
-            record.calls, record.live = live["calls"], live["live"]
-            for line in realised_against_advised(RunFolder(work, run_id), advised or {}):
-                logger.info(line)
-            lap("live")
-        folder = RunFolder(work, run_id)
-        record.outcomes = outcome_counts(folder)
-        if cfg.live is None:
-            # The replay needs the full grid; a live run's report takes its expected side
-            # from the latest full-grid run of the same plan and judges (tasks.report.data).
-            replay_flow(
-                str(folder.outcomes), str(folder.path), list(cfg.designs), list(cfg.policies)
-            )
-            lap("replay")
-        if cfg.probe is not None:
-            record.probe = await probe_task(root, run_id, record.manifest_hash, record.config)
-            lap("probe")
-            write_record(work, record)  # the report's "since" section reads the probe
-        record.report = report_task(root, run_id)
-        lap("report")
-        record.health = run_health(folder)
-        record.status = run_status(record.health)
-        if cfg.alarms is not None:
-            record.alarms = alarms_task(root, record.model_dump(mode="json"))
-    except BaseException as exc:
-        record.status = "failed"
-        record.error = f"{type(exc).__name__}: {exc}"
-        raise
-    finally:
-        record.ended_at = dt.datetime.now(dt.UTC)
-        write_record(work, record)
-        lock.release()
-    # Everything is written: a degraded or failed run now ends its flow run Failed.
-    raise_unless_completed(run_id, record.status, record.health)
-    logger.info("run %s completed: %s", run_id, record.outcomes)
-    return record.model_dump(mode="json")
+    sources = [d.model_dump() for d in cfg.datasets]
+    record.manifest_hash = freeze_flow(sources, root)
+    lap("freeze")
+    record.plan_id = plan_flow(record.manifest_hash, cfg.k, "full", None, root)
+    lap("plan")
+    write_record(work, record)
+    if cfg.live is None:
+        record.calls = await judge_flow(
+            run_id, record.plan_id, cfg.judges, cfg.template, cfg.batch_size, root,
+            show_progress, dask_address=cfg.dask_address,
+        )  # fmt: skip
+        lap("judge")
+        remap_flow(run_id, root)
+        lap("remap")
+    else:
+        # Live stopping: waves of calls instead of the full grid, remapped as they go.
+        advised = (
+            None
+            if cfg.live.advised_by is None
+            else advised_savings(work, cfg.live.advised_by, cfg.judges)
+        )
+        live = await live_flow(
+            run_id, record.plan_id, cfg.judges, cfg.live.rng_seed, cfg.template,
+            cfg.batch_size, root, show_progress,
+        )  # fmt: skip
+        record.calls, record.live = live["calls"], live["live"]
+        for line in realised_against_advised(RunFolder(work, run_id), advised or {}):
+            logger.info(line)
+        lap("live")
+    folder = RunFolder(work, run_id)
+    record.outcomes = outcome_counts(folder)
+    if cfg.live is None:
+        # The replay needs the full grid; a live run's report takes its expected side
+        # from the latest full-grid run of the same plan and judges (tasks.report.data).
+        replay_flow(str(folder.outcomes), str(folder.path), list(cfg.designs), list(cfg.policies))
+        lap("replay")
+    if cfg.probe is not None:
+        record.probe = await probe_task(root, run_id, record.manifest_hash, record.config)
+        lap("probe")
+        write_record(work, record)  # the report's "since" section reads the probe
+    record.report = report_task(root, run_id)
+    lap("report")
+    record.health = run_health(folder)
+    record.status = run_status(record.health)
+    if cfg.alarms is not None:
+        record.alarms = alarms_task(root, record.model_dump(mode="json"))
 
 
 def _replay_and_report(work: WorkDir, run_id: str, designs: list[str], policies: list[str]) -> str:

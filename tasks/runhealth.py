@@ -1,11 +1,11 @@
 """A run's health: per judge config, how many planned slots got a valid outcome and why the
 others did not, and the run's status from that (docs/design.md#run-status).
 
-A run is `completed` when every judge config has at least `VALID_SHARE` of its planned
-slots valid (`A`, `B` or `T`) and no breaker stopped it, `failed` when no config has a
-single valid outcome, and `degraded` in between. The reasons name, per config, the failure
-category, its count and the provider's first message, and a breaker stop with the calls it
-held back.
+A run is `failed` when no judge config has a single valid outcome (`A`, `B` or `T`),
+`degraded` when a config got no reply to more than `MISSING_SHARE` of its calls, has fewer
+than `VALID_SHARE` valid outcomes, or was stopped by its breaker, and `completed`
+otherwise. The reasons name, per config, the failure category, its count and the provider's
+first message, and a breaker stop with the calls it held back.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from tasks.runfolder import RunFolder
 __all__ = [
     "EXIT_CODES",
     "MESSAGE_CHARS",
+    "MISSING_SHARE",
     "VALID_SHARE",
     "RunNotCompleted",
     "describe",
@@ -35,9 +36,22 @@ __all__ = [
     "stop_line",
 ]
 
-VALID_SHARE = 0.9
+MISSING_SHARE = 0.1
+"""A judge config whose calls got no reply (failed, or never sent) for more than this share
+of its planned slots makes the run `degraded`: `rerun-failed` can mend it."""
+VALID_SHARE = 0.5
 """A judge config with fewer valid outcomes than this share of its planned slots makes the
-run `degraded`."""
+run `degraded` too: it answers, but mostly unparsable, abstaining or invalid replies (a
+wrong template, replies cut by the token limit). Invalid and abstained replies below that
+are the judge's own behaviour, shown in the disclosure, not a failure of the run."""
+
+
+def short(h: ConfigHealth) -> bool:
+    """True if the config makes its run `degraded`: too many calls without a reply, too few
+    valid outcomes, or a breaker stop."""
+    missing = sum(h.failed.values()) + h.pending
+    return bool(h.stopped) or missing > MISSING_SHARE * h.planned or h.share < VALID_SHARE
+
 
 MESSAGE_CHARS = 300
 """A provider message is shown up to this many characters, on one line."""
@@ -149,11 +163,11 @@ def run_health(folder: RunFolder) -> list[ConfigHealth]:
 
 
 def run_status(health: list[ConfigHealth]) -> RunStatus:
-    """`failed` with no valid outcome at all, `degraded` if a config is short of
-    `VALID_SHARE` or was stopped by its breaker, else `completed`."""
+    """`failed` with no valid outcome at all, `degraded` if a config is `short`, else
+    `completed`."""
     if not any(h.valid for h in health):
         return "failed"
-    if any(h.share < VALID_SHARE or h.stopped for h in health):
+    if any(short(h) for h in health):
         return "degraded"
     return "completed"
 
@@ -171,11 +185,11 @@ def stop_line(run_id: str, trip: dict[str, Any], message: str | None, held: int)
 
 
 def describe(run_id: str, health: list[ConfigHealth]) -> list[str]:
-    """The reasons, one line per judge config short of `VALID_SHARE` or stopped: its valid
+    """The reasons, one line per judge config that is `short`: its valid
     outcomes, failures by category, the provider's first message and what to run next."""
     lines = []
     for h in health:
-        if h.share >= VALID_SHARE and not h.stopped:
+        if not short(h):
             continue
         where = f"{h.judge} · {h.config}: {h.valid}/{h.planned} valid outcomes"
         failures = ", ".join(f"{n} {c}" for c, n in h.failed.items())
@@ -199,10 +213,11 @@ def reasons(run_id: str, status: RunStatus, health: list[ConfigHealth]) -> list[
     if status == "failed":
         lead = f"run {run_id} failed: no judge config produced a valid outcome"
     else:
-        short = sum(1 for h in health if h.share < VALID_SHARE or h.stopped)
+        n = sum(1 for h in health if short(h))
         lead = (
-            f"run {run_id} degraded: {short} of {len(health)} judge configs have fewer than "
-            f"{VALID_SHARE:.0%} valid outcomes or were stopped"
+            f"run {run_id} degraded: {n} of {len(health)} judge configs got no reply to more "
+            f"than {MISSING_SHARE:.0%} of their calls, have fewer than {VALID_SHARE:.0%} valid "
+            "outcomes, or were stopped"
         )
     return [lead, *describe(run_id, health)]
 

@@ -1,4 +1,5 @@
-"""Run status from per-config health: the 90% threshold, a breaker stop, no valid outcome,
+"""Run status from per-config health: calls without a reply, too few valid outcomes, a
+breaker stop, no valid outcome,
 and reasons that lead with the status and name the provider's message."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import pytest
 
 from schemas.run import ConfigHealth
 from tasks.runhealth import (
+    MISSING_SHARE,
     VALID_SHARE,
     RunNotCompleted,
     raise_unless_completed,
@@ -24,10 +26,15 @@ def _health(valid: int, planned: int = 100, **kw: Any) -> ConfigHealth:
     return ConfigHealth(judge="j", config="c", planned=planned, valid=valid, **kw)
 
 
-def test_status_by_valid_share_and_breaker() -> None:
-    assert VALID_SHARE == 0.9
-    assert run_status([_health(90), _health(100)]) == "completed"
-    assert run_status([_health(89), _health(100)]) == "degraded"
+def test_status_by_missing_and_valid_share_and_breaker() -> None:
+    assert (MISSING_SHARE, VALID_SHARE) == (0.1, 0.5)
+    assert run_status([_health(90, failed={"timeout": 10}), _health(100)]) == "completed"
+    assert run_status([_health(89, failed={"timeout": 11}), _health(100)]) == "degraded"
+    assert run_status([_health(89, failed={"auth": 3}, pending=8), _health(100)]) == "degraded"
+    # Invalid or abstained replies are the judge's behaviour: a noisy judge still completes,
+    # a judge with fewer than half its slots valid does not.
+    assert run_status([_health(84), _health(100)]) == "completed"
+    assert run_status([_health(49), _health(100)]) == "degraded"
     assert run_status([_health(95, stopped=TRIP), _health(100)]) == "degraded"
     assert run_status([_health(0), _health(0)]) == "failed"
     assert run_status([]) == "failed"  # nothing planned, nothing measured
@@ -38,7 +45,8 @@ def test_reasons_lead_with_the_status_and_quote_the_provider() -> None:
     stopped = _health(0, failed={"auth": 3}, pending=97, message=TRIP["message"], stopped=TRIP)
     lines = reasons("r1", "degraded", [_health(100), short, stopped])
     assert lines[0] == (
-        "run r1 degraded: 2 of 3 judge configs have fewer than 90% valid outcomes or were stopped"
+        "run r1 degraded: 2 of 3 judge configs got no reply to more than 10% of their calls, "
+        "have fewer than 50% valid outcomes, or were stopped"
     )
     assert lines[1] == (
         "j · c: 60/100 valid outcomes; failed: 30 rate_limited; first: Slow down; "

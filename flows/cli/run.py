@@ -33,6 +33,7 @@ def _summary_table(run_id: str) -> Table:
     """Per judge and config: score, conflicts, and per policy savings and decision changes."""
     import pandas as pd
 
+    from tasks.report.money import usd_saved
     from tasks.warehouse import query
 
     work = state.work
@@ -40,10 +41,12 @@ def _summary_table(run_id: str) -> Table:
     scores = query(work, "report_scores", run_id=run_id).set_index(
         ["judge", "config", "dataset", "design", "policy"]
     )
+    saved = usd_saved(query(work, "report_summary", run_id=run_id))
     datasets = sorted(set(disclosure.dataset))
     table = Table(
         title=f"run {run_id} · {', '.join(datasets)}",
-        caption="policy columns: calls saved / decisions changed vs the full reference (balanced)",
+        caption="policy columns: calls saved / decisions changed vs the full reference (balanced)"
+        + ("; USD: expected saving over the dataset's pairs" if saved else ""),
         header_style="bold",
         box=box.SIMPLE_HEAD,
         padding=(0, 1),
@@ -70,8 +73,9 @@ def _summary_table(run_id: str) -> Table:
         cells += [str(d.conflicting), consistent]
         for policy in policies:
             at = key + ("balanced", policy)
+            money = f" ${saved[at]:.3g}" if at in saved else ""
             cells.append(
-                f"{scores.loc[at].savings:.0%}/{scores.loc[at].p_change:.1%}"  # type: ignore[index]
+                f"{scores.loc[at].savings:.0%}/{scores.loc[at].p_change:.1%}{money}"  # type: ignore[index]
                 if at in scores.index
                 else "-"
             )

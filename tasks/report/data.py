@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from tasks.report.disagreements import write_pairs_page
+from tasks.report.money import spend_frame
 from tasks.report.pairs import pair_views
 from tasks.report.render import ReportData, write_report
 from tasks.runfolder import RunFolder
@@ -106,6 +107,7 @@ def load_report_data(work: WorkDir, run_id: str) -> ReportData:
         realised=realised,
         alerts=_alerts(work, run_id),
         pairs=pair_views(work, run_id),
+        spend=spend_frame(work, run_id),
     )
 
 

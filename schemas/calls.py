@@ -73,6 +73,12 @@ class ReplyRecord(BaseModel):
         "completion_tokens_details.reasoning_tokens); None if not reported.",
         json_schema_extra=ADDED_LATER,
     )
+    sent_in_batch: bool | None = Field(
+        default=None,
+        description="True when the reply came back from a provider batch (billed at the "
+        "price's batch discount); None for a reply sent on its own (and older cache files).",
+        json_schema_extra=ADDED_LATER,
+    )
 
     @property
     def truncated(self) -> bool:

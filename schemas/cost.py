@@ -40,17 +40,24 @@ class Price(BaseModel):
         completion_tokens: int,
         cached_tokens: int = 0,
         reasoning_tokens: int = 0,
+        *,
+        batch: bool = False,
     ) -> float:
-        """The list price of one reply's tokens (prompt tokens include the cached ones,
-        completion tokens the reasoning ones)."""
+        """The price of one reply's tokens (prompt tokens include the cached ones,
+        completion tokens the reasoning ones): the list price, less `batch_discount` when
+        the reply came back from a provider batch (`batch`)."""
         cached_rate = self.input if self.cached_input is None else self.cached_input
         reasoning_rate = self.output if self.reasoning is None else self.reasoning
         return (
-            (prompt_tokens - cached_tokens) * self.input
-            + cached_tokens * cached_rate
-            + (completion_tokens - reasoning_tokens) * self.output
-            + reasoning_tokens * reasoning_rate
-        ) / 1e6
+            (
+                (prompt_tokens - cached_tokens) * self.input
+                + cached_tokens * cached_rate
+                + (completion_tokens - reasoning_tokens) * self.output
+                + reasoning_tokens * reasoning_rate
+            )
+            / 1e6
+            * (1.0 - self.batch_discount if batch else 1.0)
+        )
 
 
 class SpendRow(BaseModel):

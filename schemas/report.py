@@ -12,8 +12,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-Kind = Literal["text", "int", "pct", "pct2", "score", "calls", "extra", "var"]
-"""How a column's values read: text, a count, a percentage, a score, calls, a change."""
+Kind = Literal["text", "int", "pct", "pct2", "score", "calls", "extra", "var", "usd"]
+"""How a column's values read: text, a count, a percentage, a score, calls, a change, USD."""
 
 
 @dataclass(frozen=True)
@@ -168,6 +168,34 @@ class DesignsTableRow(_Keyed):
             optional=True,
         ),
     ] = None
+
+
+class SpendTableRow(BaseModel):
+    """Money spent: tokens and USD per judge config, sent calls only (`schemas.cost.SpendRow`)."""
+
+    judge: Annotated[str, Show("Judge")]
+    config: Annotated[str, Show("Config")]
+    sent_calls: Annotated[int, Show("sent", "int", "Calls")]
+    cached_calls: Annotated[int, Show("cached (free)", "int", "Calls")]
+    prompt_tokens: Annotated[int, Show("prompt", "int", "Tokens")]
+    cached_prompt_tokens: Annotated[int, Show("cached prompt", "int", "Tokens")]
+    completion_tokens: Annotated[int, Show("completion", "int", "Tokens")]
+    reasoning_tokens: Annotated[int, Show("reasoning", "int", "Tokens")]
+    usd: Annotated[float | None, Show("USD", "usd", "Money")]
+    price_as_of: Annotated[str, Show("price as of", "text", "Money")]
+
+
+class SavingsUsdTableRow(_Keyed):
+    """Expected money per policy: savings in calls and in USD, per pair (replay summary)."""
+
+    design: Annotated[str, Show("Design")]
+    policy: Annotated[str, Show("Policy")]
+    savings: Annotated[float, Show("calls saved", "pct", "Savings", bar=True)]
+    savings_usd: Annotated[float | None, Show("USD saved", "pct", "Savings", bar=True)]
+    expected_usd: Annotated[float | None, Show("expected", "usd", "USD per pair")]
+    saved_usd: Annotated[
+        float | None, Show("saved", "usd", "USD per pair", tip="the full policy's USD − this")
+    ]
 
 
 DESIGN_METRICS: tuple[tuple[str, Show], ...] = (

@@ -37,7 +37,8 @@ def _print_summary(run_id: str) -> None:
     wrapped paragraph per row (a table would cut its numbers)."""
     import pandas as pd
 
-    from schemas.vocabulary import POLICIES
+    from schemas.vocabulary import CORE_POLICIES
+    from tasks.report.money import usd_saved
     from tasks.runrecord import read_record
     from tasks.warehouse import query
 
@@ -49,12 +50,15 @@ def _print_summary(run_id: str) -> None:
     scores = query(work, "report_scores", run_id=run_id).set_index(
         ["judge", "config", "dataset", "design", "policy"]
     )
+    saved = usd_saved(query(work, "report_summary", run_id=run_id))
     datasets = sorted(set(disclosure.dataset))
     headers = ["judge · config"] + (["dataset"] if len(datasets) > 1 else [])
     headers += ["score (95% CI)", "conflicts", "consistent"]
     configured = record.config.get("policies")
     policies = [
-        str(p) for p in (configured if isinstance(configured, list) else POLICIES) if p != "full"
+        str(p)
+        for p in (configured if isinstance(configured, list) else CORE_POLICIES)
+        if p != "full"
     ]
     headers += [policy.split("_")[0] for policy in policies]
     rows = []
@@ -73,8 +77,9 @@ def _print_summary(run_id: str) -> None:
         cells += [str(d.conflicting), consistent]
         for policy in policies:
             at = key + (design, policy)
+            money = f" ${saved[at]:.3g}" if at in saved else ""
             cells.append(
-                f"{scores.loc[at].savings:.0%}/{scores.loc[at].p_change:.1%}"  # type: ignore[index]
+                f"{scores.loc[at].savings:.0%}/{scores.loc[at].p_change:.1%}{money}"  # type: ignore[index]
                 if at in scores.index
                 else "-"
             )
@@ -83,6 +88,7 @@ def _print_summary(run_id: str) -> None:
     caption = (
         f"policy columns: calls saved / decisions changed vs the full reference ({design}); "
         "- where a policy is not defined under it"
+        + ("; $: expected USD saved over the dataset's pairs" if saved else "")
     )
     table = Table(
         title=title,

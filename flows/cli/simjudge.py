@@ -139,6 +139,18 @@ def serve_judge(
         str | None,
         typer.Option("--api-key-env", help="Require the key held in this environment variable."),
     ] = None,
+    batch_delay_s: Annotated[
+        float,
+        typer.Option("--batch-delay-s", min=0, help="Seconds until a provider batch ends."),
+    ] = 0.0,
+    batch_expire_after: Annotated[
+        int | None,
+        typer.Option(
+            "--batch-expire-after",
+            min=0,
+            help="Answer only this many requests of each batch; the rest expire.",
+        ),
+    ] = None,
 ) -> None:
     """Serve the simulated judge (OpenAI and Anthropic style) until interrupted."""
     from pydantic import ValidationError
@@ -206,6 +218,8 @@ def serve_judge(
         api_key=api_key,
         require_anthropic_version=require_anthropic_version,
     )
+    judge.batches.settings.delay_s = batch_delay_s
+    judge.batches.settings.expire_after = batch_expire_after
     bound = sock.getsockname()[1]
     console.print(f"judge: http://127.0.0.1:{bound}/v1", highlight=False, soft_wrap=True)
     sys.stdout.flush()

@@ -53,7 +53,8 @@ DEFAULT_OUTPUT_TOKENS = 300
 
 ESTIMATE_NOTE = (
     f"input tokens: {INPUT_TOKEN_RULE}; output tokens: mean of the config's stored replies, "
-    f"else {DEFAULT_OUTPUT_TOKENS} (low) to max_tokens (high); USD at the price of its date "
+    f"else {DEFAULT_OUTPUT_TOKENS} (low) to max_tokens (high); USD at the price of its date, "
+    "a batch judge's at its batch discount "
     "(price as of); pu: live paired unanimity. Nothing was sent or written."
 )
 """The caption of a printed estimate: how its figures are made."""
@@ -128,8 +129,9 @@ def _pu_fraction(work: WorkDir, judge: str, config: str) -> float | None:
     return None
 
 
-def _usd(price: Price | None, tokens_in: int, tokens_out: float) -> float | None:
-    return None if price is None else price.usd(tokens_in, round(tokens_out))
+def _usd(price: Price | None, tokens_in: int, tokens_out: float, batch: bool) -> float | None:
+    """The calls' price; a `batch: true` judge's at the batch discount."""
+    return None if price is None else price.usd(tokens_in, round(tokens_out), batch=batch)
 
 
 def estimate_calls(planned: Sequence[PlannedCall], work: WorkDir, k: int) -> list[EstimateRow]:
@@ -162,8 +164,8 @@ def estimate_calls(planned: Sequence[PlannedCall], work: WorkDir, k: int) -> lis
             low, high = DEFAULT_OUTPUT_TOKENS, max(DEFAULT_OUTPUT_TOKENS, limit or 0)
             source = "default"
         n = len(to_send)
-        usd_low = _usd(price, tokens_in, n * low)
-        usd_high = _usd(price, tokens_in, n * high)
+        usd_low = _usd(price, tokens_in, n * low, spec.batch)
+        usd_high = _usd(price, tokens_in, n * high, spec.batch)
         fraction = _pu_fraction(work, judge, config)
         share = (fraction, fraction) if fraction is not None else (2 / k, 1.0)
         rows.append(

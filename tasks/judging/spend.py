@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -26,13 +27,15 @@ from tasks.workdir import WorkDir
 __all__ = ["outcome_costs", "reply_usd", "run_prices", "run_spend", "sent_keys"]
 
 
-def reply_usd(price: Price, reply: dict[str, int | None]) -> float:
-    """The list price of one stored reply (a ReplyRecord row); missing counts are 0."""
+def reply_usd(price: Price, reply: dict[str, Any]) -> float:
+    """What one stored reply (a ReplyRecord row) cost: its tokens at `price`, at the batch
+    discount when it came back from a provider batch (`sent_in_batch`); missing counts are 0."""
     return price.usd(
         reply.get("prompt_tokens") or 0,
         reply.get("completion_tokens") or 0,
         reply.get("cached_prompt_tokens") or 0,
         reply.get("reasoning_tokens") or 0,
+        batch=bool(reply.get("sent_in_batch")),
     )
 
 
@@ -94,7 +97,7 @@ def run_spend(work: WorkDir, run_id: str) -> list[SpendRow]:
 
 
 def outcome_costs(outcomes_path: str | Path) -> pa.Table | None:
-    """Each call's list price (`tasks.replay.money.MONEY_KEYS` + `usd`) for a run's
+    """Each call's price (`tasks.replay.money.MONEY_KEYS` + `usd`, `reply_usd`) for a run's
     `outcomes.parquet`; None unless the file sits in a run folder whose judges have prices.
 
     A call costs what its stored reply's tokens cost, cached or not: the replay prices what

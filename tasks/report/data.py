@@ -8,6 +8,7 @@ import pandas as pd
 
 from tasks.errors import InputError
 from tasks.report.disagreements import write_pairs_page
+from tasks.report.money import spend_frame
 from tasks.report.pairs import pair_views
 from tasks.report.render import ReportData, write_report
 from tasks.report.since import since_section
@@ -110,6 +111,7 @@ def load_report_data(work: WorkDir, run_id: str) -> ReportData:
         alerts=_alerts(work, run_id),
         pairs=pair_views(work, run_id),
         since=since_section(work, run_id),
+        spend=spend_frame(work, run_id),
     )
 
 

@@ -56,6 +56,7 @@ _SHOWN: dict[Kind, Callable[[float], str]] = {
     "calls": lambda v: f"{v:.2f}",
     "extra": lambda v: signed_pct(v, 1),
     "var": lambda v: f"{v:.5f}",
+    "usd": lambda v: f"${v:,.2f}" if abs(v) >= 100 else f"${v:.4g}",
 }
 
 

@@ -20,6 +20,7 @@ from schemas import (
 )
 from tasks.errors import InputError
 from tasks.report.disagreements import disagreements_section
+from tasks.report.money import money_section
 from tasks.report.page import render_page
 from tasks.report.pairs import PairView
 from tasks.report.sections import (
@@ -57,6 +58,8 @@ class ReportData:
     """The run's unsettled (pair, seed) views for the disagreements section (None: none)."""
     since: SinceSection | None = None
     """What changed since the previous run of this configuration (None: no such section)."""
+    spend: pd.DataFrame | None = None
+    """Tokens and USD per judge config (`tasks.report.money.spend_frame`; None: not known)."""
 
 
 _COLUMNS: dict[str, tuple[str, ...]] = {
@@ -175,6 +178,9 @@ def render_report(data: ReportData) -> str:
         changes_section(summary),
         designs_section(ordered(data.design), run_ks(summary)),
     ]
+    money = money_section(data.spend, summary)
+    if money is not None:
+        sections.insert(3, money)
     if data.realised is not None:
         sections.append(realised_section(data.realised, summary))
     if data.pairs is not None:

@@ -4,6 +4,7 @@ batches never submitted twice, partial failures, expiry and cancellation rerunna
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,11 +15,14 @@ import pyarrow.parquet as pq
 import pytest
 from support import StagedPlan, stage_demo_plan
 
+from schemas.cost import Price
 from schemas.judge import JudgeSpec
 from tasks.judging.batch_api import BatchJournal, PollSchedule, batch_sender, split_lines
 from tasks.judging.batch_api.sender import ProviderBatch, await_batch
 from tasks.judging.cache import read_replies
+from tasks.judging.estimate import estimate_plan
 from tasks.judging.request import JudgeRequest, StageHooks
+from tasks.judging.spend import run_spend
 from tasks.judging.stage import run_judge_stage, unstored_call_keys
 from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
@@ -195,3 +199,30 @@ def test_batch_needs_an_openai_or_anthropic_profile() -> None:
         )
     spec = JudgeSpec(name="j", base_url="http://x/v1", model="m")
     assert "batch" not in spec.model_dump()  # runs recorded before batches read the same
+
+
+def test_a_batch_judge_is_billed_at_its_batch_discount(
+    staged: StagedPlan, server: SimJudgeServer, tmp_path: Path
+) -> None:
+    price = Price(input=1.0, output=4.0, batch_discount=0.5, as_of=dt.date(2025, 10, 1))
+    priced = [j.model_copy(update={"price": price}) for j in _judges(server, batch=False)]
+    in_batch = [j.model_copy(update={"batch": True}) for j in priced]
+    direct, batched = _stage(staged, tmp_path, "direct"), _stage(staged, tmp_path, "batch")
+    ahead = {
+        e.judge: e for e in estimate_plan(batched.work, batched.plan_id, in_batch, "arena-hard-v1")
+    }
+    ahead_direct = {
+        e.judge: e for e in estimate_plan(direct.work, direct.plan_id, priced, "arena-hard-v1")
+    }
+    _run(direct, tuple(priced))
+    _run(batched, tuple(in_batch))
+    flags = Counter(r["sent_in_batch"] for r in read_replies(batched.work).to_pylist())
+    assert set(flags) == {True} and set(
+        Counter(r["sent_in_batch"] for r in read_replies(direct.work).to_pylist())
+    ) == {None}
+    paid = {s.judge: s.usd for s in run_spend(direct.work, "r1")}
+    halved = {s.judge: s.usd for s in run_spend(batched.work, "r1")}
+    assert set(paid) == set(halved) == {"gpt", "claude"}
+    for judge, usd in paid.items():
+        assert usd is not None and usd > 0 and halved[judge] == pytest.approx(usd / 2, rel=1e-12)
+        assert ahead[judge].usd_low == pytest.approx(ahead_direct[judge].usd_low / 2, rel=1e-12)

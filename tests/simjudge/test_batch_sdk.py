@@ -105,3 +105,21 @@ def test_anthropic_sdk_creates_polls_and_streams_results(server: SimJudgeServer)
     (only,) = list(claude.messages.batches.results(slow.id))
     assert only.result.type == "canceled"
     assert claude.messages.batches.delete(slow.id).type == "message_batch_deleted"
+
+
+def test_serve_judge_flags_set_the_batch_delay_and_expiry() -> None:
+    from tasks.simjudge.server import simjudge_subprocess
+
+    flags = ("--persona", "strong", "--batch-delay-s", "0.5", "--batch-expire-after", "1")
+    with simjudge_subprocess(*flags) as base_url:
+        claude = anthropic.Anthropic(base_url=base_url.removesuffix("/v1"), api_key="k")
+        params: Any = {"model": "strong", "max_tokens": 200, "system": MESSAGES[0]["content"],
+                       "messages": MESSAGES[1:]}  # fmt: skip
+        batch = claude.messages.batches.create(
+            requests=[{"custom_id": f"r-{i}", "params": params} for i in range(3)]
+        )
+        assert claude.messages.batches.retrieve(batch.id).processing_status == "in_progress"
+        time.sleep(0.7)
+        ended = claude.messages.batches.retrieve(batch.id)
+        assert ended.processing_status == "ended"
+        assert (ended.request_counts.succeeded, ended.request_counts.expired) == (1, 2)

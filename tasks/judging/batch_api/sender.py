@@ -170,7 +170,7 @@ def _records(job: ProviderBatch, key: str, call: PlannedCall | None,
         call_key=key, provider=spec.provider, model=spec.model, raw_reply=outcome.text,
         finish_reason=outcome.finish_reason, prompt_tokens=outcome.prompt_tokens,
         completion_tokens=outcome.completion_tokens, latency_ms=outcome.latency_ms,
-        received_at=dt.datetime.now(dt.UTC),
+        received_at=dt.datetime.now(dt.UTC), sent_in_batch=True,
     )  # fmt: skip
     return reply, AttemptRecord(
         call_key=key, run_id=job.run_id, attempt=number, ok=True, http_status=200,

@@ -1,0 +1,86 @@
+"""The report's money section: what the run spent per judge config, and each policy's
+expected savings in USD beside its savings in calls.
+
+Spend is `tasks.judging.spend.run_spend`: sent calls only, calls answered from the cache
+counted apart at zero. Expected money is the replay summary's `expected_usd` (mean per pair)
+and `savings_usd`; `saved_usd` is the full policy's expected USD less the policy's, per pair.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from schemas.report import SavingsUsdTableRow, SpendTableRow
+from tasks.judging.spend import run_spend
+from tasks.report.tables import GROUP, Table, columns, ordered, table
+from tasks.runfolder import RunFolder
+from tasks.workdir import WorkDir
+
+__all__ = ["MoneySection", "money_section", "spend_frame", "usd_saved"]
+
+
+@dataclass
+class MoneySection:
+    """Data for `money.html.j2` (the attributes every report section has, plus two tables)."""
+
+    sid: str = "money"
+    label: str = "Money"
+    title: str = "Tokens and money"
+    missing: str = ""
+    spent: Table | None = None
+    expected: Table | None = None
+    dated: str = ""
+    """The dates of the prices the figures use (money is never shown without its date)."""
+
+
+def spend_frame(work: WorkDir, run_id: str) -> pd.DataFrame | None:
+    """The run's spend per judge config (None for a run without a calls table)."""
+    if not RunFolder(work, run_id).calls.is_file():
+        return None
+    rows = [r.model_dump() for r in run_spend(work, run_id)]
+    frame = pd.DataFrame(rows, columns=list(SpendTableRow.model_fields))
+    frame["price_as_of"] = [str(d) if d is not None else "no price" for d in frame["price_as_of"]]
+    return frame
+
+
+def _expected(summary: pd.DataFrame) -> pd.DataFrame:
+    """Summary rows with a price, and each one's USD saved per pair against `full`."""
+    if "expected_usd" not in summary or summary["expected_usd"].isna().all():
+        return summary.iloc[0:0]
+    priced = summary[summary["expected_usd"].notna()]
+    full = priced[priced["policy"] == "full"][[*GROUP, "design", "expected_usd"]]
+    full = full.rename(columns={"expected_usd": "full_usd"})
+    joined = priced.merge(full, on=[*GROUP, "design"], how="left")
+    joined["saved_usd"] = joined["full_usd"] - joined["expected_usd"]
+    return ordered(joined)
+
+
+def money_section(spend: pd.DataFrame | None, summary: pd.DataFrame) -> MoneySection | None:
+    """Tokens and USD spent per judge config, and expected savings in USD per policy (None
+    when the report knows neither: no spend given and no priced replay)."""
+    out = MoneySection()
+    expected = _expected(summary)
+    if (spend is None or spend.empty) and expected.empty:
+        return None
+    if spend is not None and not spend.empty:
+        spend = spend.sort_values(["judge", "config"], kind="mergesort")
+        out.spent = table(spend, columns(SpendTableRow), table_id="t-spent")
+        dates = sorted({d for d in spend["price_as_of"] if d != "no price"})
+        out.dated = ", ".join(dates)
+    if not expected.empty:
+        out.expected = table(expected, columns(SavingsUsdTableRow), table_id="t-money")
+    return out
+
+
+def usd_saved(summary: pd.DataFrame) -> dict[tuple[str, ...], float]:
+    """Per (judge, config, dataset, design, policy) with a price: the USD the policy is
+    expected to save over the group's pairs against the full policy (replay summary)."""
+    expected = _expected(summary)
+    keys = [*GROUP, "design", "policy"]
+    return {
+        tuple(str(r[k]) for k in keys): float(r["saved_usd"]) * int(r["pairs"])
+        for r in expected.to_dict("records")
+        if pd.notna(r["saved_usd"])
+    }

@@ -13,6 +13,7 @@ from tasks.errors import InputError
 from tasks.imports import agreement, build_import, imported_table, read_imported
 from tasks.remap import remap_run, write_remap
 from tasks.runfolder import RunFolder
+from tasks.runhealth import NOT_RECORDED, run_health
 from tasks.workdir import WorkDir
 
 
@@ -88,6 +89,9 @@ def test_games_are_placed_by_the_baseline_slot(tmp_path: Path) -> None:
     assert out[("q1", "BA")] == "A" and out[("q1", "AB")] == "A"
     assert out[("q2", "BA")] == "B" and out[("q2", "AB")] == "T"
     assert out[("q3", "AB")] == "M"
+    # The null game is a failed call without a category (its tool recorded none).
+    (health,) = run_health(RunFolder(work, "ah-1"))
+    assert health.failed == {NOT_RECORDED: 1} and health.valid == 4
     folder = RunFolder(work, "ah-1")
     table = imported_table(work, "ah-1")
     assert table is not None

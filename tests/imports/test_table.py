@@ -11,6 +11,7 @@ import pytest
 
 from tasks.errors import InputError
 from tasks.imports import ImportOptions, build_import, read_seeds
+from tasks.judging.spend import run_prices
 from tasks.remap import remap_run, write_remap
 from tasks.runfolder import RunFolder
 from tasks.workdir import WorkDir
@@ -60,6 +61,7 @@ def test_left_column_and_seeds(tmp_path: Path) -> None:
     }
     # Slot and identity differ where B was shown left: Left there is identity B.
     assert out == {(0, "BA"): "B", (0, "AB"): "B", (1, "AB"): "T", (1, "BA"): "B"}
+    assert run_prices(work, "tb-1") == {"judge-x": None}  # an imported judge was not paid
     labels = [(j.recorded_verdict, j.recorded_label) for f in files for j in f.judgments]
     assert labels == [("left", "Left"), ("Right", "Right"), (None, None), ("Right", "Right")]
 

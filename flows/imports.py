@@ -52,13 +52,19 @@ def _finish(work: WorkDir, record: RunRecord, k: int) -> None:
 @flow(name="import-judgments")
 def import_flow(
     fmt: str, paths: list[str], work_dir: str | None = None, run_id: str | None = None,
-    dataset: str | None = None, name: str | None = None,
+    dataset: str | None = None, name: str | None = None, questions: str | None = None,
+    answers_dir: str | None = None, mapping: str | None = None, judge: str | None = None,
+    template: str = "arena-hard-v1",
 ) -> dict[str, Any]:  # fmt: skip
-    """Import the judgment files of one judge (one per seed) as a run; returns its record."""
-    from tasks.imports import build_import, read_imported
+    """Import the judgment files of one judge (one per seed) as a run; returns its record.
+
+    `questions`/`answers_dir` are FastChat's text files; `mapping`, `judge` and `template`
+    read a judgments table."""
+    from tasks.imports import ImportOptions, build_import, read_seeds
 
     work = WorkDir.at(work_dir)
-    files = [read_imported(fmt, p, dataset=dataset) for p in paths]
+    options = ImportOptions(dataset, questions, answers_dir, mapping, judge, template)
+    files = [f for p in paths for f in read_seeds(fmt, p, options)]
     run_id = run_id or new_run_id()
     config: dict[str, Any] = {
         "import": fmt, "files": list(paths), "k": len(files), "template": files[0].template_id,

@@ -94,6 +94,34 @@ def _parse_arena(text: str) -> ParsedReply:
     return ParsedReply(label=label, strength=strength, note=None)
 
 
+# --- fastchat-pair-v2 ----------------------------------------------------------------------
+
+_FASTCHAT_VERDICTS: dict[str, SlotLabel] = {
+    "A": "Left",
+    "B": "Right",
+    "C": "Tie",
+    "ABSTAIN": "Abstain",
+}
+
+
+def _parse_fastchat(text: str) -> ParsedReply:
+    """FastChat's `[[A]]`/`[[B]]`/`[[C]]` (tie), read like the Arena-Hard labels: examples
+    ignored, one distinct label or Invalid (FastChat itself takes the first of A, B, C)."""
+    tokens, examples = _verdict_tokens(text)
+    seen = list(dict.fromkeys(re.sub(r"\s+", "", t).upper() for t in tokens))
+    verdicts = [t for t in seen if t in _FASTCHAT_VERDICTS]
+    off = [t for t in seen if t not in _FASTCHAT_VERDICTS and _VERDICTISH.match(t)]
+    if off:
+        return _invalid(f"verdict label [[{off[0]}]] is not one of the template's labels")
+    if not verdicts:
+        if examples:
+            return _invalid("verdict labels only inside an example or code block, no verdict")
+        return _invalid("no verdict label [[...]] in the reply")
+    if len(verdicts) > 1:
+        return _invalid(f"conflicting verdict labels {', '.join(f'[[{t}]]' for t in verdicts)}")
+    return ParsedReply(label=_FASTCHAT_VERDICTS[verdicts[0]], strength=None, note=None)
+
+
 # --- judgebench-vanilla-v1 ----------------------------------------------------------------
 
 _VANILLA_VERDICTS: dict[str, SlotLabel] = {
@@ -180,6 +208,7 @@ def _parse_json(text: str) -> ParsedReply:
 _PARSERS: dict[str, Callable[[str], ParsedReply]] = {
     "arena-hard-v1": _parse_arena,
     "judgebench-vanilla-v1": _parse_vanilla,
+    "fastchat-pair-v2": _parse_fastchat,
     "json-strict-v1": _parse_json,
 }
 

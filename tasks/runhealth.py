@@ -26,6 +26,7 @@ __all__ = [
     "EXIT_CODES",
     "MESSAGE_CHARS",
     "MISSING_SHARE",
+    "NOT_RECORDED",
     "VALID_SHARE",
     "RunNotCompleted",
     "describe",
@@ -56,6 +57,9 @@ def short(h: ConfigHealth) -> bool:
 MESSAGE_CHARS = 300
 """A provider message is shown up to this many characters, on one line."""
 
+NOT_RECORDED = "not_recorded"
+"""The category of a failed call with none: a judgment another tool recorded without a reply
+(docs/design.md#imported-judgments)."""
 EXIT_CODES: dict[RunStatus, int] = {"completed": 0, "degraded": 3, "failed": 4}
 """The CLI's exit code per run status (2 is a bad input, 1 an unexpected error)."""
 
@@ -137,7 +141,7 @@ def run_health(folder: RunFolder) -> list[ConfigHealth]:
         planned[jc] += 1
         failed.setdefault(jc, Counter())
         if c["status"] == "failed":
-            failed[jc][c["error_category"] or "unknown"] += 1
+            failed[jc][c["error_category"] or NOT_RECORDED] += 1
             failed_keys.setdefault(jc, set()).add(c["call_key"])
         elif c["status"] == "pending":
             pending[jc] += 1

@@ -158,6 +158,29 @@ _VANILLA_ANSWERS = (
     'or "Output (b)" (or "Tie" / "Abstain" as described above):'
 )
 
+_FASTCHAT_SYSTEM = (
+    "Please act as an impartial judge and evaluate the quality of the responses provided by "
+    "two AI assistants to the user question displayed below. You should choose the assistant "
+    "that follows the user's instructions and answers the user's question better. Your "
+    "evaluation should consider factors such as the helpfulness, relevance, accuracy, depth, "
+    "creativity, and level of detail of their responses. Begin your evaluation by comparing "
+    "the two responses and provide a short explanation. Avoid any position biases and ensure "
+    "that the order in which the responses were presented does not influence your decision. "
+    "Do not allow the length of the responses to influence your evaluation. Do not favor "
+    "certain names of the assistants. Be as objective as possible. Assistant A is simply the "
+    "answer shown first and Assistant B the answer shown second. After providing your "
+    'explanation, output your final verdict by strictly following this format: "[[A]]" if '
+    'assistant A is better, "[[B]]" if assistant B is better, and "[[C]]" for a tie '
+    '("[[ABSTAIN]]" only if you cannot judge them at all).\n\n'
+    "Output contract: the reply must contain exactly one of these four labels (it may be "
+    "repeated, but two different labels make the reply invalid); a label in a fenced code "
+    "block, or after the word 'example' on its line, is read as an example, not a verdict."
+)
+_FASTCHAT_ANSWERS = (
+    "[The Start of Assistant A's Answer]\n{{left}}\n[The End of Assistant A's Answer]\n\n"
+    "[The Start of Assistant B's Answer]\n{{right}}\n[The End of Assistant B's Answer]"
+)
+
 _JSON_SYSTEM = (
     "You are an impartial judge comparing two answers to the same question. The answers are "
     "named only by where they are shown: the LEFT answer is shown first, the RIGHT answer "
@@ -200,6 +223,16 @@ def _build_templates() -> dict[str, Template]:
                 + _VANILLA_ANSWERS
             ),
             description='JudgeBench vanilla prompt; reply is only "Output (a)"/"Output (b)".',
+        ),
+        Template(
+            template_id="fastchat-pair-v2",
+            system=_FASTCHAT_SYSTEM,
+            user="[User Question]\n{{question}}\n\n" + _FASTCHAT_ANSWERS,
+            user_with_reference=(
+                "[User Question]\n{{question}}\n\n[The Start of Reference Answer]\n"
+                "{{reference}}\n[The End of Reference Answer]\n\n" + _FASTCHAT_ANSWERS
+            ),
+            description="FastChat MT-Bench pairwise prompt; final verdict [[A]]/[[B]]/[[C]].",
         ),
         Template(
             template_id="json-strict-v1",
@@ -332,6 +365,7 @@ _ARENA_LABELS: dict[tuple[str, str | None], str] = {
     ("Right", "strong"): "Assistant B is significantly better: [[B>>A]]",
     ("Abstain", None): "that I cannot judge these answers: [[ABSTAIN]]",
 }
+_FASTCHAT_LABELS = {"Left": "[[A]]", "Right": "[[B]]", "Tie": "[[C]]", "Abstain": "[[ABSTAIN]]"}
 _VANILLA_LABELS = {"Left": "Output (a)", "Right": "Output (b)", "Tie": "Tie", "Abstain": "Abstain"}
 
 
@@ -340,8 +374,8 @@ def format_verdict(
 ) -> str:
     """A reply in the template's verdict format; `parse_reply` reads it back as `label`.
 
-    Decisive labels without a strength are written as weak where the format has strength.
-    The vanilla format has no room for a rationale and drops it.
+    Decisive labels without a strength are written as weak where the format has strength
+    (the vanilla and FastChat formats have none). The vanilla format drops the rationale.
     """
     get_template(template_id)
     if label == "Invalid":
@@ -352,6 +386,8 @@ def format_verdict(
         return f"{rationale}\n\nMy final verdict is {_ARENA_LABELS[key]}"
     if template_id == "judgebench-vanilla-v1":
         return _VANILLA_LABELS[label]
+    if template_id == "fastchat-pair-v2":
+        return f"{rationale}\n\nMy final verdict: {_FASTCHAT_LABELS[label]}"
     if template_id == "json-strict-v1":
         reply = {
             "verdict": label.lower(),

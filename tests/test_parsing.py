@@ -181,6 +181,36 @@ def test_json_invalid_replies_say_why(reply: str, note_part: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("reply", "label"),
+    [
+        ("Assistant B is more accurate.\n\n[[B]]", "Right"),
+        ("Final verdict: [[A]]", "Left"),
+        ("Both are equally good. [[C]]", "Tie"),
+        ("[[ A ]] ... so again [[A]]", "Left"),
+        ("I cannot tell. [[ABSTAIN]]", "Abstain"),
+        ('For example "[[B]]" would mean B.\nMy verdict is [[A]]', "Left"),
+    ],
+)
+def test_fastchat_valid_verdicts(reply: str, label: str) -> None:
+    parsed = parse_reply("fastchat-pair-v2", reply)
+    assert (parsed.label, parsed.strength, parsed.note) == (label, None, None)
+
+
+@pytest.mark.parametrize(
+    ("reply", "note_part"),
+    [
+        ("A is better, then [[B]]. Final: [[A]]", "conflicting verdict labels [[B]], [[A]]"),
+        ("My verdict: [[A>B]]", "[[A>B]] is not one of"),
+        ("Assistant A wins.", "no verdict label"),
+        ("```\n[[A]]\n```", "only inside an example"),
+    ],
+)
+def test_fastchat_invalid_replies_say_why(reply: str, note_part: str) -> None:
+    parsed = parse_reply("fastchat-pair-v2", reply)
+    assert parsed.label == "Invalid" and parsed.note is not None and note_part in parsed.note
+
+
+@pytest.mark.parametrize(
     ("template_id", "reply"),
     [
         ("arena-hard-v1", "Answer A (identity A) wins: [[A>B]]"),

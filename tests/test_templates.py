@@ -159,7 +159,7 @@ def test_format_verdict_round_trips_through_the_parser(template_id: str) -> None
         reply = format_verdict(template_id, label, strength, rationale)  # type: ignore[arg-type]
         parsed = parse_reply(template_id, reply)
         assert parsed.label == label, (template_id, label, reply)
-        if template_id == "judgebench-vanilla-v1":
+        if template_id in ("judgebench-vanilla-v1", "fastchat-pair-v2"):
             assert parsed.strength is None
         else:
             assert parsed.strength == strength

@@ -33,7 +33,9 @@ def _print_agreement(imported: dict[str, Any] | None) -> None:
 
 @app.command("import")
 def import_(
-    fmt: Annotated[str, typer.Argument(help="File format: judgebench.")],
+    fmt: Annotated[
+        str, typer.Argument(help="File format: judgebench, arena-hard, fastchat, table.")
+    ],
     files: Annotated[
         list[Path], typer.Argument(help="Judgment files of one judge; one per seed (repeats).")
     ],
@@ -42,11 +44,32 @@ def import_(
     ] = None,
     run_id: Annotated[str | None, typer.Option(help="Run id (default: new).")] = None,
     name: Annotated[str | None, typer.Option(help="Benchmark name in the run record.")] = None,
+    questions: Annotated[
+        Path | None, typer.Option(help="fastchat: the MT-Bench question.jsonl.")
+    ] = None,
+    answers_dir: Annotated[
+        Path | None, typer.Option(help="fastchat: the model_answer folder (<model>.jsonl).")
+    ] = None,
+    map_: Annotated[
+        str | None,
+        typer.Option(
+            "--map",
+            help="table: field=column,... (pair fields, reply, left|order, seed, verdict, judge).",
+        ),
+    ] = None,  # fmt: skip
+    judge: Annotated[str | None, typer.Option(help="table: the judge's name.")] = None,
+    template: Annotated[
+        str, typer.Option(help="table: the reply format (template id) to parse.")
+    ] = "arena-hard-v1",
 ) -> None:
     """Import another tool's judgment files as a run: nothing is sent or paid."""
     from flows.imports import import_flow
 
-    record = import_flow(fmt, [str(f) for f in files], str(state.work.root), run_id, dataset, name)
+    record = import_flow(
+        fmt, [str(f) for f in files], str(state.work.root), run_id, dataset, name,
+        str(questions) if questions else None, str(answers_dir) if answers_dir else None,
+        map_, judge, template,
+    )  # fmt: skip
     calls = record["calls"]
     console.print(
         f"run [bold]{record['run_id']}[/bold] imported from {len(files)} file(s): "

@@ -1,23 +1,29 @@
 """Imports: judgment files made by other tools -> a judgeline run, with nothing sent.
 
 One module per format reads a file into pairs and judgments placed by display order
-(`judgebench`, `arenahard`, `fastchat`); `records` holds what they hand over, `build` turns
-the files of one judge (one per seed) into a manifest, a plan, cached replies marked as
-imported and the run's calls, and `agreement` compares judgeline's labels with the verdicts
-the files record. Remap, replay and report then run as for any run.
+(`judgebench`, `arenahard`, `fastchat`, and `table` for a generic judgments table);
+`records` holds what they hand over, `build` turns the files of one judge (one per seed)
+into a manifest, a plan, cached replies marked as imported and the run's calls, and
+`agreement` compares judgeline's labels with the verdicts the files record. Remap, replay
+and report then run as for any run.
 """
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from tasks.errors import InputError
 from tasks.imports.agreement import agreement
+from tasks.imports.arenahard import read_arenahard
 from tasks.imports.build import IMPORT_KEY_FORMAT, ImportedRun, build_import, imported_table
+from tasks.imports.fastchat import read_fastchat
 from tasks.imports.judgebench import read_judgebench_output
 from tasks.imports.records import ImportedFile, Judgment
+from tasks.imports.table import read_judgment_table
 
 __all__ = [
     "FORMATS",
     "IMPORT_KEY_FORMAT",
+    "ImportOptions",
     "ImportedFile",
     "ImportedRun",
     "Judgment",
@@ -26,14 +32,54 @@ __all__ = [
     "imported_table",
     "read_imported",
     "read_judgebench_output",
+    "read_seeds",
 ]
 
-FORMATS = ("judgebench",)
-"""The formats `read_imported` reads."""
+FORMATS = ("judgebench", "arena-hard", "fastchat", "table")
+"""The formats judgeline imports."""
+
+
+@dataclass(frozen=True)
+class ImportOptions:
+    """What some formats need besides the file: FastChat's question and answer files, a
+    table's column mapping, judge and template."""
+
+    dataset: str | None = None
+    questions: str | None = None
+    answers_dir: str | None = None
+    mapping: str | None = None
+    judge: str | None = None
+    template: str = "arena-hard-v1"
 
 
 def read_imported(fmt: str, path: str | Path, *, dataset: str | None = None) -> ImportedFile:
-    """Read one judgment file of format `fmt` (one of FORMATS)."""
+    """Read one judgment file of a one-seed-per-file format (judgebench, arena-hard)."""
     if fmt == "judgebench":
         return read_judgebench_output(path, dataset=dataset)
+    if fmt == "arena-hard":
+        return read_arenahard(path, dataset=dataset)
     raise InputError(f"unknown import format {fmt!r}; expected one of {', '.join(FORMATS)}")
+
+
+def read_seeds(fmt: str, path: str | Path, options: ImportOptions) -> list[ImportedFile]:
+    """The seeds one file holds, in order: one for a judgment file, one per seed value of a
+    judgments table."""
+    if fmt == "fastchat":
+        return [
+            read_fastchat(
+                path, questions=options.questions, answers_dir=options.answers_dir,
+                dataset=options.dataset,
+            )
+        ]  # fmt: skip
+    if fmt == "table":
+        if options.mapping is None:
+            raise InputError(
+                "a judgments table needs --map naming its columns (pair_id, question, "
+                "answer_a, answer_b, reply, left or order; optional seed, verdict, judge)",
+                file=str(path),
+            )
+        return read_judgment_table(
+            path, options.mapping, judge=options.judge, template=options.template,
+            dataset=options.dataset,
+        )  # fmt: skip
+    return [read_imported(fmt, path, dataset=options.dataset)]

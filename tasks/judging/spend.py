@@ -40,10 +40,14 @@ def reply_usd(price: Price, reply: dict[str, Any]) -> float:
 
 
 def run_prices(work: WorkDir, run_id: str) -> dict[str, Price | None]:
-    """Each judge's price by name, from the run's `run.json`."""
+    """Each judge's price by name, from the run's `run.json`; an imported judge has none
+    (nothing was paid for its replies)."""
     info = RunFolder(work, run_id).find_info()
-    judges = [] if info is None else [JudgeSpec.model_validate(j) for j in info.judges]
-    return {j.name: price_of(j) for j in judges}
+    judges = [] if info is None else info.judges
+    return {
+        j["name"]: None if j.get("imported") else price_of(JudgeSpec.model_validate(j))
+        for j in judges
+    }
 
 
 def sent_keys(work: WorkDir, run_id: str) -> set[str]:

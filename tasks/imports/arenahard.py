@@ -1,0 +1,208 @@
+"""Arena-Hard-Auto judgment files (`data/<bench>/model_judgment/<judge>/<model>.jsonl`,
+lmarena/arena-hard-auto `gen_judgment.py`).
+
+Each line judges one question of one model against the baseline in two games: `games[0]`
+shows the baseline as Assistant A and the model as B, `games[1]` the model as A (the
+baseline's place is swapped; `show_result.py` inverts `games[0]`'s score). judgeline makes
+the judged model identity A and the baseline identity B, so `games[0]` is display order
+`BA` and `games[1]` order `AB`. The answers exist only inside the stored prompt (v2: the
+user message of `prompt`; v0.1: `user_prompt`), between the Assistant A/B answer markers.
+A game is null when the judge call failed; its `score` (e.g. `A>>B`, about its own slots)
+is null when arena-hard found no label. Question ids are `uid` (v2) or `question_id` (v0.1).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from schemas import Pair
+from schemas.vocabulary import Order, SlotLabel
+from tasks.errors import InputError
+from tasks.hashing import canonical_json, sha256_bytes
+from tasks.imports.records import ImportedFile, Judgment
+from tasks.ingest.fields import LoadedPairs, iter_jsonl, read_bytes, shorten
+from tasks.templates import message_text
+
+__all__ = ["read_arenahard"]
+
+CONVENTION = (
+    "arena-hard-auto gen_judgment.py: games[0] showed the baseline as Assistant A (identity "
+    "B first: order BA), games[1] showed the judged model as Assistant A (order AB); "
+    "identity A is the judged model, B the baseline; each score is about its own game's slots"
+)
+_ORDERS: tuple[Order, ...] = ("BA", "AB")
+_SCORES: dict[str, SlotLabel] = {
+    **dict.fromkeys(("A>B", "A>>B", "B<A", "B<<A"), "Left"),
+    **dict.fromkeys(("B>A", "B>>A", "A<B", "A<<B"), "Right"),
+    **dict.fromkeys(("A=B", "B=A"), "Tie"),
+}
+_USER = "<|User Prompt|>\n"
+_MARKERS = (
+    "\n\n<|The Start of Assistant A's Answer|>\n",
+    "\n<|The End of Assistant A's Answer|>\n\n<|The Start of Assistant B's Answer|>\n",
+    "\n<|The End of Assistant B's Answer|>",
+)
+
+_BARE = (
+    _USER.strip(),
+    *(f"<|The {e} of Assistant {s}'s Answer|>" for s in "AB" for e in ("Start", "End")),
+)
+
+
+def _slots(prompt: str, where: str, *, path: Path, row: int) -> tuple[str, str, str]:
+    """(question, slot A answer, slot B answer) of a stored arena-hard user prompt."""
+    counts = [prompt.count(m) for m in _BARE]
+    if not prompt.startswith(_USER) or not prompt.endswith(_MARKERS[-1]) or counts != [1] * 5:
+        raise InputError(
+            f"{where}: the prompt must be '<|User Prompt|>', the question and the Assistant A "
+            "and B answers between their markers, each marker once (an answer that quotes a "
+            "marker makes the slots a guess)",
+            file=str(path),
+            row=row,
+        )
+    body = prompt[len(_USER) : -len(_MARKERS[-1])]
+    question, _, rest = body.partition(_MARKERS[0])
+    left, _, right = rest.partition(_MARKERS[1])
+    if _MARKERS[0] not in body or _MARKERS[1] not in rest:
+        raise InputError(
+            f"{where}: the answer markers are not laid out as arena-hard writes them",
+            file=str(path),
+            row=row,
+        )
+    return question, left, right
+
+
+def _game(game: Any, index: int, *, path: Path, row: int) -> tuple[str, str | None, Any] | None:
+    """(user prompt, reply, score) of one game; None for a null game (the call failed)."""
+    if game is None:
+        return None
+    where = f"games[{index}]"
+    if not isinstance(game, dict):
+        raise InputError(
+            f"{where} must be an object or null, got {shorten(game)}", file=str(path), row=row
+        )
+    if "user_prompt" in game:  # v0.1
+        prompt, reply = game["user_prompt"], game.get("judgment")
+    else:  # v2: prompt = [system, user] messages, judgment = {"answer": ...}
+        messages = game.get("prompt")
+        users = (
+            [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+            if isinstance(messages, list)
+            else []
+        )
+        prompt = message_text(users[-1].get("content")) if users else None
+        judgment = game.get("judgment")
+        reply = judgment.get("answer") if isinstance(judgment, dict) else judgment
+    if not isinstance(prompt, str):
+        raise InputError(
+            f"{where} has no stored prompt ('prompt' user message or 'user_prompt'); the answers "
+            "are only there",
+            file=str(path),
+            row=row,
+        )
+    if reply is not None and not isinstance(reply, str):
+        raise InputError(
+            f"{where}.judgment must hold the reply text, got {shorten(reply)}",
+            file=str(path),
+            row=row,
+        )
+    return prompt, reply, game.get("score")
+
+
+def _recorded(score: Any) -> SlotLabel | None:
+    """The game's score as a slot label; None for null or a score show_result cannot read."""
+    return _SCORES.get(score) if isinstance(score, str) else None
+
+
+def read_arenahard(path: str | Path, *, dataset: str | None = None) -> ImportedFile:
+    """The pairs (judged model = A, baseline = B) and games of one Arena-Hard judgment file."""
+    path = Path(path)
+    parents = path.parent.parent
+    bench = parents.parent.name if parents.name == "model_judgment" else "arena-hard"
+    pairs: list[Pair] = []
+    rows: list[int] = []
+    judgments: list[Judgment] = []
+    judges: set[str] = set()
+    for row, record in iter_jsonl(path):
+        qid = record.get("uid", record.get("question_id"))
+        if not isinstance(qid, str | int) or isinstance(qid, bool):
+            raise InputError(
+                f"field 'uid' (or 'question_id') must be a string or integer, got {shorten(qid)}",
+                file=str(path),
+                row=row,
+            )
+        model = record.get("model") or path.stem
+        judges.add(str(record.get("judge") or path.parent.name))
+        games = record.get("games")
+        if not isinstance(games, list) or len(games) != 2:
+            raise InputError(
+                f"field 'games' must be a list of two games, got {shorten(games)}",
+                file=str(path),
+                row=row,
+            )
+        read = [_game(g, i, path=path, row=row) for i, g in enumerate(games)]
+        # Identity texts (question, model's answer, baseline's answer) seen by each game.
+        seen = set()
+        for index, game in enumerate(read):
+            if game is not None:
+                question, left, right = _slots(game[0], f"games[{index}]", path=path, row=row)
+                seen.add(
+                    (question, right, left) if _ORDERS[index] == "BA" else (question, left, right)
+                )
+        if len(seen) != 1:
+            raise InputError(
+                "both games are null, so the answers are unknown"
+                if not seen
+                else "games[0] and games[1] do not show the same question and the same two answers "
+                "in swapped places",
+                file=str(path),
+                row=row,
+            )
+        ((question, answer_a, answer_b),) = seen
+        metadata = {
+            "model": model,
+            "baseline": record.get("baseline"),
+            "category": record.get("category"),
+        }
+        pairs.append(
+            Pair(
+                pair_id=str(qid),
+                dataset=dataset or f"{bench}-{model}",
+                source=str(record.get("category") or bench),
+                question=question,
+                answer_a=answer_a,
+                answer_b=answer_b,
+                metadata=canonical_json({k: v for k, v in metadata.items() if v is not None}),
+            )
+        )
+        rows.append(row)
+        for index, game in enumerate(read):
+            reply, score = (game[1], game[2]) if game is not None else (None, None)
+            judgments.append(
+                Judgment(
+                    pair_id=str(qid),
+                    order=_ORDERS[index],
+                    reply=reply,
+                    recorded_verdict=score if isinstance(score, str) else None,
+                    recorded_label=_recorded(score) if reply is not None else None,
+                    line=row,
+                    index=index,
+                )
+            )
+    if len(judges) != 1:
+        raise InputError(
+            f"one judge per file: found judge {sorted(judges) or 'none'}", file=str(path)
+        )
+    (judge,) = judges
+    return ImportedFile(
+        tool="arena-hard",
+        path=path,
+        sha256=sha256_bytes(read_bytes(path)),
+        judge=judge,
+        config=bench,
+        template_id="arena-hard-v1",
+        convention=CONVENTION,
+        pairs=LoadedPairs(pairs, rows),
+        judgments=judgments,
+    )

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from flows.runtime import configure_prefect
+from flows.runtime import configure_prefect, detach_embedded_server
 from tasks.errors import InputError
 from tasks.workdir import WorkDir
 
@@ -76,9 +76,11 @@ DaskAddress = Annotated[
 
 
 def prepare_prefect() -> None:
-    """Process settings for the judge jobs, before their flows are imported."""
+    """Process settings for the jobs that run flows, before their flows are imported."""
     # A loaded machine can take more than Prefect's default 20 s to start its server.
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+    # A terminal's Ctrl-C must reach judgeline only, which stops its judge stage cleanly.
+    detach_embedded_server()
 
 
 def load_judges(path: Path) -> list[JudgeSpec]:

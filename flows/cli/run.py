@@ -11,10 +11,11 @@ import typer
 from rich import box
 from rich.table import Table
 
-from flows.cli.app import app, console, state
+from flows.cli.app import app, console, prepare_prefect, state
 
 
 def _run_nightly(**params: Any) -> dict[str, Any]:
+    prepare_prefect()
     from flows.nightly import nightly_flow
 
     result: dict[str, Any] = asyncio.run(nightly_flow(**params))

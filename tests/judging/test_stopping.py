@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -43,6 +45,23 @@ def test_calls_in_flight_finish_within_the_grace_and_later_ones_are_abandoned() 
     assert on_time == "on time"
     assert late is None
     assert took < 5
+
+
+def test_a_second_signal_exits_at_once() -> None:
+    script = (
+        "import asyncio, signal\n"
+        "from tasks.judging.stopping import StopRequest\n"
+        "async def main():\n"
+        "    stop = StopRequest(grace_s=60)\n"
+        "    stop.request(signal.SIGINT)\n"
+        "    stop.request(signal.SIGINT)\n"
+        "    print('still running')\n"
+        "asyncio.run(main())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 130, done.stderr
+    assert "still running" not in done.stdout
+    assert "SIGINT again: exiting at once" in done.stderr
 
 
 @pytest.mark.slow

@@ -1,12 +1,14 @@
 """Reliability of the judge stage at size: kills, fault storms, concurrent runs, corrupt files.
 
 Usage: python bench/faults.py [--pairs 100] [--k 4] [--latency-ms 40] [--concurrency 16]
+                              [--only storms crash sigint sigterm concurrent same corrupt]
 
 Every scenario runs the real judge stage (Prefect flows in this process, or `judgeline
 judge` subprocesses on the same Prefect server) against the simulated judge on loopback,
 then prints one row: planned calls, stored, failed by category after the faulty run, calls
 sent again by rerun-failed, stored calls requested again (must be 0), calls paid twice
-(only calls in flight when a process was killed may be: at most kills x concurrency),
+(only calls in flight when a process was SIGKILLed may be: at most kills x concurrency;
+SIGINT and SIGTERM store the replies in flight, so none),
 replies lost (must be 0) and wall time. A last line compares request rates with and without 429s.
 """
 
@@ -48,6 +50,9 @@ from tasks.simjudge.server import SimJudgeServer  # noqa: E402
 from tasks.workdir import WorkDir  # noqa: E402
 
 NO_FAULTS = Faults().model_dump()
+STOPS = {"crash": signal.SIGKILL, "sigint": signal.SIGINT, "sigterm": signal.SIGTERM}
+"""Scenarios that stop a run with a signal to its process group, then resume it."""
+SCENARIOS = ["storms", *STOPS, "concurrent", "same", "corrupt"]
 
 
 @dataclass
@@ -193,9 +198,15 @@ def storm(bench: Bench, name: str, faults: dict[str, Any], **judge_kw: Any) -> R
     return row
 
 
-def crash(bench: Bench, kills: int, rng: random.Random) -> Row:
-    row = Row(f"crash: SIGKILL x{kills}, resume")
-    work = bench.fresh("crash")
+def crash(bench: Bench, kills: int, rng: random.Random, signum: int = signal.SIGKILL) -> Row:
+    """Stop a run `kills` times with `signum` to its process group, then resume it.
+
+    SIGKILL may pay twice for the calls in flight; SIGINT and SIGTERM let them finish and
+    store them, so nothing is paid twice (and the process exits 128 + signum)."""
+    name = signal.Signals(signum).name
+    kind = "crash" if signum == signal.SIGKILL else "stop"
+    row = Row(f"{kind}: {name} x{kills}, resume")
+    work = bench.fresh(f"crash-{name}")
     # Slower judge: each life should store some replies and die mid-run.
     concurrency = max(2, bench.args.concurrency // 8)
     judge = bench.judge(max_concurrency=concurrency)
@@ -203,6 +214,7 @@ def crash(bench: Bench, kills: int, rng: random.Random) -> Row:
     bench.server.set_faults(**NO_FAULTS)
     bench.server.clear_log()
     snapshots: list[dict[str, str]] = []
+    stops: list[float] = []
     started = time.perf_counter()
     for _ in range(kills):
         proc = bench.start(work, judges, "crash")
@@ -214,8 +226,13 @@ def crash(bench: Bench, kills: int, rng: random.Random) -> Row:
         time.sleep(rng.uniform(0.0, 2.0))
         if proc.poll() is not None:
             break  # finished before its kill: the size is too small for more kills
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+        os.killpg(proc.pid, signum)
+        signalled = time.perf_counter()
+        output, _ = proc.communicate()
+        stops.append(time.perf_counter() - signalled)
+        expected = -signum if signum == signal.SIGKILL else 128 + signum
+        if proc.returncode != expected:
+            raise SystemExit(f"{name}: exit {proc.returncode}, not {expected}:\n{output}")
         snapshots.append(_texts(work))
     proc = bench.start(work, judges, "crash")
     output, _ = proc.communicate()
@@ -225,9 +242,10 @@ def crash(bench: Bench, kills: int, rng: random.Random) -> Row:
     final = _texts(work)
     row.lost = sum(final.get(k) != v for snap in snapshots for k, v in snap.items())
     _audit(row, work, "crash", bench.server.request_log())
-    row.scenario = f"crash: SIGKILL x{len(snapshots)}, resume"
+    row.scenario = f"{kind}: {name} x{len(snapshots)}, resume"
     row.note = "replies stored at each kill: " + ", ".join(str(len(s)) for s in snapshots)
     row.note += f" (in flight at the kills: at most {len(snapshots)} x {concurrency})"
+    row.note += "; exited after " + ", ".join(f"{s:.1f}" for s in stops) + " s"
     return row
 
 
@@ -340,6 +358,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--kills", type=int, default=3)
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--only", nargs="+", choices=SCENARIOS, default=SCENARIOS,
+                        help="Run only these scenarios.")  # fmt: skip
     args = parser.parse_args()
     rng = random.Random(args.seed)
     from prefect.testing.utilities import prefect_test_harness
@@ -357,30 +377,39 @@ def main() -> None:
               f"per scenario; judge latency {args.latency_ms:g} ms, concurrency "
               f"{args.concurrency}", flush=True)  # fmt: skip
         rows: list[Row] = []
-        calm = storm(bench, "no faults", {}, max_retries=2)
-        calm_rate = _rate(bench.server.request_log(), bench.planned)
-        rows.append(calm)
-        rows.append(storm(bench, "429 on half, Retry-After 1", {"rate_429": 0.5}, max_retries=2))
-        storm_log = bench.server.request_log()
-        first_attempts = min(bench.planned, len(storm_log))
-        storm_rate = _rate(storm_log, first_attempts)
-        rows.append(storm(bench, "5xx bursts (60%)", {"rate_5xx": 0.6}, max_retries=2))
-        rows.append(storm(bench, "stalls past timeout", {"rate_stall": 0.3, "stall_s": 5.0},
-                          max_retries=1, timeout_s=1.0))  # fmt: skip
-        rows.append(storm(bench, "malformed bodies", {"rate_malformed": 0.5}, max_retries=1))
-        rows.append(storm(bench, "truncated bodies", {"rate_truncated": 0.5}, max_retries=1))
-        mixed = {"rate_429": 0.15, "rate_5xx": 0.15, "rate_stall": 0.1, "stall_s": 5.0,
-                 "rate_malformed": 0.15, "rate_truncated": 0.15, "retry_after_s": 0}  # fmt: skip
-        rows.append(storm(bench, "mixed storm", mixed, max_retries=2, timeout_s=1.0))
-        rows.append(crash(bench, args.kills, rng))
-        rows.append(concurrent(bench))
-        rows.append(same_run_id(bench))
-        rows.append(corrupt(bench))
+        if "storms" in args.only:
+            calm = storm(bench, "no faults", {}, max_retries=2)
+            calm_rate = _rate(bench.server.request_log(), bench.planned)
+            rows.append(calm)
+            rows.append(storm(bench, "429 on half, Retry-After 1", {"rate_429": 0.5},
+                              max_retries=2))  # fmt: skip
+            storm_log = bench.server.request_log()
+            first_attempts = min(bench.planned, len(storm_log))
+            storm_rate = _rate(storm_log, first_attempts)
+            rows.append(storm(bench, "5xx bursts (60%)", {"rate_5xx": 0.6}, max_retries=2))
+            rows.append(storm(bench, "stalls past timeout", {"rate_stall": 0.3, "stall_s": 5.0},
+                              max_retries=1, timeout_s=1.0))  # fmt: skip
+            rows.append(storm(bench, "malformed bodies", {"rate_malformed": 0.5}, max_retries=1))
+            rows.append(storm(bench, "truncated bodies", {"rate_truncated": 0.5}, max_retries=1))
+            mixed = {"rate_429": 0.15, "rate_5xx": 0.15, "rate_stall": 0.1, "stall_s": 5.0,
+                     "rate_malformed": 0.15, "rate_truncated": 0.15,
+                     "retry_after_s": 0}  # fmt: skip
+            rows.append(storm(bench, "mixed storm", mixed, max_retries=2, timeout_s=1.0))
+        for scenario, signum in STOPS.items():
+            if scenario in args.only:
+                rows.append(crash(bench, args.kills, rng, signum))
+        if "concurrent" in args.only:
+            rows.append(concurrent(bench))
+        if "same" in args.only:
+            rows.append(same_run_id(bench))
+        if "corrupt" in args.only:
+            rows.append(corrupt(bench))
         print()
         _print(rows)
-        print(f"\nrequest rate over the first {bench.planned} requests: "
-              f"{calm_rate:,.0f}/s without faults, {storm_rate:,.0f}/s under 429s "
-              f"(ratio {storm_rate / calm_rate:.2f}; the client backs off)")  # fmt: skip
+        if "storms" in args.only:
+            print(f"\nrequest rate over the first {bench.planned} requests: "
+                  f"{calm_rate:,.0f}/s without faults, {storm_rate:,.0f}/s under 429s "
+                  f"(ratio {storm_rate / calm_rate:.2f}; the client backs off)")  # fmt: skip
         print("failed counts planned calls; resent counts distinct call keys (planned calls "
               "with equal texts share one key)")  # fmt: skip
         print(f"total wall time {time.perf_counter() - overall:.0f} s")

@@ -1,27 +1,24 @@
-"""Flows freeze-manifest and plan-orders: load sources, freeze and gate, then plan and gate."""
+"""Flows freeze-manifest and plan-orders: load sources, freeze and gate, then plan and gate.
+
+The jobs themselves are plain functions (`tasks.ingest.sources`, `tasks.plan.orders`),
+which the `freeze` and `plan` commands call without a flow run.
+"""
 
 from __future__ import annotations
 
-import secrets
 from typing import TYPE_CHECKING, Any
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from schemas.vocabulary import DESIGNS
 from tasks.errors import InputError
+from tasks.ingest.sources import load_source_dict, source_label
+from tasks.plan.orders import draw_rng_seed
 from tasks.workdir import WorkDir
 
 if TYPE_CHECKING:
+    from tasks.ingest.fields import LoadedPairs
     from tasks.ingest.manifest import SourcePairs
-    from tasks.ingest.tables import LoadedPairs
-
-_SOURCE_KEYS = {"kind", "path", "mapping", "dataset"}
-
-
-def source_label(source: dict[str, Any]) -> str:
-    """How a source is named in the manifest and in errors: its file, or its generator."""
-    return str(source.get("path") or source.get("kind"))
 
 
 # Manifests and plans are content-addressed by us, so Prefect's result cache stays off.
@@ -30,19 +27,7 @@ def source_label(source: dict[str, Any]) -> str:
 @task(name="load-source", cache_policy=NO_CACHE)
 def load_source_task(source: dict[str, Any]) -> LoadedPairs:
     """Load one source's pairs, with the file row of each, through the dataset loaders."""
-    from tasks.ingest.loaders import read_source
-
-    unknown = set(source) - _SOURCE_KEYS
-    if unknown or "kind" not in source:
-        raise InputError(
-            f"a source is a dict with kind, path, mapping, dataset; got keys {sorted(source)}"
-        )
-    return read_source(
-        source["kind"],
-        source.get("path"),
-        mapping=source.get("mapping"),
-        dataset=source.get("dataset"),
-    )
+    return load_source_dict(source)
 
 
 @task(name="freeze", cache_policy=NO_CACHE)
@@ -111,11 +96,10 @@ def plan_flow(
     work_dir: str | None = None,
 ) -> str:
     """Plan display orders for a stored manifest: the full grid or one drawn design."""
-    if design in DESIGNS and rng_seed is None:
-        # Recorded in the plan's sidecar, so the draw stays reproducible.
-        rng_seed = secrets.randbits(31)
-        get_run_logger().info("design %s: drew rng seed %d", design, rng_seed)
+    drawn = draw_rng_seed(design, rng_seed)
+    if drawn != rng_seed:
+        get_run_logger().info("design %s: drew rng seed %d", design, drawn)
     root = str(WorkDir.at(work_dir).root)
-    plan_id = plan_task(manifest_hash, k, design, rng_seed, root)
+    plan_id = plan_task(manifest_hash, k, design, drawn, root)
     gate_plan_task(plan_id, root)
     return plan_id

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
+import subprocess
+import sys
+import types
+from typing import Any
 
 from tasks.errors import InputError, JudgelineError
 from tasks.workdir import WorkDir
@@ -77,3 +82,38 @@ def configure_prefect(work: WorkDir, *, debug: bool = False) -> None:
         quiet_user_errors()
         for name in WORKER_LOGGERS:
             logging.getLogger(name).setLevel(logging.ERROR)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+class _OwnGroupSubprocess(types.ModuleType):
+    """`subprocess` for Prefect's server module: its embedded server starts in a process
+    group of its own (a terminal's Ctrl-C reaches this process only, which then stops its
+    judge stage cleanly while the server keeps answering) and, on Linux, gets SIGTERM when
+    this process dies, however it dies."""
+
+    def __init__(self) -> None:
+        super().__init__("subprocess")
+        self._prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform == "linux" else None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(subprocess, name)
+
+    def _in_child(self) -> None:
+        if self._prctl is not None:
+            self._prctl(_PR_SET_PDEATHSIG, 15)
+
+    def Popen(self, *args: Any, **kwargs: Any) -> subprocess.Popen[Any]:  # noqa: N802
+        return subprocess.Popen(*args, process_group=0, preexec_fn=self._in_child, **kwargs)  # type: ignore[call-overload]
+
+
+def detach_embedded_server() -> None:
+    """Make Prefect start its embedded server outside this process's group (see
+    `_OwnGroupSubprocess`); a no-op when PREFECT_API_URL names a server."""
+    if os.environ.get("PREFECT_API_URL"):
+        return
+    from prefect.server.api import server
+
+    if not isinstance(server.subprocess, _OwnGroupSubprocess):
+        server.subprocess = _OwnGroupSubprocess()  # type: ignore[assignment]

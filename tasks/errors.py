@@ -3,11 +3,13 @@
 JudgelineError            one readable paragraph; the CLI prints it without a traceback
 ├── InputError            a bad input file or row (names the file and the row)
 ├── IntegrityError        stored data that does not match its own hash or contract
-└── GateError             a data-quality gate between stages failed (names the rows)
+├── GateError             a data-quality gate between stages failed (names the rows)
+└── Interrupted           a stage stopped on SIGINT or SIGTERM after storing what it had
 """
 
 from __future__ import annotations
 
+import signal
 from typing import Any
 
 
@@ -43,6 +45,25 @@ class GateError(JudgelineError):
         self.failures = failures
         lines = "\n".join(f"  - {f}" for f in failures)
         super().__init__(f"{stage}: data-quality gate failed:\n{lines}")
+
+
+class Interrupted(JudgelineError):
+    """The judge stage stopped on a signal after storing every reply it received.
+
+    `exit_code` is the shell's for that signal (130 for SIGINT, 143 for SIGTERM); the same
+    command with `--run-id run_id` resumes the run.
+    """
+
+    def __init__(self, run_id: str, signum: int, counts: dict[str, Any]) -> None:
+        self.run_id = run_id
+        self.exit_code = 128 + signum
+        self.counts = counts
+        super().__init__(
+            f"run {run_id} interrupted by {signal.Signals(signum).name}: "
+            f"{counts.get('stored', 0)} of {counts.get('planned', 0)} planned calls stored "
+            f"(replies in flight were kept), {counts.get('failed', 0)} failed, "
+            f"{counts.get('pending', 0)} not sent yet"
+        )
 
 
 def describe_validation(exc: Any) -> str:

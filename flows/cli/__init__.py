@@ -6,6 +6,7 @@ group of subcommands on it when imported.
 
 from __future__ import annotations
 
+import shlex
 import sys
 
 from rich.markup import escape
@@ -25,9 +26,9 @@ from flows.cli import (
     simjudge,
 )
 from flows.cli.app import app, err_console
-from tasks.errors import JudgelineError
+from tasks.errors import Interrupted, JudgelineError
 
-__all__ = ["app", "main"]
+__all__ = ["app", "main", "resume_command"]
 
 COMMAND_GROUPS = (
     advise,
@@ -46,10 +47,29 @@ COMMAND_GROUPS = (
 """The modules whose subcommands `app` serves (imported for their registrations)."""
 
 
+def resume_command(argv: list[str], run_id: str) -> str:
+    """The command line that resumes an interrupted run: this one, naming its run id."""
+    args = list(argv) if run_id in argv else [*argv, "--run-id", run_id]
+    return shlex.join(["judgeline", *args])
+
+
 def main() -> None:
-    """Console entry point: user errors print as one paragraph, tracebacks only with --debug."""
+    """Console entry point: user errors print as one paragraph, tracebacks only with --debug;
+    a stage stopped by SIGINT or SIGTERM prints one line and exits 130 or 143."""
     try:
         app()
+    except Interrupted as exc:
+        if "--debug" in sys.argv:
+            raise
+        err_console.print(
+            f"{escape(str(exc))}; resume with: {escape(resume_command(sys.argv[1:], exc.run_id))}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise SystemExit(exc.exit_code) from None
+    except KeyboardInterrupt:
+        err_console.print("interrupted", highlight=False)
+        raise SystemExit(130) from None
     except JudgelineError as exc:
         if "--debug" in sys.argv:
             raise

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from flows.runtime import configure_prefect
+from flows.runtime import configure_prefect, detach_embedded_server
 from tasks.errors import InputError
 from tasks.workdir import WorkDir
 
@@ -94,9 +94,11 @@ def fits(table: Table) -> bool:
 
 
 def prepare_prefect() -> None:
-    """Process settings for the judge jobs, before their flows are imported."""
+    """Process settings for the jobs that run flows, before their flows are imported."""
     # A loaded machine can take more than Prefect's default 20 s to start its server.
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+    # A terminal's Ctrl-C must reach judgeline only, which stops its judge stage cleanly.
+    detach_embedded_server()
 
 
 def load_judges(path: Path) -> list[JudgeSpec]:

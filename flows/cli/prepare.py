@@ -72,16 +72,16 @@ def freeze(
 ) -> None:
     """Freeze pairs from benchmark files into a manifest (exact bytes, hashed, stored once)."""
     sources = _sources(judgebench or [], rmbench or [], table or [], map_ or [], demo)
-    from flows.prepare import freeze_flow
+    # The job runs here, without a flow run: no Prefect server to start for a few files.
     from tasks.ingest.manifest import read_manifest
+    from tasks.ingest.sources import freeze_sources
 
     work = state.work
-    root = work.root / "manifests"
-    before = {p.name for p in root.iterdir()} if root.is_dir() else set()
-    manifest_hash = freeze_flow(sources, str(work.root))
+    frozen = freeze_sources(sources, work)
+    manifest_hash = frozen.info.manifest_hash
     info, rows = read_manifest(work, manifest_hash, gate=False)
 
-    status = "already frozen" if manifest_hash in before else "frozen"
+    status = "already frozen" if frozen.already_frozen else "frozen"
     _say(f"manifest [bold]{manifest_hash}[/bold] ({status})")
     _say(f"  {info.pairs} pairs from {escape(', '.join(info.sources))}")
     cells = Counter(
@@ -113,10 +113,9 @@ def plan(
     ] = None,
 ) -> None:
     """Plan display orders for a manifest: the full 2K grid or one drawn design."""
-    from flows.prepare import plan_flow
     from schemas.vocabulary import PLAN_DESIGNS
     from tasks.ingest.manifest import resolve_manifest_hash
-    from tasks.plan import check_design, check_k, check_plan_request, read_plan
+    from tasks.plan import check_design, check_k, check_plan_request, draw_rng_seed, plan_orders
 
     work = state.work
     full_hash = resolve_manifest_hash(work, manifest_hash)
@@ -124,8 +123,9 @@ def plan(
     check_design(design, PLAN_DESIGNS)
     if design == "full" or rng_seed is not None:
         check_plan_request(k, design, rng_seed)
-    plan_id = plan_flow(full_hash, k=k, design=design, rng_seed=rng_seed, work_dir=str(work.root))
-    info, _ = read_plan(work, plan_id, gate=False)
+    # The job runs here, without a flow run: no Prefect server to start.
+    info = plan_orders(work, full_hash, k, design, draw_rng_seed(design, rng_seed))
+    plan_id = info.plan_id
     _say(f"plan [bold]{plan_id}[/bold]")
     seed = "" if info.rng_seed is None else f", rng seed {info.rng_seed}"
     _say(f"  manifest {info.manifest_hash}, design {info.design}, K={info.k}{seed}")

@@ -12,7 +12,16 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from flows.cli.app import app, console, err_console, fits, print_reasons, print_rows, state
+from flows.cli.app import (
+    app,
+    console,
+    err_console,
+    fits,
+    prepare_prefect,
+    print_reasons,
+    print_rows,
+    state,
+)
 from tasks.workdir import WorkDir
 
 
@@ -25,6 +34,7 @@ def _print_spend(run_id: str) -> None:
 
 
 def _run_nightly(**params: Any) -> dict[str, Any]:
+    prepare_prefect()
     from flows.nightly import nightly_flow
 
     result: dict[str, Any] = asyncio.run(nightly_flow(**params))

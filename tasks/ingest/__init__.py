@@ -3,7 +3,7 @@
 `loaders` reads JudgeBench, RM-Bench, the demo benchmark and generic tables (`tables`,
 with `--map`), sharing file readers and field checks (`fields`); `validation` checks pairs
 before they are frozen; `manifest` hashes their exact bytes, stores them once and gates
-every read.
+every read; `sources` runs the whole freeze job from source dicts.
 """
 
 from tasks.ingest.demo_benchmark import DEMO_DATASET, demo_pairs
@@ -41,6 +41,7 @@ from tasks.ingest.manifest import (
     read_manifest,
     resolve_manifest_hash,
 )
+from tasks.ingest.sources import SOURCE_KEYS, freeze_sources, load_source_dict, source_label
 from tasks.ingest.tables import ColumnMapping, load_table, read_table
 from tasks.ingest.validation import validate_sources
 
@@ -52,11 +53,13 @@ __all__ = [
     "LoadedPairs",
     "MANIFEST_FILE",
     "MANIFEST_INFO_FILE",
+    "SOURCE_KEYS",
     "SourcePairs",
     "TOO_DEEP",
     "check_unicode",
     "demo_pairs",
     "freeze_manifest",
+    "freeze_sources",
     "gate_manifest",
     "identity_key",
     "iter_jsonl",
@@ -65,6 +68,7 @@ __all__ = [
     "load_judgebench",
     "load_rmbench",
     "load_source",
+    "load_source_dict",
     "load_table",
     "manifest_hash_of",
     "read_bytes",
@@ -76,6 +80,7 @@ __all__ = [
     "required_text",
     "resolve_manifest_hash",
     "shorten",
+    "source_label",
     "text_field",
     "type_name",
     "validate_sources",

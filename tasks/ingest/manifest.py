@@ -204,12 +204,19 @@ def _read_dir(folder: Path, name: str) -> tuple[ManifestInfo, pa.Table]:
     )
 
 
+def _gate_stored(work: WorkDir, folder: Path, table: pa.Table, manifest_hash: str) -> None:
+    """Gate the manifest files in `folder` unless these exact bytes passed already (a staged
+    manifest's memo serves its published folder: same file names, same bytes)."""
+    stored = [folder / MANIFEST_FILE, folder / MANIFEST_INFO_FILE]
+    gate_once(work.gate_memos, stored, lambda: gate_manifest(table, expected_hash=manifest_hash))
+
+
 def _verify_existing(work: WorkDir, manifest_hash: str) -> ManifestInfo:
     """An existing folder must re-hash to its own name, else nothing may claim that name."""
     folder = work.manifest_dir(manifest_hash)
     info, table = _read_dir(folder, manifest_hash)
     try:
-        gate_manifest(table, expected_hash=manifest_hash)
+        _gate_stored(work, folder, table, manifest_hash)
     except GateError as exc:
         raise IntegrityError(
             f"manifest {manifest_hash}: the stored manifest in {folder} does not re-hash to its "
@@ -242,7 +249,7 @@ def freeze_manifest(sources: Sequence[SourcePairs], work: WorkDir) -> FrozenMani
         write_parquet_atomic(table, staging / MANIFEST_FILE)
         write_json_atomic(info.model_dump(mode="json"), staging / MANIFEST_INFO_FILE)
         _, stored = _read_dir(staging, manifest_hash)
-        gate_manifest(stored, expected_hash=manifest_hash)
+        _gate_stored(work, staging, stored, manifest_hash)
         try:
             os.rename(staging, final)
         except OSError:
@@ -286,10 +293,7 @@ def read_manifest(
         raise InputError(f"no manifest {manifest_hash} in {work.root / 'manifests'}")
     info, table = _read_dir(folder, manifest_hash)
     if gate:
-        stored = [folder / MANIFEST_FILE, folder / MANIFEST_INFO_FILE]
-        gate_once(
-            work.gate_memos, stored, lambda: gate_manifest(table, expected_hash=manifest_hash)
-        )
+        _gate_stored(work, folder, table, manifest_hash)
     if info.pairs != table.num_rows:
         raise IntegrityError(
             f"manifest {manifest_hash}: sidecar says {info.pairs} pairs, table has {table.num_rows}"

@@ -5,7 +5,7 @@
 classifies what went wrong; `client` sends with pooling, limits, retries and a circuit
 breaker; `cache`, `journal` and `claims` store replies crash-safely and keep two runs from
 paying for one call; `request`, `stage`, `batches`, `tally` and `dask_batches` run the
-stage (locally or on Dask) and count it.
+stage (locally or on Dask) and count it; `stopping` ends it cleanly on SIGINT or SIGTERM.
 """
 
 from tasks.judging.batches import Batch, Session, judge_batch, send_all, send_batch, split_batches
@@ -95,9 +95,14 @@ from tasks.judging.providers import (
 )
 from tasks.judging.request import JudgeRequest, RemoteSender, StageHooks
 from tasks.judging.stage import COMPACT_AT, call_status_counts, run_judge_stage, unstored_call_keys
+from tasks.judging.stopping import GRACE_S, STOP_SIGNALS, StopRequest, stop_on_signals
 from tasks.judging.tally import Tally
 
 __all__ = [
+    "stop_on_signals",
+    "StopRequest",
+    "STOP_SIGNALS",
+    "GRACE_S",
     "AdaptiveSlots",
     "AnthropicProvider",
     "BREAKER_TRIP_AFTER",

@@ -18,6 +18,7 @@ from tasks.judging.claims import CallClaims, StoredKeyView
 from tasks.judging.client import JudgeClient, aresolve_api_key
 from tasks.judging.planned import PlannedCall
 from tasks.judging.request import JudgeRequest
+from tasks.judging.stopping import StopRequest
 from tasks.judging.tally import Tally
 
 __all__ = ["Batch", "Session", "judge_batch", "send_all", "send_batch", "split_batches"]
@@ -117,11 +118,13 @@ async def send_all(
     tally: Tally,
     fresh: StoredKeyView,
     run_batch: Callable[[Batch, Session], Awaitable[dict[str, int]]] = judge_batch,
+    stop: StopRequest | None = None,
 ) -> list[dict[str, int]]:
     """Run the batches, at most enough at once to keep every judge's connections busy.
 
     Each call is claimed before it is sent (`CallClaims` over `fresh`): a call another run
-    sharing the cache is sending waits for it, and is not sent if that run stores it.
+    sharing the cache is sending waits for it, and is not sent if that run stores it. Once
+    `stop` is requested no call starts; calls not sent stay pending.
     """
     batches = split_batches(to_send, request.batch_size)
     needed = {b.judge for b in batches}
@@ -138,7 +141,9 @@ async def send_all(
         for spec in request.judges:
             if spec.name in needed:
                 key = await aresolve_api_key(spec)
-                clients[spec.name] = JudgeClient(spec, key, run_id=request.run_id, claims=claims)
+                clients[spec.name] = JudgeClient(
+                    spec, key, run_id=request.run_id, claims=claims, stop=stop
+                )
                 # One extra batch in flight lets the next batch fill slots as one drains.
                 slots = math.ceil(spec.max_concurrency / request.batch_size) + 1
                 limits[spec.name] = asyncio.Semaphore(slots)

@@ -39,6 +39,7 @@ from tasks.judging.pacing import (
     RetryPolicy,
 )
 from tasks.judging.providers import PROVIDERS, CallRequest, Provider, Reply
+from tasks.judging.stopping import StopRequest
 
 __all__ = [
     "CallRequest",
@@ -127,8 +128,11 @@ class JudgeClient:
         run_id: str = "",
         retry: RetryPolicy | None = None,
         claims: CallClaims | None = None,
+        stop: StopRequest | None = None,
     ) -> None:
         self.spec = spec
+        # Once a stop is requested no attempt starts (`tasks.judging.stopping`).
+        self._stop = stop
         # Taken with a slot in hand, just before a call's first attempt: a call that waited
         # for a slot may have been stored meanwhile, or be in flight in another run.
         self._claims = claims
@@ -206,6 +210,8 @@ class JudgeClient:
         outcome: Reply | CallFailure | None = None
         breaker = self._breaker(request.config.name)
         try:
+            if self._stop is not None and self._stop.requested:
+                return None  # stopping: like a held call, nothing is sent or recorded
             if breaker.open:  # checked with a slot in hand: queued calls see a trip at once
                 breaker.held += 1
                 return None
@@ -215,7 +221,12 @@ class JudgeClient:
                     return state
             if self._limiter is not None:
                 await self._limiter.wait()
-            outcome = await self.provider.call(request)
+            if self._stop is None:
+                outcome = await self.provider.call(request)
+            else:
+                outcome = await self._stop.guard(self.provider.call(request))
+                if outcome is None:
+                    return None  # abandoned in flight at the stop's deadline
             self._record(breaker, outcome)
             return outcome
         finally:
@@ -233,8 +244,8 @@ class JudgeClient:
             started = dt.datetime.now(dt.UTC)
             outcome = await self._attempt(request, claim=claim and attempt == 1)
             if outcome is None:
-                # Breaker open: a first attempt leaves the call pending; a retry keeps the
-                # failure it already has.
+                # Breaker open or stopping: a first attempt leaves the call pending; a
+                # retry keeps the failure it already has.
                 result.held = attempt == 1
                 return result
             if isinstance(outcome, Claim):
@@ -295,4 +306,8 @@ class JudgeClient:
             )
             if not self.retry.should_retry(outcome, attempt):
                 return result
-            await asyncio.sleep(self.retry.delay(attempt, outcome.retry_after))
+            pause_s = self.retry.delay(attempt, outcome.retry_after)
+            if self._stop is None:
+                await asyncio.sleep(pause_s)
+            else:
+                await self._stop.guard(asyncio.sleep(pause_s))

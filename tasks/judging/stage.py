@@ -2,7 +2,8 @@
 
 A cached call is never sent again. The stage writes the run's `calls.parquet` (every
 planned call with its status) and its `run.json` (what the calls were made from, and the
-counts), holding the run's lock while it sends.
+counts), holding the run's lock while it sends. SIGINT or SIGTERM stops it cleanly
+(`tasks.judging.stopping`): the replies in flight are stored, then `Interrupted` is raised.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from schemas.run import RunInfo
-from tasks.errors import InputError, IntegrityError
+from tasks.errors import InputError, IntegrityError, Interrupted
 from tasks.ingest.manifest import read_manifest
-from tasks.judging.batches import send_all
+from tasks.judging.batches import judge_batch, send_all
 from tasks.judging.cache import compact, read_attempts, recover, stored_keys
 from tasks.judging.claims import RunLock, StoredKeyView
 from tasks.judging.planned import (
@@ -31,6 +32,7 @@ from tasks.judging.planned import (
     plan_calls,
 )
 from tasks.judging.request import JudgeRequest, StageHooks
+from tasks.judging.stopping import GRACE_S, StopRequest, stop_on_signals
 from tasks.judging.tally import Tally
 from tasks.plan import read_plan
 from tasks.runfolder import RunFolder
@@ -149,16 +151,17 @@ async def _judge_planned(
     # The bar counts the calls this stage wants (a wave, a rerun: not the whole grid).
     wanted = total_keys if request.only_keys is None else len(request.only_keys)
     tally = Tally(wanted, wanted - len(to_send), show_progress)
+    stop = StopRequest(min([GRACE_S, *(j.timeout_s for j in request.judges)]))
     started = time.perf_counter()
     try:
         if to_send:
             sender = hooks.remote(request) if hooks.remote else None
             if sender is not None:
                 await sender(request, to_send, tally)
-            elif hooks.run_batch is not None:
-                await send_all(request, to_send, tally, fresh, hooks.run_batch)
             else:
-                await send_all(request, to_send, tally, fresh)
+                with stop_on_signals(stop):
+                    run_batch = hooks.run_batch or judge_batch
+                    await send_all(request, to_send, tally, fresh, run_batch, stop=stop)
     finally:
         tally.close()
     elapsed = time.perf_counter() - started
@@ -185,6 +188,8 @@ async def _judge_planned(
     info.updated_at = dt.datetime.now(dt.UTC).isoformat()
     info.counts = counts
     folder.write_info(info)
+    if stop.signum is not None:
+        raise Interrupted(request.run_id, stop.signum, counts)
     return counts
 
 

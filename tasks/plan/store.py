@@ -37,11 +37,21 @@ def _sorted(table: pa.Table) -> pa.Table:
     return table.sort_by([("pair_id", "ascending"), ("seed", "ascending"), ("order", "ascending")])
 
 
+def _gate_stored(work: WorkDir, folder: Path, info: PlanInfo, table: pa.Table) -> None:
+    """Gate the plan files in `folder` unless these exact bytes (and its manifest's) passed
+    already (a staged plan's memo serves its published folder: same names, same bytes)."""
+    manifest = work.root / "manifests" / info.manifest_hash
+    stored = [folder / PLAN_FILE, folder / PLAN_INFO_FILE]
+    stored += [manifest / MANIFEST_FILE, manifest / MANIFEST_INFO_FILE]
+    gate_once(work.gate_memos, stored, lambda: gate_plan(info, table, work))
+
+
 def _verify_existing(work: WorkDir, info: PlanInfo, table: pa.Table) -> PlanInfo:
     """A stored plan with this id must pass its gate and hold exactly these presentations."""
-    stored_info, stored = _read_dir(work.plan_dir(info.plan_id), info.plan_id)
+    folder = work.plan_dir(info.plan_id)
+    stored_info, stored = _read_dir(folder, info.plan_id)
     try:
-        gate_plan(stored_info, stored, work)
+        _gate_stored(work, folder, stored_info, stored)
     except GateError as exc:
         raise IntegrityError(
             f"plan {info.plan_id}: the stored plan fails its gate and will not be overwritten.\n"
@@ -63,7 +73,7 @@ def write_plan(work: WorkDir, info: PlanInfo, table: pa.Table) -> PlanInfo:
         write_parquet_atomic(table, staging / PLAN_FILE)
         write_json_atomic(info.model_dump(mode="json"), staging / PLAN_INFO_FILE)
         stored_info, stored = _read_dir(staging, info.plan_id)
-        gate_plan(stored_info, stored, work)
+        _gate_stored(work, staging, stored_info, stored)
         try:
             os.rename(staging, final)
         except OSError:
@@ -99,10 +109,7 @@ def read_plan(work: WorkDir, plan_id: str, *, gate: bool = True) -> tuple[PlanIn
         raise InputError(f"no plan {plan_id} in {work.root / 'plans'}")
     info, table = _read_dir(folder, plan_id)
     if gate:
-        manifest = work.root / "manifests" / info.manifest_hash
-        stored = [folder / PLAN_FILE, folder / PLAN_INFO_FILE]
-        stored += [manifest / MANIFEST_FILE, manifest / MANIFEST_INFO_FILE]
-        gate_once(work.gate_memos, stored, lambda: gate_plan(info, table, work))
+        _gate_stored(work, folder, info, table)
     return info, table
 
 

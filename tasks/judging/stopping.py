@@ -1,0 +1,97 @@
+"""Stopping the judge stage on SIGINT or SIGTERM without paying for a call twice.
+
+While the stage sends, the first SIGINT (Ctrl-C) or SIGTERM stops it cleanly: no new call
+starts (calls not started stay pending, with no attempt recorded), the requests in flight
+may finish for up to `grace_s` seconds and their replies are stored like any other, then
+the stage writes the run's tables and raises `tasks.errors.Interrupted`. Requests still in
+flight at the deadline are abandoned (sent again on resume). A second signal exits at once; replies
+already received are in the journal, which the next run publishes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import threading
+from collections.abc import Awaitable, Iterator
+from typing import TypeVar
+
+__all__ = ["GRACE_S", "STOP_SIGNALS", "StopRequest", "stop_on_signals"]
+
+GRACE_S = 10.0
+"""Longest wait for the replies in flight after a stop signal (a judge's own timeout, if
+shorter, ends them sooner)."""
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+T = TypeVar("T")
+
+
+class StopRequest:
+    """Whether the stage was asked to stop, and the calls in flight it waits for.
+
+    `request(signum)` (the signal handler) stops new calls at once and abandons the calls
+    still in flight `grace_s` later; a second request exits the process at once.
+    """
+
+    def __init__(self, grace_s: float = GRACE_S) -> None:
+        self.grace_s = grace_s
+        self.signum: int | None = None
+        self.cut_off = False
+        self._inflight: set[asyncio.Task[object]] = set()
+
+    @property
+    def requested(self) -> bool:
+        return self.signum is not None
+
+    def request(self, signum: int) -> None:
+        """Stop starting calls; abandon those in flight after the grace period."""
+        if self.signum is not None:
+            sys.stderr.write(f"{signal.Signals(signum).name} again: exiting at once\n")
+            os._exit(128 + signum)
+        self.signum = signum
+        sys.stderr.write(
+            f"{signal.Signals(signum).name}: no new judge calls; waiting up to "
+            f"{self.grace_s:g} s for the {len(self._inflight)} in flight and storing their "
+            "replies (press Ctrl-C again to quit at once)\n"
+        )
+        asyncio.get_running_loop().call_later(self.grace_s, self._abandon)
+
+    def _abandon(self) -> None:
+        self.cut_off = True
+        for task in list(self._inflight):
+            task.cancel()
+
+    async def guard(self, awaitable: Awaitable[T]) -> T | None:
+        """Await a request in flight; None if it was abandoned at the deadline."""
+        task: asyncio.Task[T] = asyncio.ensure_future(awaitable)
+        self._inflight.add(task)  # type: ignore[arg-type]
+        task.add_done_callback(self._inflight.discard)  # type: ignore[arg-type]
+        try:
+            return await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if self.cut_off and task.cancelled() and not (current and current.cancelling()):
+                return None
+            raise
+
+
+@contextlib.contextmanager
+def stop_on_signals(stop: StopRequest) -> Iterator[StopRequest]:
+    """Route SIGINT and SIGTERM to `stop.request` in the running event loop, and restore the
+    previous handlers after. Outside the main thread signals cannot be caught: a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+    loop = asyncio.get_running_loop()
+    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    for sig in STOP_SIGNALS:
+        loop.add_signal_handler(sig, stop.request, sig)
+    try:
+        yield stop
+    finally:
+        for sig, handler in previous.items():
+            loop.remove_signal_handler(sig)
+            signal.signal(sig, handler)

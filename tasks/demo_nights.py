@@ -45,8 +45,9 @@ __all__ = [
 DRIFTING = "strong"
 """The persona that drifts from the second night on, and the one the probe watches."""
 
-DRIFT = {"left_bias": 0.5}
-"""What changes about it: it picks the answer shown first half the time, whatever it says."""
+DRIFT = {"left_bias": 0.6, "skill": 0.7}
+"""What changes about it: it picks the answer shown first 60% of the time whatever it says,
+and otherwise the better answer less often (0.7 instead of 0.9)."""
 
 MAPPING = "pair_id=id,question=q,answer_a=x,answer_b=y,key=k"
 """The columns of the nights' table file."""

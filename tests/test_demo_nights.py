@@ -58,8 +58,9 @@ def test_only_the_drifting_persona_changes_and_only_after_night_one() -> None:
     drifted = {p.name: p for p in night_personas(second)}
     for preset in PRESETS:
         if preset.name == DRIFTING:
-            assert drifted[preset.name].left_bias == 0.5 > preset.left_bias
-            assert drifted[preset.name].skill == preset.skill
+            assert drifted[preset.name].left_bias == 0.6 > preset.left_bias
+            assert drifted[preset.name].skill == 0.7 < preset.skill
+            assert drifted[preset.name].tie_rate == preset.tie_rate
         else:
             assert drifted[preset.name] == preset
 

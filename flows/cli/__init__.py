@@ -13,6 +13,7 @@ from rich.markup import escape
 
 from flows.cli import (
     advise,
+    demo,
     estimate,
     failures,
     history,
@@ -32,6 +33,7 @@ __all__ = ["app", "main", "resume_command"]
 
 COMMAND_GROUPS = (
     advise,
+    demo,
     estimate,
     failures,
     history,

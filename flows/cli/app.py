@@ -1,15 +1,17 @@
 """The `judgeline` Typer app, its consoles and global options, and what several groups of
-subcommands share (judges files, Prefect set-up)."""
+subcommands share (judges files, Prefect set-up, a diff as the terminal shows it)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from schemas.judge import JudgeSpec
+    from tasks.history.diff import RunDiff
 
 __all__ = [
     "DaskAddress",
@@ -30,6 +33,7 @@ __all__ = [
     "err_console",
     "fits",
     "load_judges",
+    "print_diff",
     "print_rows",
     "prepare_prefect",
     "print_reasons",
@@ -152,3 +156,169 @@ def print_reasons(lines: list[str]) -> None:
     for i, line in enumerate(lines):
         style = "bold red" if i == 0 else "red"
         console.print(f"[{style}]{escape(line)}[/{style}]", highlight=False, soft_wrap=True)
+
+
+FLIPS_SHOWN = 20
+"""Flipped pairs listed in the terminal (all of them with --json)."""
+
+
+def _pct(value: float) -> str:
+    return "-" if value != value else f"{value:.1%}"  # NaN: no order conflict, no decided pair
+
+
+def _signed(value: float) -> str:
+    return "-" if value != value else f"{value:+.3f}"
+
+
+def _calls(counts: dict[str, object]) -> str:
+    return f"{counts.get('sent', 0)} sent, {counts.get('cached', 0)} reused from the cache"
+
+
+def print_diff(diff: RunDiff) -> None:
+    """The diff as the terminal shows it: pairs and configs, calls, one row per judge config."""
+    from rich.table import Table
+
+    say = console.print
+    say(f"[bold]{diff.run_a}[/bold] -> [bold]{diff.run_b}[/bold]", highlight=False)
+    say(
+        f"pairs: {diff.pairs_shared} shared, {diff.pairs_added} added, "
+        f"{diff.pairs_removed} removed",
+        highlight=False,
+    )
+    for label, configs in (("added", diff.configs_added), ("removed", diff.configs_removed)):
+        if configs:
+            names = ", ".join(f"{j} · {c}" for j, c in configs)
+            say(f"judge configs {label}: {escape(names)}", highlight=False, soft_wrap=True)
+    say(f"calls before: {_calls(diff.calls_a)}; after: {_calls(diff.calls_b)}", highlight=False)
+    table = Table(
+        title="per judge config (before -> after)",
+        caption="score and flips: over the shared pairs; consistency, left wins and valid: "
+        "over each run's pairs",
+    )
+    for column in ("judge · config", "pairs", "score", "change (95% CI)", "consistency",
+                   "left wins conflicts", "valid", "flips"):  # fmt: skip
+        table.add_column(column, justify="left" if column == "judge · config" else "right")
+    flips: dict[tuple[str, str], int] = {}
+    for flip in diff.flips:
+        flips[(flip.judge, flip.config)] = flips.get((flip.judge, flip.config), 0) + 1
+    for c in diff.changes:
+        table.add_row(
+            escape(f"{c.judge} · {c.config}"),
+            str(c.shared_pairs),
+            f"{c.score_before:.3f} -> {c.score_after:.3f}",
+            f"{_signed(c.score_change)} ({_signed(c.change_low)} to {_signed(c.change_high)})",
+            f"{_pct(c.before['consistency'])} -> {_pct(c.after['consistency'])}",
+            f"{_pct(c.before['left_share'])} -> {_pct(c.after['left_share'])}",
+            f"{_pct(c.before['valid_share'])} -> {_pct(c.after['valid_share'])}",
+            str(flips.get((c.judge, c.config), 0)),
+        )
+    console.print(table)
+    if diff.flips:
+        say(f"reference decisions that flipped ({len(diff.flips)}):", highlight=False)
+        for f in diff.flips[:FLIPS_SHOWN]:
+            say(
+                escape(
+                    f"  {f.judge} · {f.config}  {f.dataset}/{f.pair_id}: {f.before} -> {f.after}"
+                ),
+                highlight=False,
+                soft_wrap=True,
+            )
+        if len(diff.flips) > FLIPS_SHOWN:
+            say(f"  ... and {len(diff.flips) - FLIPS_SHOWN} more (--json lists all)")
+
+
+def print_spend(run_id: str) -> None:
+    """Tokens and USD the run spent per judge config (sent calls; cached ones cost nothing)."""
+    from tasks.judging.spend import run_spend
+
+    caption = "sent calls only: cached calls cost nothing; USD at the price of `price as of`"
+    print_rows(f"run {run_id} · spend", run_spend(state.work, run_id), caption)
+
+
+def print_summary(run_id: str) -> None:
+    """Per judge and config: score, conflicts, and per policy savings and decision changes,
+    under the run's first configured design. A table where it fits the terminal, else one
+    wrapped paragraph per row (a table would cut its numbers)."""
+    import pandas as pd
+
+    from schemas.vocabulary import CORE_POLICIES
+    from tasks.report.money import usd_saved
+    from tasks.runrecord import read_record
+    from tasks.warehouse import query
+
+    work = state.work
+    record = read_record(work, run_id)
+    designs = record.config.get("designs")
+    design = str(designs[0]) if isinstance(designs, list) and designs else "balanced"
+    disclosure = query(work, "report_disclosure", run_id=run_id)
+    scores = query(work, "report_scores", run_id=run_id).set_index(
+        ["judge", "config", "dataset", "design", "policy"]
+    )
+    saved = usd_saved(query(work, "report_summary", run_id=run_id))
+    datasets = sorted(set(disclosure.dataset))
+    headers = ["judge · config"] + (["dataset"] if len(datasets) > 1 else [])
+    headers += ["score (95% CI)", "conflicts", "consistent"]
+    configured = record.config.get("policies")
+    policies = [
+        str(p)
+        for p in (configured if isinstance(configured, list) else CORE_POLICIES)
+        if p != "full"
+    ]
+    headers += [policy.split("_")[0] for policy in policies]
+    rows = []
+    for _, d in disclosure.iterrows():
+        cells = [f"{d.judge} · {d.config}"] + ([d.dataset] if len(datasets) > 1 else [])
+        key = (d.judge, d.config, d.dataset)
+        at = key + (design, "full")
+        if at not in scores.index:
+            cells.append("-")
+        elif pd.isna(scores.loc[at].score):  # type: ignore[index]
+            cells.append("no valid outcome")
+        else:
+            r = scores.loc[at]  # type: ignore[index]
+            cells.append(f"{r.score:.3f} ({r.ci_low:.2f}-{r.ci_high:.2f})")
+        consistent = "-" if pd.isna(d.consistency) else f"{d.consistency:.0%}"
+        cells += [str(d.conflicting), consistent]
+        for policy in policies:
+            at = key + (design, policy)
+            money = f" ${saved[at]:.3g}" if at in saved else ""
+            cells.append(
+                f"{scores.loc[at].savings:.0%}/{scores.loc[at].p_change:.1%}{money}"  # type: ignore[index]
+                if at in scores.index
+                else "-"
+            )
+        rows.append(cells)
+    title = f"run {run_id} · {record.name} · {', '.join(datasets)}"
+    caption = (
+        f"policy columns: calls saved / decisions changed vs the full reference ({design}); "
+        "- where a policy is not defined under it"
+        + ("; $: expected USD saved over the dataset's pairs" if saved else "")
+    )
+    table = Table(
+        title=title,
+        caption=caption,
+        header_style="bold",
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1),
+        pad_edge=False,
+    )
+    for i, header in enumerate(headers):
+        table.add_column(header, no_wrap=True, justify="left" if i == 0 else "right")
+    for cells in rows:
+        table.add_row(*cells)
+    if fits(table):
+        console.print(table)
+        return
+    console.print(escape(title), style="bold", highlight=False)
+    for cells in rows:
+        pairs = "; ".join(f"{h} {c}" for h, c in zip(headers[1:], cells[1:], strict=True))
+        console.print(f"{escape(cells[0])}: {escape(pairs)}", highlight=False)
+    console.print(escape(caption), style="italic", highlight=False)
+
+
+def run_nightly(**params: Any) -> dict[str, Any]:
+    prepare_prefect()
+    from flows.nightly import nightly_flow
+
+    result: dict[str, Any] = asyncio.run(nightly_flow(**params))
+    return result

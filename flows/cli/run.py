@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
-import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich import box
@@ -17,148 +15,14 @@ from flows.cli.app import (
     console,
     err_console,
     fits,
-    prepare_prefect,
     print_reasons,
     print_rows,
+    print_spend,
+    print_summary,
+    run_nightly,
     state,
 )
 from tasks.workdir import WorkDir
-
-
-def _print_spend(run_id: str) -> None:
-    """Tokens and USD the run spent per judge config (sent calls; cached ones cost nothing)."""
-    from tasks.judging.spend import run_spend
-
-    caption = "sent calls only: cached calls cost nothing; USD at the price of `price as of`"
-    print_rows(f"run {run_id} · spend", run_spend(state.work, run_id), caption)
-
-
-def _run_nightly(**params: Any) -> dict[str, Any]:
-    prepare_prefect()
-    from flows.nightly import nightly_flow
-
-    result: dict[str, Any] = asyncio.run(nightly_flow(**params))
-    return result
-
-
-def _print_summary(run_id: str) -> None:
-    """Per judge and config: score, conflicts, and per policy savings and decision changes,
-    under the run's first configured design. A table where it fits the terminal, else one
-    wrapped paragraph per row (a table would cut its numbers)."""
-    import pandas as pd
-
-    from schemas.vocabulary import CORE_POLICIES
-    from tasks.report.money import usd_saved
-    from tasks.runrecord import read_record
-    from tasks.warehouse import query
-
-    work = state.work
-    record = read_record(work, run_id)
-    designs = record.config.get("designs")
-    design = str(designs[0]) if isinstance(designs, list) and designs else "balanced"
-    disclosure = query(work, "report_disclosure", run_id=run_id)
-    scores = query(work, "report_scores", run_id=run_id).set_index(
-        ["judge", "config", "dataset", "design", "policy"]
-    )
-    saved = usd_saved(query(work, "report_summary", run_id=run_id))
-    datasets = sorted(set(disclosure.dataset))
-    headers = ["judge · config"] + (["dataset"] if len(datasets) > 1 else [])
-    headers += ["score (95% CI)", "conflicts", "consistent"]
-    configured = record.config.get("policies")
-    policies = [
-        str(p)
-        for p in (configured if isinstance(configured, list) else CORE_POLICIES)
-        if p != "full"
-    ]
-    headers += [policy.split("_")[0] for policy in policies]
-    rows = []
-    for _, d in disclosure.iterrows():
-        cells = [f"{d.judge} · {d.config}"] + ([d.dataset] if len(datasets) > 1 else [])
-        key = (d.judge, d.config, d.dataset)
-        at = key + (design, "full")
-        if at not in scores.index:
-            cells.append("-")
-        elif pd.isna(scores.loc[at].score):  # type: ignore[index]
-            cells.append("no valid outcome")
-        else:
-            r = scores.loc[at]  # type: ignore[index]
-            cells.append(f"{r.score:.3f} ({r.ci_low:.2f}-{r.ci_high:.2f})")
-        consistent = "-" if pd.isna(d.consistency) else f"{d.consistency:.0%}"
-        cells += [str(d.conflicting), consistent]
-        for policy in policies:
-            at = key + (design, policy)
-            money = f" ${saved[at]:.3g}" if at in saved else ""
-            cells.append(
-                f"{scores.loc[at].savings:.0%}/{scores.loc[at].p_change:.1%}{money}"  # type: ignore[index]
-                if at in scores.index
-                else "-"
-            )
-        rows.append(cells)
-    title = f"run {run_id} · {record.name} · {', '.join(datasets)}"
-    caption = (
-        f"policy columns: calls saved / decisions changed vs the full reference ({design}); "
-        "- where a policy is not defined under it"
-        + ("; $: expected USD saved over the dataset's pairs" if saved else "")
-    )
-    table = Table(
-        title=title,
-        caption=caption,
-        header_style="bold",
-        box=box.SIMPLE_HEAD,
-        padding=(0, 1),
-        pad_edge=False,
-    )
-    for i, header in enumerate(headers):
-        table.add_column(header, no_wrap=True, justify="left" if i == 0 else "right")
-    for cells in rows:
-        table.add_row(*cells)
-    if fits(table):
-        console.print(table)
-        return
-    console.print(escape(title), style="bold", highlight=False)
-    for cells in rows:
-        pairs = "; ".join(f"{h} {c}" for h, c in zip(headers[1:], cells[1:], strict=True))
-        console.print(f"{escape(cells[0])}: {escape(pairs)}", highlight=False)
-    console.print(escape(caption), style="italic", highlight=False)
-
-
-@app.command("demo")
-def demo(
-    latency_ms: Annotated[
-        float, typer.Option(help="Simulated think time per reply (ms); 0 is as fast as it goes.")
-    ] = 0.0,
-) -> None:
-    """Run the nightly flow on the bundled demo benchmark against three simulated judges."""
-    from flows.prepare import freeze_flow
-    from tasks.demo import DEMO_PERSONAS, demo_config
-    from tasks.simjudge.server import simjudge_subprocess
-
-    work = state.work
-    console.print(f"[bold]judgeline demo[/bold]: work dir {work.root}")
-    # The simulated judge learns the key from the frozen manifest, so freeze first (the
-    # nightly flow's own freeze then finds it already frozen).
-    manifest_hash = freeze_flow([{"kind": "demo"}], str(work.root))
-    console.print(f"manifest {manifest_hash[:16]} frozen; starting the simulated judge")
-    os.environ["JUDGELINE_WORK_DIR"] = str(work.root)
-    args = ["--manifest", manifest_hash, "--latency-ms", str(latency_ms)]
-    for persona in DEMO_PERSONAS:
-        args += ["--persona", persona]
-    with simjudge_subprocess(*args) as base_url:
-        console.print(f"simulated judge at {base_url} with personas {', '.join(DEMO_PERSONAS)}")
-        config = demo_config(base_url)
-        record = _run_nightly(
-            config=config.model_dump(mode="json"), work_dir=str(work.root), show_progress=True
-        )
-    run_id = record["run_id"]
-    _print_summary(run_id)
-    _print_spend(run_id)
-    seconds = sum(record["stage_seconds"].values())
-    calls = record["calls"]
-    console.print(
-        f"{calls.get('planned', 0)} planned calls, {calls.get('sent', 0)} sent, "
-        f"{calls.get('failed', 0)} failed; stages took {seconds:.1f} s"
-    )
-    console.print(f"report: {record['report']}", highlight=False, soft_wrap=True)
 
 
 @app.command("run")
@@ -187,18 +51,18 @@ def run(
     state.work = WorkDir(work_dir)
     check_run(cfg, state.work, run_id)  # in a second, before Prefect starts
     try:
-        record = _run_nightly(
+        record = run_nightly(
             config_path=str(config), run_id=run_id, work_dir=str(work_dir), show_progress=True
         )
     except RunNotCompleted as exc:
         # Degraded or failed: the reasons first, then what the run did measure.
         print_reasons(exc.lines)
-        _print_summary(exc.run_id)
+        print_summary(exc.run_id)
         report = read_record(state.work, exc.run_id).report
         console.print(f"report: {report}", highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_CODES[exc.status]) from None
-    _print_summary(record["run_id"])
-    _print_spend(record["run_id"])
+    print_summary(record["run_id"])
+    print_spend(record["run_id"])
     console.print(f"report: {record['report']}", highlight=False, soft_wrap=True)
 
 
@@ -289,8 +153,8 @@ def show(
             highlight=False,
         )
         return
-    _print_summary(run_id)
-    _print_spend(run_id)
+    print_summary(run_id)
+    print_spend(run_id)
 
 
 @app.command("report")

@@ -136,7 +136,6 @@ def show(
         for view in pair_views(state.work, run_id, pair):
             console.print(pair_text(view), markup=False, highlight=False, soft_wrap=True)
         return
-    check_run_tables(state.work, run_id)
     started = record.started_at.strftime("%Y-%m-%d %H:%M UTC")
     if record.status == "failed" and record.error:
         done = ", ".join(record.stage_seconds) or "none"
@@ -153,6 +152,7 @@ def show(
             highlight=False,
         )
         return
+    check_run_tables(state.work, run_id)
     print_summary(run_id)
     print_spend(run_id)
 

@@ -98,7 +98,8 @@ def _record(work: WorkDir, run_id: str, status: str, error: str | None) -> None:
 
 def test_the_run_shows_the_first_designs_scores_and_its_name(night: Night) -> None:
     out = night.run.stdout
-    assert night.run.returncode == 0, out + night.run.stderr
+    # Degraded, by design: the ghost judge asks for a model that does not exist.
+    assert night.run.returncode == 3, out + night.run.stderr
     assert NAME in out and "(common)" in out
     # Too wide for a table at 80 columns: a paragraph per row, every number whole.
     text = " ".join(out.split())

@@ -91,10 +91,15 @@ def test_rerun_failed_from_the_command_line_rebuilds_the_run(work: WorkDir) -> N
         max_retries=0,
     )  # fmt: skip
     config = RunConfig(name="n", datasets=[DatasetSpec(kind="demo")], judges=[judge], k=2)
-    asyncio.run(
-        nightly_flow(config=config.model_dump(mode="json"), work_dir=str(work.root), run_id="N")
-    )
+    from tasks.runhealth import RunNotCompleted
+
+    # Every call fails: the run writes everything, then ends failed.
+    with pytest.raises(RunNotCompleted):
+        asyncio.run(
+            nightly_flow(config=config.model_dump(mode="json"), work_dir=str(work.root), run_id="N")
+        )
     down = read_record(work, "N")
+    assert down.status == "failed"
     assert down.calls["stored"] == 0 and down.outcomes["M"] == down.calls["planned"]
     folder = RunFolder(work, "N")
     stale_summary = folder.summary.stat().st_mtime_ns

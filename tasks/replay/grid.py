@@ -65,8 +65,9 @@ class ReplayGrid:
         return np.searchsorted(self.pair_group, np.arange(len(self.groups)))
 
 
-def read_replay_input(path: str | Path) -> pa.Table:
-    """Read the replay input columns of a parquet file (a run's outcomes.parquet works too).
+def read_replay_input(path: str | Path, group: tuple[str, str, str] | None = None) -> pa.Table:
+    """Read the replay input columns of a parquet file (a run's outcomes.parquet works too),
+    or only the rows of one (judge, config, dataset) `group`.
 
     Small-vocabulary text columns are read dictionary-encoded, as parquet stores them.
     """
@@ -78,9 +79,35 @@ def read_replay_input(path: str | Path) -> pa.Table:
     if missing:
         raise InputError(f"not a replay input: missing columns {missing}", file=str(path))
     try:
-        return pq.read_table(path, columns=list(REPLAY_INPUT_COLUMNS), read_dictionary=_SMALL_TEXT)
+        return pq.read_table(
+            path,
+            columns=list(REPLAY_INPUT_COLUMNS),
+            read_dictionary=_SMALL_TEXT,
+            filters=None
+            if group is None
+            else [(name, "=", value) for name, value in zip(_SMALL_TEXT, group, strict=False)],
+        )
     except (OSError, pa.ArrowInvalid) as exc:
         raise InputError(f"cannot read parquet: {exc}", file=str(path)) from exc
+
+
+def input_groups(path: str | Path) -> list[tuple[str, str, str]]:
+    """The (judge, config, dataset) groups of a replay input file, in the order `build_grid`
+    gives them (by each value's first appearance), read batch by batch."""
+    seen: dict[str, dict[str, None]] = {name: {} for name in _SMALL_TEXT[:3]}
+    groups: dict[tuple[str, str, str], None] = {}
+    try:
+        batches = pq.ParquetFile(path).iter_batches(columns=_SMALL_TEXT[:3])
+        for batch in batches:
+            table = pa.Table.from_batches([batch])
+            for name in seen:
+                seen[name].update(dict.fromkeys(table[name].unique().to_pylist()))
+            distinct = table.group_by(_SMALL_TEXT[:3], use_threads=False).aggregate([])
+            groups.update(dict.fromkeys(zip(*(distinct[n].to_pylist() for n in seen), strict=True)))
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise InputError(f"cannot read parquet: {exc}", file=str(path)) from exc
+    rank = {name: {value: i for i, value in enumerate(values)} for name, values in seen.items()}
+    return sorted(groups, key=lambda g: tuple(rank[n][v] for n, v in zip(rank, g, strict=True)))
 
 
 def _indices(column: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:

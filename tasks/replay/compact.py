@@ -55,8 +55,8 @@ class Compact:
         for g in range(len(grid.groups)):
             counts = np.bincount(self.code[starts[g] : starts[g + 1]], minlength=table.shape[-1])
             used = np.flatnonzero(counts)
-            weights = counts[used] / float(starts[g + 1] - starts[g])
-            means[..., g] = table[..., used] @ weights
+            sums = table[..., used] @ counts[used].astype(np.float64)
+            means[..., g] = sums / float(starts[g + 1] - starts[g])
         return means
 
 

@@ -110,6 +110,24 @@ def input_groups(path: str | Path) -> list[tuple[str, str, str]]:
     return sorted(groups, key=lambda g: tuple(rank[n][v] for n, v in zip(rank, g, strict=True)))
 
 
+def _runs(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """(run of each row, True on each run's first row): a run is a stretch of consecutive rows with
+    the same judge, config, dataset and pair_id. Rows of a pair usually sit together, so
+    the text is hashed once per run rather than once per row."""
+    n = table.num_rows
+    head = np.ones(n, dtype=bool)
+    for name in ("judge", "config", "dataset", "pair_id"):
+        column = table[name]
+        if pa.types.is_dictionary(column.type):
+            codes = column.combine_chunks().indices.to_numpy()
+            head[1:] |= codes[1:] != codes[:-1]
+        else:
+            changed = pc.not_equal(column.slice(1), column.slice(0, n - 1))
+            head[1:] |= changed.to_numpy()
+    run = np.cumsum(head, dtype=np.int32 if n < 2**31 else np.int64) - 1
+    return run, head
+
+
 def _indices(column: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
     """Hash-encode a column: (int64 index per row, -1 for null; distinct values).
 
@@ -275,11 +293,13 @@ def build_grid(table: pa.Table, *, where: str = "replay input") -> ReplayGrid:
     if table.num_rows == 0:
         raise namer.fail("no rows to replay")
 
-    judge, judges = _indices(table["judge"])
-    config, configs = _indices(table["config"])
-    dataset, datasets = _indices(table["dataset"])
+    run, head = _runs(table)
+    firsts = table.select(["judge", "config", "dataset", "pair_id"]).filter(pa.array(head))
+    judge, judges = _indices(firsts["judge"])
+    config, configs = _indices(firsts["config"])
+    dataset, datasets = _indices(firsts["dataset"])
     n_c, n_d = len(configs), len(datasets)
-    group, group_codes = dense_codes(
+    run_group, group_codes = dense_codes(
         (judge * n_c + config) * n_d + dataset, len(judges) * n_c * n_d
     )
     names = [
@@ -290,12 +310,13 @@ def build_grid(table: pa.Table, *, where: str = "replay input") -> ReplayGrid:
         )
         for c in group_codes
     ]
-    pid, pid_values = _indices(table["pair_id"])
+    pid, pid_values = _indices(firsts["pair_id"])
     n_pid = len(pid_values)
     # Codes group-major, so each group's pairs are contiguous.
-    pair, pair_codes = dense_codes(group * n_pid + pid, len(names) * n_pid)
+    run_pair, pair_codes = dense_codes(run_group * n_pid + pid, len(names) * n_pid)
     n_pairs = len(pair_codes)
     pair_group = pair_codes // n_pid
+    pair, group = run_pair[run], run_group[run]
 
     seed = table["seed"].to_numpy().astype(np.int64, copy=False)
     order = _coded(table["order"], ORDER_INDEX, "order", namer)

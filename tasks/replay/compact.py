@@ -9,6 +9,7 @@ count-weighted sums over the pattern rows a group uses, never a pass over the pa
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,7 +17,10 @@ import numpy as np
 from tasks.replay.designs import POLICY_METRICS, evaluate_patterns
 from tasks.replay.grid import ReplayGrid, dense_codes
 
-__all__ = ["VALUE_COLUMNS", "Compact", "evaluate"]
+__all__ = ["THREADS", "VALUE_COLUMNS", "Compact", "evaluate"]
+
+THREADS = 2
+"""Threads evaluating designs and building batches (and writing tables): the two cores."""
 
 VALUE_COLUMNS = (
     "expected_calls",
@@ -85,8 +89,9 @@ def _pattern_tables(
     values = np.empty((len(VALUE_COLUMNS), len(combos), n))
     design = np.empty((3, len(designs), n))
     components = {d: np.full((k_max + 1, n), np.nan) for d in designs}
-    for di, name in enumerate(designs):
-        metrics = evaluate_patterns(patterns, name, policies)
+    with ThreadPoolExecutor(THREADS) as pool:  # NumPy releases the GIL on these arrays
+        evaluated = list(pool.map(lambda d: evaluate_patterns(patterns, d, policies), designs))
+    for di, (name, metrics) in enumerate(zip(designs, evaluated, strict=True)):
         design[:, di] = [metrics.reference_score, metrics.p_neutral, metrics.expected_agreement]
         agreement = metrics.component_agreement.T
         components[name][: len(agreement)] = agreement

@@ -20,12 +20,11 @@ import pyarrow as pa
 from schemas import DesignRow, ReplayRow, arrow_schema
 from schemas.vocabulary import CORE_POLICIES, DESIGNS, POLICIES
 from tasks.errors import InputError
-from tasks.replay.compact import evaluate
+from tasks.replay.compact import THREADS, evaluate
 from tasks.replay.designs import POLICY_DESIGNS
 from tasks.replay.grid import build_grid
 from tasks.replay.money import add_money
 from tasks.replay.tables import (
-    THREADS,
     component_table,
     design_batches,
     replay_batches,

@@ -17,20 +17,16 @@ import numpy as np
 import pyarrow as pa
 
 from schemas import ComponentRow, DesignRow, ReplayRow, SummaryRow, arrow_schema
-from tasks.replay.compact import VALUE_COLUMNS, Compact
+from tasks.replay.compact import THREADS, VALUE_COLUMNS, Compact
 from tasks.replay.designs import component_costs
 from tasks.replay.matching import cost_to_match
 
 __all__ = [
-    "THREADS",
     "component_table",
     "design_batches",
     "replay_batches",
     "summary_table",
 ]
-
-THREADS = 2
-"""Threads building batches (and writing tables): the machine's two cores."""
 
 
 def _batches(

@@ -1,6 +1,6 @@
 """Benchmark: exact replay of 1,000,000 pairs against DuckDB scanning and grouping the same input.
 
-Usage: .venv/bin/python bench/replay.py [--pairs N] [--groups G] [--dir DIR]
+Usage: .venv/bin/python bench/replay.py [--pairs N] [--groups G] [--dir DIR] [--reuse-input]
 
 Prints one ratio line per target, measured in the same run (the machine may be shared):
 
@@ -134,13 +134,17 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=1_000_000)
     parser.add_argument("--groups", type=int, default=4)
     parser.add_argument("--dir", type=Path, default=None)
+    parser.add_argument(
+        "--reuse-input", action="store_true", help="keep DIR/outcomes.parquet if it exists"
+    )
     args = parser.parse_args()
     folder = args.dir or Path(tempfile.mkdtemp(prefix="judgeline-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "outcomes.parquet"
 
     start = time.perf_counter()
-    write_input(path, args.pairs, args.groups)
+    if not (args.reuse_input and path.is_file()):
+        write_input(path, args.pairs, args.groups)
     print(f"input: {args.pairs:,} pairs x {2 * K} calls, {args.groups} groups -> {path}")
     print(f"  generated and written in {time.perf_counter() - start:.2f} s")
 

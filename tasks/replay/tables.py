@@ -3,15 +3,17 @@
 Per-pair tables (replay, design) are made of one record batch per (group, label), in row
 order group -> label -> pair: text columns are constant arrays or zero-copy slices of the
 pair ids, float columns one vectorised gather of the pattern rows by the pairs' codes.
-Batches are built by two threads (the gathers release the GIL). Summary and component
+Batches are built by two threads (the gathers release the GIL), at most two ahead of
+the consumer. Summary and component
 tables are per group, from count-weighted pattern means.
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -50,8 +52,15 @@ def _batches(
         return pa.RecordBatch.from_arrays([*text, *gathered], schema=schema)
 
     tasks = [(g, li) for g in range(len(grid.groups)) for li in range(len(labels))]
+    # At most THREADS batches ahead of the consumer, so a streaming writer bounds memory.
     with ThreadPoolExecutor(THREADS) as pool:
-        yield from pool.map(batch, tasks)
+        ahead: deque[Future[pa.RecordBatch]] = deque()
+        for task in tasks:
+            ahead.append(pool.submit(batch, task))
+            if len(ahead) > THREADS:
+                yield ahead.popleft().result()
+        while ahead:
+            yield ahead.popleft().result()
 
 
 def replay_batches(compact: Compact, combos: list[tuple[str, str]]) -> Iterator[pa.RecordBatch]:

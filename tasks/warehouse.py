@@ -38,6 +38,7 @@ from schemas import (
     SummaryRow,
     arrow_schema,
 )
+from schemas.advice import AdviceRow
 from tasks.errors import InputError
 from tasks.hashing import digest
 from tasks.runfolder import TABLE_FILES
@@ -78,6 +79,7 @@ VIEWS: tuple[View, ...] = (
     View("summary", ("runs", "*", TABLE_FILES["summary"]), SummaryRow, True),
     View("design", ("runs", "*", TABLE_FILES["design"]), DesignRow, True),
     View("components", ("runs", "*", TABLE_FILES["components"]), ComponentRow, True),
+    View("advice", ("runs", "*", TABLE_FILES["advice"]), AdviceRow, True),
 )
 
 _GLOB_CHARS = re.compile(r"[*?\[]")

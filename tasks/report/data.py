@@ -95,6 +95,7 @@ def load_report_data(work: WorkDir, run_id: str) -> ReportData:
     build_warehouse(work)
     header = _header(work, run_id)
     replayed, realised = _live_side(work, run_id, header)
+    advice = query(work, "report_advice", run_id=run_id)
     return ReportData(
         header=header,
         disclosure=query(work, "report_disclosure", run_id=run_id),
@@ -106,6 +107,7 @@ def load_report_data(work: WorkDir, run_id: str) -> ReportData:
         realised=realised,
         alerts=_alerts(work, run_id),
         pairs=pair_views(work, run_id),
+        advice=None if advice.empty else advice,
     )
 
 

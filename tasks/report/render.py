@@ -19,6 +19,7 @@ from schemas import (
     arrow_schema,
 )
 from tasks.errors import InputError
+from tasks.report.advice import advice_section
 from tasks.report.disagreements import disagreements_section
 from tasks.report.page import render_page
 from tasks.report.pairs import PairView
@@ -54,6 +55,8 @@ class ReportData:
     """Why the run is degraded or failed (`tasks.runhealth.reasons`); empty if completed."""
     pairs: list[PairView] | None = None
     """The run's unsettled (pair, seed) views for the disagreements section (None: none)."""
+    advice: pd.DataFrame | None = None
+    """The run's stopping-policy advice (`AdviceRow`s) for the advice section (None: none)."""
 
 
 _COLUMNS: dict[str, tuple[str, ...]] = {
@@ -165,6 +168,8 @@ def render_report(data: ReportData) -> str:
     ]
     if data.realised is not None:
         sections.append(realised_section(data.realised, summary))
+    if data.advice is not None:
+        sections.append(advice_section(data.advice))
     if data.pairs is not None:
         sections.append(disagreements_section(data.pairs))
     run = next((data.header[k] for k in ("run_id", "run id", "run") if k in data.header), "")

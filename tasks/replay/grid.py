@@ -137,14 +137,14 @@ def _indices(column: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
     array = column.combine_chunks()
     if pa.types.is_dictionary(array.type):
         indices = array.indices.fill_null(-1) if array.null_count else array.indices
-        return indices.to_numpy().astype(np.int64, copy=False), array.dictionary
+        return indices.to_numpy(), array.dictionary
     n = len(array)
     changed = pc.not_equal(array.slice(1), array.slice(0, max(n - 1, 0)))
     head = np.ones(n, dtype=bool)
     head[1:] = changed.fill_null(True).to_numpy(zero_copy_only=False)
     heads = np.flatnonzero(head)
     encoded = pc.dictionary_encode(array.take(pa.array(heads)) if len(heads) < n else array)
-    codes = encoded.indices.fill_null(-1).to_numpy().astype(np.int64, copy=False)
+    codes = encoded.indices.fill_null(-1).to_numpy()
     if len(heads) < n:
         codes = codes[np.cumsum(head) - 1]
     return codes, encoded.dictionary
@@ -295,9 +295,11 @@ def build_grid(table: pa.Table, *, where: str = "replay input") -> ReplayGrid:
 
     run, head = _runs(table)
     firsts = table.select(["judge", "config", "dataset", "pair_id"]).filter(pa.array(head))
+    # Run-level codes in int64, so products of code ranges never overflow.
     judge, judges = _indices(firsts["judge"])
     config, configs = _indices(firsts["config"])
     dataset, datasets = _indices(firsts["dataset"])
+    judge, config, dataset = (c.astype(np.int64) for c in (judge, config, dataset))
     n_c, n_d = len(configs), len(datasets)
     run_group, group_codes = dense_codes(
         (judge * n_c + config) * n_d + dataset, len(judges) * n_c * n_d
@@ -316,7 +318,10 @@ def build_grid(table: pa.Table, *, where: str = "replay input") -> ReplayGrid:
     run_pair, pair_codes = dense_codes(run_group * n_pid + pid, len(names) * n_pid)
     n_pairs = len(pair_codes)
     pair_group = pair_codes // n_pid
-    pair, group = run_pair[run], run_group[run]
+    # Row-level arrays in the smallest type that holds them: rows are the bulk of memory.
+    small = np.int32 if n_pairs * 2 * MAX_K < 2**31 else np.int64
+    pair, group = run_pair.astype(small)[run], run_group.astype(small)[run]
+    del run
 
     seed = table["seed"].to_numpy().astype(np.int64, copy=False)
     order = _coded(table["order"], ORDER_INDEX, "order", namer)
@@ -324,17 +329,18 @@ def build_grid(table: pa.Table, *, where: str = "replay input") -> ReplayGrid:
     key = _coded(table["key"], KEY_CODE, "key", namer, null=_KEY_NULL)
 
     group_k = _group_k(group, seed, names, namer)
+    del group
     pair_k = group_k[pair_group]
     width = 2 * int(group_k.max())
 
-    cell = pair * width + (seed * 2 + order)
+    cell = pair * width + (seed.astype(np.int8) * 2 + order)
     counts = np.bincount(cell, minlength=n_pairs * width).reshape(n_pairs, width)
-    expected = (np.arange(width)[None, :] < 2 * pair_k[:, None]).astype(np.int64)
+    expected = np.arange(width)[None, :] < 2 * pair_k[:, None]
     wrong = np.flatnonzero((counts != expected).any(axis=1))
     if wrong.size:
         raise _grid_errors(counts, expected, wrong, pair, namer)
 
-    pair_key = np.empty(n_pairs, dtype=np.int64)
+    pair_key = np.empty(n_pairs, dtype=np.int8)
     pair_key[pair] = key
     clash = np.flatnonzero(pair_key[pair] != key)
     if clash.size:

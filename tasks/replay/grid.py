@@ -115,7 +115,8 @@ def _runs(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     the same judge, config, dataset and pair_id. Rows of a pair usually sit together, so
     the text is hashed once per run rather than once per row."""
     n = table.num_rows
-    head = np.ones(n, dtype=bool)
+    head = np.zeros(n, dtype=bool)
+    head[0] = True
     for name in ("judge", "config", "dataset", "pair_id"):
         column = table[name]
         if pa.types.is_dictionary(column.type):
@@ -126,6 +127,15 @@ def _runs(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
             head[1:] |= changed.to_numpy()
     run = np.cumsum(head, dtype=np.int32 if n < 2**31 else np.int64) - 1
     return run, head
+
+
+def _kept(column: pa.ChunkedArray, mask: np.ndarray) -> pa.ChunkedArray:
+    """The rows of `column` where `mask` is True, chunk by chunk (never concatenating it)."""
+    kept, start = [], 0
+    for chunk in column.chunks:
+        kept.append(chunk.filter(pa.array(mask[start : start + len(chunk)])))
+        start += len(chunk)
+    return pa.chunked_array(kept, column.type)
 
 
 def _indices(column: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
@@ -294,7 +304,7 @@ def build_grid(table: pa.Table, *, where: str = "replay input") -> ReplayGrid:
         raise namer.fail("no rows to replay")
 
     run, head = _runs(table)
-    firsts = table.select(["judge", "config", "dataset", "pair_id"]).filter(pa.array(head))
+    firsts = {name: _kept(table[name], head) for name in ("judge", "config", "dataset", "pair_id")}
     # Run-level codes in int64, so products of code ranges never overflow.
     judge, judges = _indices(firsts["judge"])
     config, configs = _indices(firsts["config"])

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from schemas.report import Show
 from schemas.vocabulary import Policy
 
 
@@ -44,3 +45,19 @@ class AdviceRow(BaseModel):
     holdout_change_low: float | None = None
     holdout_change_high: float | None = None
     note: str = Field(description="What the advice means, in one sentence.")
+
+
+class AdviceTableRow(BaseModel):
+    """The report's advice section: per judge configuration, the advised policy and the
+    runner-up, with what they save and change on the selection and held-out halves."""
+
+    judge: Annotated[str, Show("Judge")]
+    config: Annotated[str, Show("Config")]
+    rank: Annotated[str, Show("Rank")]
+    policy: Annotated[str | None, Show("Policy")]
+    max_change: Annotated[float, Show("change budget", "pct2")]
+    selection_savings: Annotated[float | None, Show("savings", "pct", "selection half", True)]
+    selection_change: Annotated[float | None, Show("change", "pct2", "selection half")]
+    holdout_savings: Annotated[float | None, Show("savings", "pct", "held-out half", True)]
+    holdout_change: Annotated[float | None, Show("change", "pct2", "held-out half")]
+    note: Annotated[str, Show("What it means")]

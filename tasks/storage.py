@@ -6,6 +6,8 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -54,6 +56,21 @@ def write_parquet_atomic(table: pa.Table, path: Path, *, overwrite: bool = False
         tmp.unlink(missing_ok=True)
         raise
     return _publish(tmp, path, overwrite=overwrite)
+
+
+@contextmanager
+def parquet_writer_atomic(path: Path, schema: pa.Schema) -> Iterator[pq.ParquetWriter]:
+    """A parquet writer whose file appears at `path` (replacing it) only once the block ends
+    without error, as `write_parquet_atomic` with overwrite: for tables written batch by batch."""
+    tmp = _temp_beside(path)
+    try:
+        with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
+            yield writer
+        _fsync(tmp)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _publish(tmp, path, overwrite=True)
 
 
 def write_text_atomic(text: str, path: Path, *, overwrite: bool = False) -> bool:

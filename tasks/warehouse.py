@@ -39,6 +39,7 @@ from schemas import (
     SummaryRow,
     arrow_schema,
 )
+from schemas.advice import AdviceRow
 from tasks.errors import InputError, IntegrityError
 from tasks.hashing import digest, sha256_bytes
 from tasks.runfolder import TABLE_FILES
@@ -81,6 +82,7 @@ VIEWS: tuple[View, ...] = (
     View("summary", ("runs", "*", TABLE_FILES["summary"]), SummaryRow, True),
     View("design", ("runs", "*", TABLE_FILES["design"]), DesignRow, True),
     View("components", ("runs", "*", TABLE_FILES["components"]), ComponentRow, True),
+    View("advice", ("runs", "*", TABLE_FILES["advice"]), AdviceRow, True),
 )
 
 log = logging.getLogger(__name__)

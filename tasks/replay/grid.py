@@ -65,8 +65,9 @@ class ReplayGrid:
         return np.searchsorted(self.pair_group, np.arange(len(self.groups)))
 
 
-def read_replay_input(path: str | Path) -> pa.Table:
-    """Read the replay input columns of a parquet file (a run's outcomes.parquet works too).
+def read_replay_input(path: str | Path, group: tuple[str, str, str] | None = None) -> pa.Table:
+    """Read the replay input columns of a parquet file (a run's outcomes.parquet works too),
+    or only the rows of one (judge, config, dataset) `group`.
 
     Small-vocabulary text columns are read dictionary-encoded, as parquet stores them.
     """
@@ -78,9 +79,63 @@ def read_replay_input(path: str | Path) -> pa.Table:
     if missing:
         raise InputError(f"not a replay input: missing columns {missing}", file=str(path))
     try:
-        return pq.read_table(path, columns=list(REPLAY_INPUT_COLUMNS), read_dictionary=_SMALL_TEXT)
+        return pq.read_table(
+            path,
+            columns=list(REPLAY_INPUT_COLUMNS),
+            read_dictionary=_SMALL_TEXT,
+            filters=None
+            if group is None
+            else [(name, "=", value) for name, value in zip(_SMALL_TEXT, group, strict=False)],
+        )
     except (OSError, pa.ArrowInvalid) as exc:
         raise InputError(f"cannot read parquet: {exc}", file=str(path)) from exc
+
+
+def input_groups(path: str | Path) -> list[tuple[str, str, str]]:
+    """The (judge, config, dataset) groups of a replay input file, in the order `build_grid`
+    gives them (by each value's first appearance), read batch by batch."""
+    seen: dict[str, dict[str, None]] = {name: {} for name in _SMALL_TEXT[:3]}
+    groups: dict[tuple[str, str, str], None] = {}
+    try:
+        batches = pq.ParquetFile(path).iter_batches(columns=_SMALL_TEXT[:3])
+        for batch in batches:
+            table = pa.Table.from_batches([batch])
+            for name in seen:
+                seen[name].update(dict.fromkeys(table[name].unique().to_pylist()))
+            distinct = table.group_by(_SMALL_TEXT[:3], use_threads=False).aggregate([])
+            groups.update(dict.fromkeys(zip(*(distinct[n].to_pylist() for n in seen), strict=True)))
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise InputError(f"cannot read parquet: {exc}", file=str(path)) from exc
+    rank = {name: {value: i for i, value in enumerate(values)} for name, values in seen.items()}
+    return sorted(groups, key=lambda g: tuple(rank[n][v] for n, v in zip(rank, g, strict=True)))
+
+
+def _runs(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """(run of each row, True on each run's first row): a run is a stretch of consecutive rows with
+    the same judge, config, dataset and pair_id. Rows of a pair usually sit together, so
+    the text is hashed once per run rather than once per row."""
+    n = table.num_rows
+    head = np.zeros(n, dtype=bool)
+    head[0] = True
+    for name in ("judge", "config", "dataset", "pair_id"):
+        column = table[name]
+        if pa.types.is_dictionary(column.type):
+            codes = column.combine_chunks().indices.to_numpy()
+            head[1:] |= codes[1:] != codes[:-1]
+        else:
+            changed = pc.not_equal(column.slice(1), column.slice(0, n - 1))
+            head[1:] |= changed.to_numpy()
+    run = np.cumsum(head, dtype=np.int32 if n < 2**31 else np.int64) - 1
+    return run, head
+
+
+def _kept(column: pa.ChunkedArray, mask: np.ndarray) -> pa.ChunkedArray:
+    """The rows of `column` where `mask` is True, chunk by chunk (never concatenating it)."""
+    kept, start = [], 0
+    for chunk in column.chunks:
+        kept.append(chunk.filter(pa.array(mask[start : start + len(chunk)])))
+        start += len(chunk)
+    return pa.chunked_array(kept, column.type)
 
 
 def _indices(column: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
@@ -92,14 +147,14 @@ def _indices(column: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
     array = column.combine_chunks()
     if pa.types.is_dictionary(array.type):
         indices = array.indices.fill_null(-1) if array.null_count else array.indices
-        return indices.to_numpy().astype(np.int64, copy=False), array.dictionary
+        return indices.to_numpy(), array.dictionary
     n = len(array)
     changed = pc.not_equal(array.slice(1), array.slice(0, max(n - 1, 0)))
     head = np.ones(n, dtype=bool)
     head[1:] = changed.fill_null(True).to_numpy(zero_copy_only=False)
     heads = np.flatnonzero(head)
     encoded = pc.dictionary_encode(array.take(pa.array(heads)) if len(heads) < n else array)
-    codes = encoded.indices.fill_null(-1).to_numpy().astype(np.int64, copy=False)
+    codes = encoded.indices.fill_null(-1).to_numpy()
     if len(heads) < n:
         codes = codes[np.cumsum(head) - 1]
     return codes, encoded.dictionary
@@ -248,11 +303,15 @@ def build_grid(table: pa.Table, *, where: str = "replay input") -> ReplayGrid:
     if table.num_rows == 0:
         raise namer.fail("no rows to replay")
 
-    judge, judges = _indices(table["judge"])
-    config, configs = _indices(table["config"])
-    dataset, datasets = _indices(table["dataset"])
+    run, head = _runs(table)
+    firsts = {name: _kept(table[name], head) for name in ("judge", "config", "dataset", "pair_id")}
+    # Run-level codes in int64, so products of code ranges never overflow.
+    judge, judges = _indices(firsts["judge"])
+    config, configs = _indices(firsts["config"])
+    dataset, datasets = _indices(firsts["dataset"])
+    judge, config, dataset = (c.astype(np.int64) for c in (judge, config, dataset))
     n_c, n_d = len(configs), len(datasets)
-    group, group_codes = dense_codes(
+    run_group, group_codes = dense_codes(
         (judge * n_c + config) * n_d + dataset, len(judges) * n_c * n_d
     )
     names = [
@@ -263,12 +322,16 @@ def build_grid(table: pa.Table, *, where: str = "replay input") -> ReplayGrid:
         )
         for c in group_codes
     ]
-    pid, pid_values = _indices(table["pair_id"])
+    pid, pid_values = _indices(firsts["pair_id"])
     n_pid = len(pid_values)
     # Codes group-major, so each group's pairs are contiguous.
-    pair, pair_codes = dense_codes(group * n_pid + pid, len(names) * n_pid)
+    run_pair, pair_codes = dense_codes(run_group * n_pid + pid, len(names) * n_pid)
     n_pairs = len(pair_codes)
     pair_group = pair_codes // n_pid
+    # Row-level arrays in the smallest type that holds them: rows are the bulk of memory.
+    small = np.int32 if n_pairs * 2 * MAX_K < 2**31 else np.int64
+    pair, group = run_pair.astype(small)[run], run_group.astype(small)[run]
+    del run
 
     seed = table["seed"].to_numpy().astype(np.int64, copy=False)
     order = _coded(table["order"], ORDER_INDEX, "order", namer)
@@ -276,17 +339,18 @@ def build_grid(table: pa.Table, *, where: str = "replay input") -> ReplayGrid:
     key = _coded(table["key"], KEY_CODE, "key", namer, null=_KEY_NULL)
 
     group_k = _group_k(group, seed, names, namer)
+    del group
     pair_k = group_k[pair_group]
     width = 2 * int(group_k.max())
 
-    cell = pair * width + (seed * 2 + order)
+    cell = pair * width + (seed.astype(np.int8) * 2 + order)
     counts = np.bincount(cell, minlength=n_pairs * width).reshape(n_pairs, width)
-    expected = (np.arange(width)[None, :] < 2 * pair_k[:, None]).astype(np.int64)
+    expected = np.arange(width)[None, :] < 2 * pair_k[:, None]
     wrong = np.flatnonzero((counts != expected).any(axis=1))
     if wrong.size:
         raise _grid_errors(counts, expected, wrong, pair, namer)
 
-    pair_key = np.empty(n_pairs, dtype=np.int64)
+    pair_key = np.empty(n_pairs, dtype=np.int8)
     pair_key[pair] = key
     clash = np.flatnonzero(pair_key[pair] != key)
     if clash.size:

@@ -99,6 +99,7 @@ def load_report_data(work: WorkDir, run_id: str) -> ReportData:
     check_run_tables(work, run_id)
     build_warehouse(work)
     replayed, realised = _live_side(work, run_id, header)
+    advice = query(work, "report_advice", run_id=run_id)
     return ReportData(
         header=header,
         disclosure=query(work, "report_disclosure", run_id=run_id),
@@ -112,6 +113,7 @@ def load_report_data(work: WorkDir, run_id: str) -> ReportData:
         pairs=pair_views(work, run_id),
         since=since_section(work, run_id),
         spend=spend_frame(work, run_id),
+        advice=None if advice.empty else advice,
     )
 
 

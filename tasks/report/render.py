@@ -19,6 +19,7 @@ from schemas import (
     arrow_schema,
 )
 from tasks.errors import InputError
+from tasks.report.advice import advice_section
 from tasks.report.disagreements import disagreements_section
 from tasks.report.money import money_section
 from tasks.report.page import render_page
@@ -60,6 +61,8 @@ class ReportData:
     """What changed since the previous run of this configuration (None: no such section)."""
     spend: pd.DataFrame | None = None
     """Tokens and USD per judge config (`tasks.report.money.spend_frame`; None: not known)."""
+    advice: pd.DataFrame | None = None
+    """The run's stopping-policy advice (`AdviceRow`s) for the advice section (None: none)."""
 
 
 _COLUMNS: dict[str, tuple[str, ...]] = {
@@ -183,6 +186,8 @@ def render_report(data: ReportData) -> str:
         sections.insert(3, money)
     if data.realised is not None:
         sections.append(realised_section(data.realised, summary))
+    if data.advice is not None:
+        sections.append(advice_section(data.advice))
     if data.pairs is not None:
         sections.append(disagreements_section(data.pairs))
     run = next((data.header[k] for k in ("run_id", "run id", "run") if k in data.header), "")

@@ -11,7 +11,7 @@ import pyarrow as pa
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from schemas.vocabulary import DESIGNS, POLICIES
+from schemas.vocabulary import CORE_POLICIES, DESIGNS
 from tasks.replay.engine import ReplayResult, replay, write_replay
 from tasks.replay.grid import read_replay_input
 
@@ -50,7 +50,7 @@ def replay_flow(
     """Replay stopping policies over cached outcomes; returns the written paths by table."""
     outcomes = read_task(calls_path)
     result = replay_task(
-        outcomes, list(designs or DESIGNS), list(policies or POLICIES), str(Path(calls_path))
+        outcomes, list(designs or DESIGNS), list(policies or CORE_POLICIES), str(Path(calls_path))
     )
     paths = write_task(result, out_dir)
     get_run_logger().info(

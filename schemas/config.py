@@ -67,8 +67,12 @@ class LiveSpec(BaseModel):
         description="The stopping policy executed live; `advised` takes the advice of the "
         "run `advised_by` (accepted when it advises paired_unanimity or paired_strict).",
     )
+    # Left out of dumps when unset, so live configurations without it keep their hash.
     advised_by: str | None = Field(
-        default=None, min_length=1, description="The run whose advice.parquet `advised` follows."
+        default=None,
+        min_length=1,
+        exclude_if=lambda v: v is None,
+        description="The run whose advice.parquet `advised` follows.",
     )
     rng_seed: int = Field(ge=0, description="Seed of the recorded draws.")
 

@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from schemas.config import RunConfig
+from schemas.config import AlarmSpec
 from schemas.run import RunRecord
 from tasks.errors import InputError
 from tasks.hashing import sha256_text
@@ -189,12 +189,13 @@ def _alarms(work: WorkDir, record: RunRecord, diff: RunDiff | None) -> list[dict
     against the previous run so far (the run's status is checked by the flow itself)."""
     if record.alarms:
         return list(record.alarms)
-    cfg = RunConfig.model_validate(record.config)
-    if cfg.alarms is None:
+    # Only a run configuration has thresholds (a judge, live or imported run's record does not).
+    spec = record.config.get("alarms")
+    if not isinstance(spec, dict):
         return []
     view = read_run_view(work, record.run_id)
     checked = record.model_copy(update={"status": "completed"})
-    return check_alarms(cfg.alarms, checked, view, diff, record.probe)
+    return check_alarms(AlarmSpec.model_validate(spec), checked, view, diff, record.probe)
 
 
 def since_section(work: WorkDir, run_id: str) -> SinceSection:

@@ -158,7 +158,8 @@ def test_two_served_nights_raise_an_alarm_the_automation_acts_on(
         state = client.get(f"/flow_runs/{flow_run}").json()["state"]
         return state if state["name"] == "Alarm" else None
 
-    state = _wait("the automation's state change", alarmed, log, timeout=45)
+    # The server's trigger service acts on its own schedule: give it time on a loaded machine.
+    state = _wait("the automation's state change", alarmed, log, timeout=150)
     assert state["type"] == "FAILED"
     first_state = client.get(f"/flow_runs/{flow_runs[0]['id']}").json()["state"]
     assert first_state["type"] == "COMPLETED"

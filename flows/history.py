@@ -29,19 +29,15 @@ async def probe_task(
     return await run_probe(WorkDir.at(work_dir), run_id, manifest_hash, cfg, hooks=HOOKS)
 
 
-def _related() -> list[dict[str, str]]:
-    """The flow run emitting the alarm, so an automation can act on it."""
-    ctx = FlowRunContext.get()
-    if ctx is None or ctx.flow_run is None:
-        return []
-    return [{"prefect.resource.id": f"prefect.flow-run.{ctx.flow_run.id}",
-             "prefect.resource.role": "flow-run"}]  # fmt: skip
+_PENDING: dict[str, list[tuple[RunRecord, dict[str, Any]]]] = {}
+"""Alarms of flow runs in this process, emitted once the flow run has its final state."""
 
 
 @task(name="check-alarms", cache_policy=NO_CACHE)
 def alarms_task(work_dir: str, record: dict[str, Any]) -> list[dict[str, Any]]:
-    """Check the configuration's thresholds against the previous run of the same name; emit
-    one `judgeline.alarm` event per crossed threshold and return them."""
+    """Check the configuration's thresholds against the previous run of the same name and
+    return the crossed ones; `emit_alarms` sends each as a `judgeline.alarm` event once the
+    flow run has ended (so an automation acting on the flow run comes after its final state)."""
     work = WorkDir.at(work_dir)
     run = RunRecord.model_validate(record)
     cfg = RunConfig.model_validate(run.config)
@@ -53,12 +49,22 @@ def alarms_task(work_dir: str, record: dict[str, Any]) -> list[dict[str, Any]]:
     if view is not None and before is not None:
         diff = diff_views(read_run_view(work, before.run_id), view)
     alarms = check_alarms(cfg.alarms, run, view, diff, run.probe)
-    for alarm in alarms:
+    ctx = FlowRunContext.get()
+    if ctx is not None and ctx.flow_run is not None:
+        _PENDING.setdefault(str(ctx.flow_run.id), []).extend((run, a) for a in alarms)
+    return alarms
+
+
+def emit_alarms(flow: Any, flow_run: Any, state: Any) -> None:
+    """A flow's completion and failure hook: emit the alarms its run recorded, one event each,
+    the flow run as a related resource."""
+    related = [{"prefect.resource.id": f"prefect.flow-run.{flow_run.id}",
+                "prefect.resource.role": "flow-run"}]  # fmt: skip
+    for run, alarm in _PENDING.pop(str(flow_run.id), []):
         emit_event(
             event=ALARM_EVENT,
             resource={"prefect.resource.id": f"judgeline.run.{run.run_id}",
                       "prefect.resource.name": run.name, "judgeline.alarm": str(alarm["alarm"])},
-            related=_related(),
+            related=related,
             payload=alarm,
         )  # fmt: skip
-    return alarms

@@ -15,7 +15,7 @@ from typing import Any
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from flows.history import alarms_task, probe_task
+from flows.history import alarms_task, emit_alarms, probe_task
 from flows.judge import judge_flow, rerun_failed_flow
 from flows.live import live_flow
 from flows.prepare import freeze_flow, plan_flow
@@ -56,7 +56,7 @@ def resolve_config(config: dict[str, Any] | None, config_path: str | None) -> Ru
     return load_run_config(config_path)
 
 
-@flow(name="nightly-benchmark")
+@flow(name="nightly-benchmark", on_completion=[emit_alarms], on_failure=[emit_alarms])
 async def nightly_flow(
     config_path: str | None = None,
     config: dict[str, Any] | None = None,

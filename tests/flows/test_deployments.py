@@ -170,10 +170,17 @@ def test_deployments_round_trip(prefect_server: str, tmp_path: Path) -> None:
 
             replay = found["replay-policies"]
             params = {"run_id": run_id, "designs": ["balanced"], "policies": ["full", "strict"]}
-            flow_run = client.post(
-                f"/deployments/{replay['id']}/create_flow_run", json={"parameters": params}
-            ).json()
             deadline = time.monotonic() + 180
+            while True:
+                # A busy server answers 503 Service Unavailable now and then: ask again.
+                made = client.post(
+                    f"/deployments/{replay['id']}/create_flow_run", json={"parameters": params}
+                )
+                if made.status_code < 300:
+                    flow_run = made.json()
+                    break
+                assert time.monotonic() < deadline, f"no flow run: {made.text}"
+                time.sleep(0.5)
             while True:
                 state = client.get(f"/flow_runs/{flow_run['id']}").json()["state"]
                 if state["type"] in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED"):

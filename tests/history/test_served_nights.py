@@ -76,7 +76,13 @@ def _night(api: str, tmp: Path, work: WorkDir, config: Path, day: str) -> dict[s
                 return next((d for d in listed if d["name"] == "nightly-benchmark"), None)
 
             nightly = _wait("the nightly deployment", deployment, log)
-            run = client.post(f"/deployments/{nightly['id']}/create_flow_run", json={}).json()
+
+            def created() -> Any:
+                # A busy server answers 503 Service Unavailable now and then: ask again.
+                made = client.post(f"/deployments/{nightly['id']}/create_flow_run", json={})
+                return made.json() if made.status_code < 300 else None
+
+            run = _wait("the nightly flow run", created, log)
 
             def ended() -> Any:
                 now = client.get(f"/flow_runs/{run['id']}").json()

@@ -224,7 +224,8 @@ def test_every_retry_after_form_is_a_floor(
 ) -> None:
     if headers.get("retry-after") == "__date__":
         # HTTP dates have whole seconds: two seconds ahead is at least one from now.
-        headers = {"retry-after": _http_date(2.0)}
+        # An HTTP date has whole seconds: 3 s ahead is at least 2 s away when it is read.
+        headers = {"retry-after": _http_date(3.0)}
     judge.queue.append(Answer(429, _error("requests", "Rate limit reached"), headers))
     [result], _ = _send(_spec(judge), [_request()])
     assert result.reply is not None

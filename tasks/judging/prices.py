@@ -1,9 +1,15 @@
 """Built-in list prices of common judge models, dated: defaults only, always overridable.
 
-A judge's own `price:` always wins. These figures were copied from the vendors' public
-price pages on `AS_OF`; prices change, so check them and set `price:` on every judge whose
-bill matters. The table applies to the vendors' own endpoints (profiles `openai`, `azure`,
-`anthropic`) only: an OpenAI-compatible server or the simulated judge has no default price.
+A judge's own `price:` always wins. These figures were read from the vendors' own model and
+price pages (the URL next to each entry, kept as the price's `source`) on `AS_OF`; prices
+change, so check them and set `price:` on every judge whose bill matters. The table applies
+to the vendors' own endpoints (profiles `openai`, `azure`, `anthropic`) only: an
+OpenAI-compatible server or the simulated judge has no default price. A model the table does
+not list (or whose cached-input price its vendor page did not state) has no default price.
+
+Each vendor page states that its batch API (OpenAI Batch, Anthropic Message Batches) bills
+half the standard rates, hence `batch_discount=0.5`. Long-prompt surcharges (OpenAI above
+272K input tokens) and cache-write prices are not modelled.
 """
 
 from __future__ import annotations
@@ -13,28 +19,23 @@ import datetime as dt
 from schemas.cost import Price
 from schemas.judge import JudgeSpec
 
-AS_OF = dt.date(2025, 10, 1)
+AS_OF = dt.date(2026, 11, 30)
 """The date the built-in prices were read."""
 
-_OPENAI = "https://openai.com/api/pricing"
-_ANTHROPIC = "https://www.anthropic.com/pricing#api"
+_OPENAI = "https://developers.openai.com/api/docs/models/"
+_ANTHROPIC = "https://platform.claude.com/docs/en/about-claude/pricing"
 
-# model: (input, cached input, output) in USD per million tokens; batch APIs halve them.
+# model: (input, cached input, output) in USD per million tokens, and the page stating them.
 _TABLE: dict[str, tuple[float, float, float, str]] = {
-    "gpt-4o": (2.50, 1.25, 10.00, _OPENAI),
-    "gpt-4o-mini": (0.15, 0.075, 0.60, _OPENAI),
-    "gpt-4.1": (2.00, 0.50, 8.00, _OPENAI),
-    "gpt-4.1-mini": (0.40, 0.10, 1.60, _OPENAI),
-    "gpt-4.1-nano": (0.10, 0.025, 0.40, _OPENAI),
-    "o3": (2.00, 0.50, 8.00, _OPENAI),
-    "o4-mini": (1.10, 0.275, 4.40, _OPENAI),
-    "gpt-5": (1.25, 0.125, 10.00, _OPENAI),
-    "gpt-5-mini": (0.25, 0.025, 2.00, _OPENAI),
-    "gpt-5-nano": (0.05, 0.005, 0.40, _OPENAI),
+    "gpt-6-astra": (10.00, 1.00, 50.00, _OPENAI + "gpt-6-astra"),
+    "gpt-6.2-sol": (2.00, 0.10, 10.00, _OPENAI + "gpt-6.2-sol"),
+    "gpt-6.1-terra": (1.00, 0.05, 5.00, _OPENAI + "gpt-6.1-terra"),
+    "gpt-6-luna": (0.10, 0.01, 0.50, _OPENAI + "gpt-6-luna"),
+    "gpt-5-mini": (0.25, 0.025, 2.00, _OPENAI + "gpt-5-mini"),
+    "gpt-5-nano": (0.05, 0.005, 0.40, _OPENAI + "gpt-5-nano"),
+    "claude-opus-5": (5.00, 0.50, 25.00, _ANTHROPIC),
     "claude-sonnet-4-5": (3.00, 0.30, 15.00, _ANTHROPIC),
-    "claude-sonnet-4": (3.00, 0.30, 15.00, _ANTHROPIC),
     "claude-haiku-4-5": (1.00, 0.10, 5.00, _ANTHROPIC),
-    "claude-opus-4-1": (15.00, 1.50, 75.00, _ANTHROPIC),
 }
 
 BUILTIN_PRICES: dict[str, Price] = {
@@ -43,7 +44,7 @@ BUILTIN_PRICES: dict[str, Price] = {
     )
     for model, (inp, cached, out, src) in _TABLE.items()
 }
-"""Default prices by model name; a dated snapshot name (`gpt-4o-2024-08-06`) takes its
+"""Default prices by model name; a dated snapshot name (`gpt-5-mini-2025-08-07`) takes its
 model's entry."""
 
 

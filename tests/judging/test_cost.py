@@ -165,10 +165,10 @@ def test_cache_files_without_token_details_still_read(work: WorkDir) -> None:
 
 
 def test_builtin_prices_are_dated_defaults_a_judge_overrides() -> None:
-    snapshot = builtin_price("gpt-4o-mini-2024-07-18")
-    assert snapshot is not None and snapshot == builtin_price("gpt-4o-mini")
+    snapshot = builtin_price("gpt-5-mini-2025-08-07")
+    assert snapshot is not None and snapshot == builtin_price("gpt-5-mini")
     assert snapshot.as_of == AS_OF and builtin_price("no-such-model") is None
-    spec = {"name": "j", "base_url": "https://api.openai.com/v1", "model": "gpt-4o-mini"}
+    spec = {"name": "j", "base_url": "https://api.openai.com/v1", "model": "gpt-5-mini"}
     assert price_of(JudgeSpec.model_validate(spec)) == snapshot
     own = JudgeSpec.model_validate({**spec, "price": PRICE.model_dump(mode="json")})
     assert price_of(own) == PRICE

@@ -24,6 +24,7 @@ AS_OF = dt.date(2026, 11, 30)
 
 _OPENAI = "https://developers.openai.com/api/docs/models/"
 _ANTHROPIC = "https://platform.claude.com/docs/en/about-claude/pricing"
+_CLAUDE = "https://platform.claude.com/docs/en/models/"
 
 # model: (input, cached input, output) in USD per million tokens, and the page stating them.
 _TABLE: dict[str, tuple[float, float, float, str]] = {
@@ -33,7 +34,7 @@ _TABLE: dict[str, tuple[float, float, float, str]] = {
     "gpt-6-luna": (0.10, 0.01, 0.50, _OPENAI + "gpt-6-luna"),
     "gpt-5-mini": (0.25, 0.025, 2.00, _OPENAI + "gpt-5-mini"),
     "gpt-5-nano": (0.05, 0.005, 0.40, _OPENAI + "gpt-5-nano"),
-    "claude-opus-5": (5.00, 0.50, 25.00, _ANTHROPIC),
+    "claude-opus-5": (5.00, 0.50, 25.00, _CLAUDE + "opus-5/overview"),
     "claude-sonnet-4-5": (3.00, 0.30, 15.00, _ANTHROPIC),
     "claude-haiku-4-5": (1.00, 0.10, 5.00, _ANTHROPIC),
 }

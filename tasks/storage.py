@@ -181,6 +181,14 @@ def publish_folder_once(
     return None
 
 
+def published_folders(root: Path) -> list[Path]:
+    """The folders `publish_folder_once` published in `root`, by name (staging folders,
+    whose names start with a dot, are not); none if `root` does not exist."""
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
 class FolderChanges:
     """Whether a folder may have changed since the last look, from its mtime alone (a stat
     of microseconds instead of a listing).

@@ -11,7 +11,7 @@ import pytest
 from pydantic import BaseModel
 
 from tasks.errors import IntegrityError
-from tasks.storage import publish_folder_once
+from tasks.storage import publish_folder_once, published_folders
 
 
 class _Info(BaseModel):
@@ -91,3 +91,13 @@ def test_an_incomplete_folder_in_the_way_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(OSError):
         _publish(final, [], other_writer)
     assert [p.name for p in tmp_path.iterdir()] == ["f"]
+
+
+def test_published_folders_are_listed_by_name_without_staging_ones(tmp_path: Path) -> None:
+    assert published_folders(tmp_path / "absent") == []
+    checked: list[Path] = []
+    for name in ("b", "a"):
+        _publish(tmp_path / name, checked)
+    (tmp_path / ".staging-c-123").mkdir()
+    (tmp_path / "file").write_text("")
+    assert published_folders(tmp_path) == [tmp_path / "a", tmp_path / "b"]

@@ -19,7 +19,7 @@ from tasks.errors import GateError, InputError, IntegrityError
 from tasks.gates import Check, gate_once, run_gate
 from tasks.hashing import canonical_json, sha256_text
 from tasks.ingest.validation import SourcePairs, validate_sources
-from tasks.storage import publish_folder_once, read_stored_folder
+from tasks.storage import publish_folder_once, published_folders, read_stored_folder
 from tasks.workdir import WorkDir
 
 __all__ = [
@@ -258,8 +258,7 @@ def resolve_manifest_hash(work: WorkDir, prefix: str) -> str:
     if not prefix:
         raise InputError("empty manifest hash")
     root = work.root / "manifests"
-    names = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
-    names = [n for n in names if not n.startswith(".")]
+    names = [p.name for p in published_folders(root)]
     if prefix in names:
         return prefix
     matches = [n for n in names if n.startswith(prefix)]
@@ -291,11 +290,6 @@ def read_manifest(
 
 def list_manifests(work: WorkDir) -> list[ManifestInfo]:
     """The sidecars of every stored manifest, oldest first."""
-    root = work.root / "manifests"
-    if not root.is_dir():
-        return []
-    infos = []
-    for folder in sorted(root.iterdir()):
-        if folder.is_dir() and not folder.name.startswith("."):
-            infos.append(_read_dir(folder, folder.name)[0])
+    folders = published_folders(work.root / "manifests")
+    infos = [_read_dir(folder, folder.name)[0] for folder in folders]
     return sorted(infos, key=lambda i: (i.created_at, i.manifest_hash))

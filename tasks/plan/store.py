@@ -12,7 +12,7 @@ from tasks.gates import gate_once
 from tasks.ingest.manifest import MANIFEST_FILE, MANIFEST_INFO_FILE
 from tasks.plan.files import PLAN_FILE, PLAN_ID, PLAN_INFO_FILE
 from tasks.plan.gate import gate_plan
-from tasks.storage import publish_folder_once, read_stored_folder
+from tasks.storage import publish_folder_once, published_folders, read_stored_folder
 from tasks.workdir import WorkDir
 
 
@@ -79,8 +79,7 @@ def resolve_plan_id(work: WorkDir, prefix: str) -> str:
     """The stored plan id that `prefix` names uniquely."""
     prefix = prefix.strip().lower()
     root = work.root / "plans"
-    names = [p.name for p in root.iterdir() if p.is_dir()] if root.is_dir() else []
-    names = sorted(n for n in names if not n.startswith("."))
+    names = [p.name for p in published_folders(root)]
     if prefix in names:
         return prefix
     matches = [n for n in names if prefix and n.startswith(prefix)]
@@ -105,12 +104,5 @@ def read_plan(work: WorkDir, plan_id: str, *, gate: bool = True) -> tuple[PlanIn
 
 def list_plans(work: WorkDir) -> list[PlanInfo]:
     """The sidecars of every stored plan, oldest first."""
-    root = work.root / "plans"
-    if not root.is_dir():
-        return []
-    infos = [
-        _read_dir(folder, folder.name)[0]
-        for folder in sorted(root.iterdir())
-        if folder.is_dir() and not folder.name.startswith(".")
-    ]
+    infos = [_read_dir(f, f.name)[0] for f in published_folders(work.root / "plans")]
     return sorted(infos, key=lambda i: (i.created_at, i.plan_id))

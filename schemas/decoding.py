@@ -1,4 +1,5 @@
-"""Decoding fields a judge or one of its configs sets, and secret header values.
+"""Decoding fields a judge or one of its reasoning configs sets, the rules each API dialect
+puts on them, and secret header values.
 
 Each decoding field present is sent and enters the call key; `null` removes it.
 """
@@ -11,6 +12,8 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
     model_validator,
 )
 
@@ -35,6 +38,13 @@ RESERVED_HEADERS = frozenset(
      "content-type", "content-length", "host", "x-judgeline-call-key"}
 )  # fmt: skip
 OPENAI_ONLY = ("response_format", "reasoning_effort")
+
+NO_SAMPLING_VERSION = "2026-10-21"
+"""The Messages API version that removed `temperature`, `top_p` and `top_k`: a Claude judge
+sending it (or a later one) sends none of them."""
+
+MIN_THINKING_BUDGET = 1024
+"""The smallest `thinking.budget_tokens` the Messages API accepts."""
 
 
 class SecretRef(BaseModel):
@@ -93,3 +103,64 @@ class Decoding(BaseModel):
 def thinking_on(thinking: dict[str, Any] | None) -> bool:
     """Whether a `thinking` value turns extended thinking on."""
     return thinking is not None and thinking.get("type") != "disabled"
+
+
+class ReasoningConfig(Decoding):
+    """One reasoning configuration of a judge: decoding fields it overrides, and `extra`.
+
+    A field the config sets replaces the judge's (`null` removes it); a config that turns
+    `thinking` on also removes the temperature unless it sets one.
+    """
+
+    name: str = Field(min_length=1, description="Config name, e.g. `default`, `low`, `high`.")
+    extra: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Request parameters for this config (e.g. `reasoning_effort: high`); "
+        "they override the judge's `extra` and are part of the call key.",
+    )
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Only what was set: a dumped config read back overrides exactly the same fields.
+        data: dict[str, Any] = handler(self)
+        return {k: v for k, v in data.items() if k in ("name", "extra") or k in self.overrides}
+
+    @property
+    def overrides(self) -> frozenset[str]:
+        """The decoding fields this config sets."""
+        return frozenset(self.model_fields_set).intersection(DECODING_FIELDS)
+
+
+def check_decoding(
+    fields: dict[str, Any],
+    *,
+    provider: str,
+    profile: str | None,
+    anthropic_version: str | None,
+    where: str,
+) -> None:
+    """Check the decoding fields of one call (`JudgeSpec.decoding`) against the judge's
+    dialect and endpoint: a ValueError naming `where` for a field the API does not take."""
+    if provider == "anthropic":
+        bad = [f for f in (*OPENAI_ONLY, "system_role") if fields.get(f) is not None]
+        if fields.get("seed") is not None:
+            bad.append("seed")
+        if bad:
+            raise ValueError(f"{where}: {', '.join(bad)}: not a Messages API field")
+        if fields.get("max_tokens") is None:
+            raise ValueError(f"{where}: max_tokens: the Messages API requires one")
+        version = anthropic_version or ANTHROPIC_VERSION
+        sampling = [f for f in ("temperature", "top_p") if fields.get(f) is not None]
+        if version >= NO_SAMPLING_VERSION and sampling:
+            raise ValueError(
+                f"{where}: {', '.join(sampling)}: removed in Messages API version "
+                f"{NO_SAMPLING_VERSION} (anthropic_version {version}); set it to null"
+            )
+    elif fields.get("thinking") is not None and profile != "openai_compatible":
+        raise ValueError(f"{where}: thinking: an Anthropic field (OpenAI: reasoning_effort)")
+    budget = (fields.get("thinking") or {}).get("budget_tokens")
+    limit = fields.get("max_tokens")
+    if isinstance(budget, int) and budget < MIN_THINKING_BUDGET:
+        raise ValueError(f"{where}: thinking.budget_tokens must be at least {MIN_THINKING_BUDGET}")
+    if isinstance(budget, int) and limit is not None and budget >= limit:
+        raise ValueError(f"{where}: max_tokens must exceed thinking.budget_tokens")

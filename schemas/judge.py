@@ -72,19 +72,14 @@ from schemas.cost import Price
 from schemas.decoding import (
     ANTHROPIC_VERSION,
     DECODING_FIELDS,
-    OPENAI_ONLY,
+    NO_SAMPLING_VERSION,
     RESERVED_HEADERS,
     Decoding,
+    ReasoningConfig,
     SecretRef,
+    check_decoding,
     thinking_on,
 )
-
-NO_SAMPLING_VERSION = "2026-10-21"
-"""The Messages API version that removed `temperature`, `top_p` and `top_k`: a Claude judge
-sending it (or a later one) sends none of them."""
-
-MIN_THINKING_BUDGET = 1024
-"""The smallest `thinking.budget_tokens` the Messages API accepts."""
 
 Provider = Literal["openai", "anthropic"]
 """The API dialect a judge speaks: OpenAI chat completions or Anthropic Messages."""
@@ -104,32 +99,6 @@ Profile = Literal["openai", "azure", "openai_compatible", "anthropic"]
 
 Without `profile`, it is the provider's name; without `provider`, the profile's dialect.
 """
-
-
-class ReasoningConfig(Decoding):
-    """One reasoning configuration of a judge: decoding fields it overrides, and `extra`.
-
-    A field the config sets replaces the judge's (`null` removes it); a config that turns
-    `thinking` on also removes the temperature unless it sets one.
-    """
-
-    name: str = Field(min_length=1, description="Config name, e.g. `default`, `low`, `high`.")
-    extra: dict[str, Any] = Field(
-        default_factory=dict,
-        description="Request parameters for this config (e.g. `reasoning_effort: high`); "
-        "they override the judge's `extra` and are part of the call key.",
-    )
-
-    @model_serializer(mode="wrap")
-    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # Only what was set: a dumped config read back overrides exactly the same fields.
-        data: dict[str, Any] = handler(self)
-        return {k: v for k, v in data.items() if k in ("name", "extra") or k in self.overrides}
-
-    @property
-    def overrides(self) -> frozenset[str]:
-        """The decoding fields this config sets."""
-        return frozenset(self.model_fields_set).intersection(DECODING_FIELDS)
 
 
 def _defaults(
@@ -316,7 +285,13 @@ class JudgeSpec(Decoding):
                 f"Anthropic Message Batches API), not {self.profile}"
             )
         for config in (None, *self.configs):
-            self._check_decoding(config)
+            check_decoding(
+                self.decoding(config),
+                provider=self.provider,
+                profile=self.profile,
+                anthropic_version=self.anthropic_version,
+                where=who + (f" config {config.name!r}" if config else ""),
+            )
         return self
 
     def _check_azure(self) -> None:
@@ -333,35 +308,6 @@ class JudgeSpec(Decoding):
                 f"judge {self.name!r}: an Azure base_url ends in /openai/deployments/"
                 "<deployment> or /openai/v1"
             )
-
-    def _check_decoding(self, config: ReasoningConfig | None) -> None:
-        where = f"judge {self.name!r}" + (f" config {config.name!r}" if config else "")
-        fields = self.decoding(config)
-        if self.provider == "anthropic":
-            bad = [f for f in (*OPENAI_ONLY, "system_role") if fields.get(f) is not None]
-            if fields.get("seed") is not None:
-                bad.append("seed")
-            if bad:
-                raise ValueError(f"{where}: {', '.join(bad)}: not a Messages API field")
-            if fields.get("max_tokens") is None:
-                raise ValueError(f"{where}: max_tokens: the Messages API requires one")
-            version = self.anthropic_version or ANTHROPIC_VERSION
-            sampling = [f for f in ("temperature", "top_p") if fields.get(f) is not None]
-            if version >= NO_SAMPLING_VERSION and sampling:
-                raise ValueError(
-                    f"{where}: {', '.join(sampling)}: removed in Messages API version "
-                    f"{NO_SAMPLING_VERSION} (anthropic_version {version}); set it to null"
-                )
-        elif fields.get("thinking") is not None and self.profile != "openai_compatible":
-            raise ValueError(f"{where}: thinking: an Anthropic field (OpenAI: reasoning_effort)")
-        budget = (fields.get("thinking") or {}).get("budget_tokens")
-        limit = fields.get("max_tokens")
-        if isinstance(budget, int) and budget < MIN_THINKING_BUDGET:
-            raise ValueError(
-                f"{where}: thinking.budget_tokens must be at least {MIN_THINKING_BUDGET}"
-            )
-        if isinstance(budget, int) and limit is not None and budget >= limit:
-            raise ValueError(f"{where}: max_tokens must exceed thinking.budget_tokens")
 
     def decoding(self, config: ReasoningConfig | None = None) -> dict[str, Any]:
         """The decoding fields of a call under `config`: the config's win, None = not sent."""

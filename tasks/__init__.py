@@ -7,7 +7,8 @@ unanimity executed live), `report` (the HTML report); around them, `history` (ru
 compared with runs: diffs, trends, drift probes, alarms), `imports` (other tools' judgment
 files as runs) and `simjudge` (the simulated judge).
 Shared basics sit at the top: `errors`, `hashing`, `storage`, `workdir`, `runfolder`,
-`runrecord`, `jobrecord`, `runhealth`, `runconfig`, `preflight`, `gates`, `templates`,
-`parsing`, `warehouse` (DuckDB, with its SQL in `sql/`; `tablefiles` checks the files it
-reads) and `demo`. The design these modules implement is docs/design.md.
+`runrecord`, `jobrecord`, `runhealth`, `runconfig`, `preflight`, `gates`, `templates`
+(texts in `template_texts`), `parsing`, `warehouse` (DuckDB, with its SQL in `sql/`;
+`tablefiles` checks the files it reads) and `demo`. The design these modules implement is
+docs/design.md.
 """

@@ -6,7 +6,8 @@ import datetime as dt
 
 from schemas.config import DatasetSpec, RunConfig
 from schemas.cost import Price
-from schemas.judge import JudgeSpec, ReasoningConfig
+from schemas.decoding import ReasoningConfig
+from schemas.judge import JudgeSpec
 
 DEMO_PERSONAS = ("strong", "left-biased", "noisy")
 """Simulated-judge presets: a skilled unbiased judge, a left-slot-biased one, a noisy one."""

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -16,6 +18,7 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel
 
 InfoT = TypeVar("InfoT", bound=BaseModel)
+T = TypeVar("T")
 
 
 def _temp_beside(path: Path) -> Path:
@@ -138,6 +141,52 @@ def read_stored_folder(
     except (ValueError, OSError, pa.ArrowException) as exc:
         raise IntegrityError(f"{kind} {name}: {exc}") from exc
     return info, table
+
+
+def publish_folder_once(
+    final: Path,
+    *,
+    table: pa.Table,
+    table_file: str,
+    info: BaseModel,
+    info_file: str,
+    check: Callable[[Path], None],
+    verify_existing: Callable[[], T],
+) -> T | None:
+    """Publish a write-once folder of a parquet table and its JSON sidecar: both go into a
+    staging folder beside `final`, `check` reads them back from it (raising if they fail),
+    then the staging folder is renamed into place in one step, so `final` is either
+    complete and checked or absent.
+
+    Returns None when this call published the folder. If `final` already stands (before,
+    or because another writer renamed theirs into place first: rename never replaces a
+    non-empty folder), returns `verify_existing()`, which must raise if the stored folder
+    differs from what this call would have written.
+    """
+    if final.exists():
+        return verify_existing()
+    staging = final.parent / f".staging-{final.name[:16]}-{uuid.uuid4().hex}"
+    try:
+        write_parquet_atomic(table, staging / table_file)
+        write_json_atomic(info.model_dump(mode="json"), staging / info_file)
+        check(staging)
+        try:
+            os.rename(staging, final)
+        except OSError:
+            if not (final / table_file).exists():
+                raise
+            return verify_existing()
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return None
+
+
+def published_folders(root: Path) -> list[Path]:
+    """The folders `publish_folder_once` published in `root`, by name (staging folders,
+    whose names start with a dot, are not); none if `root` does not exist."""
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
 
 
 class FolderChanges:

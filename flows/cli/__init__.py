@@ -11,7 +11,8 @@ import sys
 
 from rich.markup import escape
 
-from flows.cli import (
+# Imported for their registrations: each module adds its subcommands to `app`.
+from flows.cli import (  # noqa: F401
     advise,
     demo,
     estimate,
@@ -30,23 +31,6 @@ from flows.cli.app import app, err_console
 from tasks.errors import Interrupted, JudgelineError
 
 __all__ = ["app", "main", "resume_command"]
-
-COMMAND_GROUPS = (
-    advise,
-    demo,
-    estimate,
-    failures,
-    history,
-    imports,
-    judge,
-    live,
-    prepare,
-    remap,
-    replay,
-    run,
-    simjudge,
-)
-"""The modules whose subcommands `app` serves (imported for their registrations)."""
 
 
 def resume_command(argv: list[str], run_id: str) -> str:

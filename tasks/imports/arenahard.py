@@ -20,7 +20,7 @@ from schemas import Pair
 from schemas.vocabulary import Order, SlotLabel
 from tasks.errors import InputError
 from tasks.hashing import canonical_json, sha256_bytes
-from tasks.imports.records import ImportedFile, Judgment
+from tasks.imports.records import ImportedFile, Judgment, game_judgment, one_judge
 from tasks.ingest.fields import LoadedPairs, iter_jsonl, read_bytes, shorten
 from tasks.templates import message_text
 
@@ -180,26 +180,21 @@ def read_arenahard(path: str | Path, *, dataset: str | None = None) -> ImportedF
         for index, game in enumerate(read):
             reply, score = (game[1], game[2]) if game is not None else (None, None)
             judgments.append(
-                Judgment(
-                    pair_id=str(qid),
-                    order=_ORDERS[index],
+                game_judgment(
+                    str(qid),
+                    _ORDERS[index],
                     reply=reply,
-                    recorded_verdict=score if isinstance(score, str) else None,
-                    recorded_label=_recorded(score) if reply is not None else None,
+                    verdict=score,
+                    label=_recorded(score),
                     line=row,
                     index=index,
                 )
             )
-    if len(judges) != 1:
-        raise InputError(
-            f"one judge per file: found judge {sorted(judges) or 'none'}", file=str(path)
-        )
-    (judge,) = judges
     return ImportedFile(
         tool="arena-hard",
         path=path,
         sha256=sha256_bytes(read_bytes(path)),
-        judge=judge,
+        judge=one_judge(judges, file=path),
         config=bench,
         template_id="arena-hard-v1",
         convention=CONVENTION,

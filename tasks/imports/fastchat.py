@@ -23,7 +23,13 @@ from schemas import Pair
 from schemas.vocabulary import Order, SlotLabel
 from tasks.errors import InputError
 from tasks.hashing import canonical_json, sha256_bytes
-from tasks.imports.records import ImportedFile, Judgment, text_or_none
+from tasks.imports.records import (
+    ImportedFile,
+    Judgment,
+    game_judgment,
+    one_judge,
+    text_or_none,
+)
 from tasks.ingest.fields import LoadedPairs, iter_jsonl, read_bytes, shorten
 
 __all__ = ["read_fastchat"]
@@ -185,28 +191,21 @@ def read_fastchat(
                     row=row,
                 )
             judgments.append(
-                Judgment(
-                    pair_id=pair_id,
-                    order=order,
+                game_judgment(
+                    pair_id,
+                    order,
                     reply=reply,
-                    recorded_verdict=winner if isinstance(winner, str) else None,
-                    recorded_label=winners.get(winner)
-                    if reply is not None and isinstance(winner, str)
-                    else None,
+                    verdict=winner,
+                    label=winners.get(winner) if isinstance(winner, str) else None,
                     line=row,
                     index=index,
                 )
             )
-    if len(judges) != 1:
-        raise InputError(
-            f"one judge per file: found judge {sorted(judges) or 'none'}", file=str(path)
-        )
-    (judge_model,) = judges
     return ImportedFile(
         tool="fastchat",
         path=path,
         sha256=sha256_bytes(read_bytes(path)),
-        judge=judge_model,
+        judge=one_judge(judges, file=path),
         config="mt_bench-pair",
         template_id="fastchat-pair-v2",
         convention=CONVENTION,

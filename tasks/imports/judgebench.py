@@ -17,7 +17,14 @@ from typing import Any
 from schemas.vocabulary import Order, SlotLabel
 from tasks.errors import InputError
 from tasks.hashing import sha256_bytes
-from tasks.imports.records import ImportedFile, Judgment, recorded_label, text_or_none
+from tasks.imports.records import (
+    ImportedFile,
+    Judgment,
+    game_judgment,
+    one_judge,
+    recorded_label,
+    text_or_none,
+)
 from tasks.ingest.fields import iter_jsonl, read_bytes, shorten
 from tasks.ingest.loaders import read_judgebench
 
@@ -92,26 +99,22 @@ def read_judgebench_output(path: str | Path, *, dataset: str | None = None) -> I
                 _DECISIONS, decision, file=path, row=row, field=f"judgments[{index}].decision"
             )
             judgments.append(
-                Judgment(
-                    pair_id=record["pair_id"],
-                    order=_ORDERS[index],
+                game_judgment(
+                    record["pair_id"],
+                    _ORDERS[index],
                     reply=reply,
-                    recorded_verdict=decision,
-                    recorded_label=label if reply is not None else None,
+                    verdict=decision,
+                    label=label,
                     line=row,
                     index=index,
                 )
             )
-    if len(judge_names) != 1:
-        raise InputError(
-            f"one judge per file: found judge_name {sorted(judge_names) or 'none'}", file=str(path)
-        )
+    name = one_judge(judge_names, file=path, field="judge_name")
     if model is None:
         raise InputError(
             "no judge model: neither judgment.judge_model nor judge_model= in the file name",
             file=str(path),
         )
-    (name,) = judge_names
     return ImportedFile(
         tool="judgebench",
         path=path,

@@ -10,7 +10,14 @@ from schemas.vocabulary import Order, SlotLabel
 from tasks.errors import InputError
 from tasks.ingest.fields import LoadedPairs, shorten
 
-__all__ = ["ImportedFile", "Judgment", "recorded_label", "text_or_none"]
+__all__ = [
+    "ImportedFile",
+    "Judgment",
+    "game_judgment",
+    "one_judge",
+    "recorded_label",
+    "text_or_none",
+]
 
 
 @dataclass(frozen=True)
@@ -46,6 +53,39 @@ class ImportedFile:
     convention: str
     pairs: LoadedPairs
     judgments: list[Judgment]
+
+
+def game_judgment(
+    pair_id: str,
+    order: Order,
+    *,
+    reply: str | None,
+    verdict: Any,
+    label: SlotLabel | None,
+    line: int,
+    index: int,
+) -> Judgment:
+    """The judgment of one game: the file's verdict is kept when it is text, and its label
+    counts only for a game with a reply (a failed call's slot is `M` whatever it records)."""
+    return Judgment(
+        pair_id=pair_id,
+        order=order,
+        reply=reply,
+        recorded_verdict=verdict if isinstance(verdict, str) else None,
+        recorded_label=label if reply is not None else None,
+        line=line,
+        index=index,
+    )
+
+
+def one_judge(judges: set[str], *, file: Path, field: str = "judge") -> str:
+    """The one judge a file names in `field` over its lines; an error for none or several."""
+    if len(judges) != 1:
+        raise InputError(
+            f"one judge per file: found {field} {sorted(judges) or 'none'}", file=str(file)
+        )
+    (judge,) = judges
+    return judge
 
 
 def recorded_label(

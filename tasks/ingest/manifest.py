@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
 import re
-import shutil
-import uuid
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,7 +19,7 @@ from tasks.errors import GateError, InputError, IntegrityError
 from tasks.gates import Check, gate_once, run_gate
 from tasks.hashing import canonical_json, sha256_text
 from tasks.ingest.validation import SourcePairs, validate_sources
-from tasks.storage import read_stored_folder, write_json_atomic, write_parquet_atomic
+from tasks.storage import publish_folder_once, published_folders, read_stored_folder
 from tasks.workdir import WorkDir
 
 __all__ = [
@@ -237,30 +234,21 @@ def freeze_manifest(sources: Sequence[SourcePairs], work: WorkDir) -> FrozenMani
         log.warning(warning)
     manifest_hash, table = build_manifest_table(pairs)
     final = work.manifest_dir(manifest_hash)
-    if final.exists():
-        info = _verify_existing(work, manifest_hash)
-        return FrozenManifest(info, final, already_frozen=True, warnings=warnings)
-
     info = _info(manifest_hash, pairs, [source[0] for source in sources])
-    # Both files go into a staging folder that is renamed into place in one step, so a
-    # manifest folder is either complete and gated or absent.
-    staging = work.manifests / f".staging-{manifest_hash[:16]}-{uuid.uuid4().hex}"
-    try:
-        write_parquet_atomic(table, staging / MANIFEST_FILE)
-        write_json_atomic(info.model_dump(mode="json"), staging / MANIFEST_INFO_FILE)
-        _, stored = _read_dir(staging, manifest_hash)
-        _gate_stored(work, staging, stored, manifest_hash)
-        try:
-            os.rename(staging, final)
-        except OSError:
-            # Another writer published the same hash first (rename never replaces a
-            # non-empty folder): theirs stands if it verifies.
-            if not (final / MANIFEST_FILE).exists():
-                raise
-            info = _verify_existing(work, manifest_hash)
-            return FrozenManifest(info, final, already_frozen=True, warnings=warnings)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+
+    existing = publish_folder_once(
+        final,
+        table=table,
+        table_file=MANIFEST_FILE,
+        info=info,
+        info_file=MANIFEST_INFO_FILE,
+        check=lambda staged: _gate_stored(
+            work, staged, _read_dir(staged, manifest_hash)[1], manifest_hash
+        ),
+        verify_existing=lambda: _verify_existing(work, manifest_hash),
+    )
+    if existing is not None:
+        return FrozenManifest(existing, final, already_frozen=True, warnings=warnings)
     return FrozenManifest(info, final, already_frozen=False, warnings=warnings)
 
 
@@ -270,8 +258,7 @@ def resolve_manifest_hash(work: WorkDir, prefix: str) -> str:
     if not prefix:
         raise InputError("empty manifest hash")
     root = work.root / "manifests"
-    names = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
-    names = [n for n in names if not n.startswith(".")]
+    names = [p.name for p in published_folders(root)]
     if prefix in names:
         return prefix
     matches = [n for n in names if n.startswith(prefix)]
@@ -303,11 +290,6 @@ def read_manifest(
 
 def list_manifests(work: WorkDir) -> list[ManifestInfo]:
     """The sidecars of every stored manifest, oldest first."""
-    root = work.root / "manifests"
-    if not root.is_dir():
-        return []
-    infos = []
-    for folder in sorted(root.iterdir()):
-        if folder.is_dir() and not folder.name.startswith("."):
-            infos.append(_read_dir(folder, folder.name)[0])
+    folders = published_folders(work.root / "manifests")
+    infos = [_read_dir(folder, folder.name)[0] for folder in folders]
     return sorted(infos, key=lambda i: (i.created_at, i.manifest_hash))

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from schemas.decoding import ANTHROPIC_VERSION
-from schemas.judge import JudgeSpec, ReasoningConfig
+from schemas.decoding import ANTHROPIC_VERSION, ReasoningConfig
+from schemas.judge import JudgeSpec
 from tasks.hashing import canonical_json, sha256_text
 
 __all__ = [

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from schemas.decoding import ANTHROPIC_VERSION, SecretRef
-from schemas.judge import JudgeSpec, ReasoningConfig
+from schemas.decoding import ANTHROPIC_VERSION, ReasoningConfig, SecretRef
+from schemas.judge import JudgeSpec
 from tasks.errors import InputError
 from tasks.judging.callkey import decoding_params
 

@@ -15,7 +15,8 @@ import pyarrow.compute as pc
 
 from schemas.arrow import conform
 from schemas.calls import CallRecord
-from schemas.judge import JudgeSpec, ReasoningConfig
+from schemas.decoding import ReasoningConfig
+from schemas.judge import JudgeSpec
 from schemas.vocabulary import ErrorCategory
 from tasks.errors import IntegrityError
 from tasks.judging.callkey import CallKeyer, messages_sha256

@@ -16,7 +16,8 @@ from typing import Any, ClassVar
 
 import httpx
 
-from schemas.judge import JudgeSpec, ReasoningConfig
+from schemas.decoding import ReasoningConfig
+from schemas.judge import JudgeSpec
 from schemas.vocabulary import ErrorCategory
 from tasks.judging.endpoints import anthropic_body, auth_headers, endpoint, openai_body
 from tasks.judging.failures import CallFailure, classify_status, scrub

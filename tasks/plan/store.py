@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import uuid
 from pathlib import Path
 
 import pyarrow as pa
@@ -15,7 +12,7 @@ from tasks.gates import gate_once
 from tasks.ingest.manifest import MANIFEST_FILE, MANIFEST_INFO_FILE
 from tasks.plan.files import PLAN_FILE, PLAN_ID, PLAN_INFO_FILE
 from tasks.plan.gate import gate_plan
-from tasks.storage import read_stored_folder, write_json_atomic, write_parquet_atomic
+from tasks.storage import publish_folder_once, published_folders, read_stored_folder
 from tasks.workdir import WorkDir
 
 
@@ -65,32 +62,24 @@ def _verify_existing(work: WorkDir, info: PlanInfo, table: pa.Table) -> PlanInfo
 def write_plan(work: WorkDir, info: PlanInfo, table: pa.Table) -> PlanInfo:
     """Gate and store a plan once (atomic); if it is already stored, verify and return it."""
     table = conform(table, PresentationRow, where=f"plan {info.plan_id}")
-    final = work.plan_dir(info.plan_id)
-    if final.exists():
-        return _verify_existing(work, info, table)
-    staging = work.plans / f".staging-{info.plan_id[:16]}-{uuid.uuid4().hex}"
-    try:
-        write_parquet_atomic(table, staging / PLAN_FILE)
-        write_json_atomic(info.model_dump(mode="json"), staging / PLAN_INFO_FILE)
-        stored_info, stored = _read_dir(staging, info.plan_id)
-        _gate_stored(work, staging, stored_info, stored)
-        try:
-            os.rename(staging, final)
-        except OSError:
-            if not (final / PLAN_FILE).exists():
-                raise
-            return _verify_existing(work, info, table)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return info
+
+    existing = publish_folder_once(
+        work.plan_dir(info.plan_id),
+        table=table,
+        table_file=PLAN_FILE,
+        info=info,
+        info_file=PLAN_INFO_FILE,
+        check=lambda staged: _gate_stored(work, staged, *_read_dir(staged, info.plan_id)),
+        verify_existing=lambda: _verify_existing(work, info, table),
+    )
+    return info if existing is None else existing
 
 
 def resolve_plan_id(work: WorkDir, prefix: str) -> str:
     """The stored plan id that `prefix` names uniquely."""
     prefix = prefix.strip().lower()
     root = work.root / "plans"
-    names = [p.name for p in root.iterdir() if p.is_dir()] if root.is_dir() else []
-    names = sorted(n for n in names if not n.startswith("."))
+    names = [p.name for p in published_folders(root)]
     if prefix in names:
         return prefix
     matches = [n for n in names if prefix and n.startswith(prefix)]
@@ -115,12 +104,5 @@ def read_plan(work: WorkDir, plan_id: str, *, gate: bool = True) -> tuple[PlanIn
 
 def list_plans(work: WorkDir) -> list[PlanInfo]:
     """The sidecars of every stored plan, oldest first."""
-    root = work.root / "plans"
-    if not root.is_dir():
-        return []
-    infos = [
-        _read_dir(folder, folder.name)[0]
-        for folder in sorted(root.iterdir())
-        if folder.is_dir() and not folder.name.startswith(".")
-    ]
+    infos = [_read_dir(f, f.name)[0] for f in published_folders(work.root / "plans")]
     return sorted(infos, key=lambda i: (i.created_at, i.plan_id))

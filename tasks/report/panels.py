@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+import pandas as pd
 from markupsafe import Markup
 
 from tasks.report.filters import esc, pct
@@ -21,6 +23,7 @@ from tasks.report.svg import (
     svg_text,
     x_axis,
 )
+from tasks.report.tables import group_rows, row_title
 
 
 @dataclass
@@ -31,6 +34,20 @@ class Row:
     subtitle: str
     # values[panel][series] -> the numbers the mark needs
     values: dict[str, dict[str, tuple[float, ...]]] = field(default_factory=dict)
+
+
+def panel_rows(
+    frame: pd.DataFrame, marks: Callable[[dict[str, Any]], tuple[float, ...]]
+) -> list[Row]:
+    """One row per (judge, config, dataset) group of `frame`, in the frame's order; each
+    record's `marks` go under its design (the panel) and policy (the series)."""
+    rows = []
+    for key, records in group_rows(frame).items():
+        row = Row(*row_title(key))
+        for rec in records:
+            row.values.setdefault(str(rec["design"]), {})[str(rec["policy"])] = marks(rec)
+        rows.append(row)
+    return rows
 
 
 def _panel_frame(

@@ -23,7 +23,7 @@ from schemas.report import (
 from schemas.vocabulary import DESIGNS, POLICIES
 from tasks.report.charts import PolicyPoint, cost_agreement_chart, dot_rows_chart, share_bar_chart
 from tasks.report.filters import pct
-from tasks.report.panels import Row, change_chart, interval_chart
+from tasks.report.panels import change_chart, interval_chart, panel_rows
 from tasks.report.svg import CHANGE_COLORS, DESIGN_COLORS, POLICY_COLORS, SLOT_COLORS
 from tasks.report.tables import (
     GROUP,
@@ -162,16 +162,10 @@ def scores_section(frame: pd.DataFrame) -> Section:
         return out
     designs = present(frame, "design", DESIGNS)
     policies = present(frame, "policy", POLICIES)
-    rows = []
-    for key, records in group_rows(frame).items():
-        row = Row(*row_title(key))
-        for rec in records:
-            row.values.setdefault(str(rec["design"]), {})[str(rec["policy"])] = (
-                float(rec["score"]),
-                _float(rec["ci_low"]),
-                _float(rec["ci_high"]),
-            )
-        rows.append(row)
+    rows = panel_rows(
+        frame,
+        lambda rec: (float(rec["score"]), _float(rec["ci_low"]), _float(rec["ci_high"])),
+    )
     out.charts = [interval_chart(rows, designs, policies, "decision score (95% interval)")]
     out.legend = [(p, POLICY_COLORS.get(p, "#333")) for p in policies]
     out.table = table(frame, columns(ScoresTableRow), table_id="t-scores")
@@ -261,21 +255,12 @@ def changes_section(summary: pd.DataFrame) -> Section:
         return out
     designs = present(adaptive, "design", DESIGNS)
     policies = present(adaptive, "policy", POLICIES)
-    rows = []
-    for key, records in group_rows(adaptive).items():
-        row = Row(*row_title(key))
-        for rec in records:
-            row.values.setdefault(str(rec["design"]), {})[str(rec["policy"])] = (
-                float(rec["p_neutral_to_decisive"]),
-                float(rec["p_decisive_to_neutral"]),
-                float(rec["p_reversal"]),
-            )
-        rows.append(row)
     names = {
         "p_neutral_to_decisive": "neutral → decisive",
         "p_decisive_to_neutral": "decisive → neutral",
         "p_reversal": "reversal",
     }
+    rows = panel_rows(adaptive, lambda rec: tuple(float(rec[k]) for k in names))
     out.legend = [(names[k], c) for k, c in CHANGE_COLORS.items()]
     out.charts = [change_chart(rows, designs, policies)]
     return out

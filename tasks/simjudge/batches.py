@@ -186,17 +186,7 @@ class BatchEndpoints:
         if "file" not in fields or not purpose:
             return openai_error(400, "invalid_request", "file and purpose are required")
         filename, data = fields["file"]
-        file_id = f"file-{uuid.uuid4().hex}"
-        self.contents[file_id] = data
-        self.files[file_id] = {
-            "id": file_id,
-            "object": "file",
-            "bytes": len(data),
-            "created_at": int(time.time()),
-            "filename": filename or "upload.jsonl",
-            "purpose": purpose,
-            "status": "processed",
-        }
+        file_id = self._add_file(data, filename or "upload.jsonl", purpose)
         return JSONResponse(self.files[file_id])
 
     async def _file(self, request: Request) -> Response:
@@ -214,16 +204,20 @@ class BatchEndpoints:
     def _store(self, lines: list[dict[str, Any]]) -> str | None:
         if not lines:
             return None
-        file_id = f"file-{uuid.uuid4().hex}"
         data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+        return self._add_file(data, "batch_output.jsonl", "batch_output")
+
+    def _add_file(self, data: bytes, filename: str, purpose: str) -> str:
+        """Keep `data` as a new file object; its id."""
+        file_id = f"file-{uuid.uuid4().hex}"
         self.contents[file_id] = data
         self.files[file_id] = {
             "id": file_id,
             "object": "file",
             "bytes": len(data),
             "created_at": int(time.time()),
-            "filename": "batch_output.jsonl",
-            "purpose": "batch_output",
+            "filename": filename,
+            "purpose": purpose,
             "status": "processed",
         }
         return file_id

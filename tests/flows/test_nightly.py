@@ -12,7 +12,8 @@ import pytest
 
 from flows.nightly import nightly_flow
 from schemas.config import DatasetSpec, RunConfig
-from schemas.judge import JudgeSpec, ReasoningConfig
+from schemas.decoding import ReasoningConfig
+from schemas.judge import JudgeSpec
 from tasks.report.artifacts import artifact_key
 from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir

@@ -15,7 +15,8 @@ import pytest
 
 from schemas.arrow import rows_to_table
 from schemas.calls import AttemptRecord, ReplyRecord
-from schemas.judge import JudgeSpec, ReasoningConfig
+from schemas.decoding import ReasoningConfig
+from schemas.judge import JudgeSpec
 from tasks.hashing import canonical_json, sha256_text
 from tasks.judging import cache, callkey
 from tasks.judging.cache import (

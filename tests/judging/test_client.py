@@ -9,7 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from schemas.judge import JudgeSpec, ReasoningConfig
+from schemas.decoding import ReasoningConfig
+from schemas.judge import JudgeSpec
 from tasks.judging import client as client_module
 from tasks.judging import pacing
 from tasks.judging.client import CallResult, JudgeClient

@@ -14,7 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 from support import StagedPlan, stage_demo_plan
 
-from schemas.judge import JudgeSpec, ReasoningConfig
+from schemas.decoding import ReasoningConfig
+from schemas.judge import JudgeSpec
 from tasks.errors import InputError, IntegrityError
 from tasks.judging.cache import read_attempts, read_replies, stored_keys
 from tasks.judging.planned import PlannedCall, plan_calls

@@ -14,7 +14,8 @@ import httpx
 import pytest
 from scripted_judge import Answer, ScriptedJudge, anthropic_reply, openai_reply
 
-from schemas.judge import JudgeSpec, ReasoningConfig
+from schemas.decoding import ReasoningConfig
+from schemas.judge import JudgeSpec
 from tasks.judging.client import CallResult, JudgeClient
 from tasks.judging.failures import DETAIL_LIMIT_BYTES, error_message, retry_after
 from tasks.judging.pacing import BREAKER_TRIP_AFTER, RetryPolicy

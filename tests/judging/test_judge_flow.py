@@ -15,7 +15,8 @@ import pytest
 from support import StagedPlan, stage_demo_plan
 from typer.testing import CliRunner
 
-from schemas.judge import JudgeSpec, ReasoningConfig
+from schemas.decoding import ReasoningConfig
+from schemas.judge import JudgeSpec
 from tasks.errors import InputError, IntegrityError
 from tasks.hashing import sha256_text
 from tasks.judging.cache import read_attempts, read_replies, stored_keys

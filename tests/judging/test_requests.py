@@ -11,7 +11,8 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from schemas.judge import JudgeSpec, ReasoningConfig
+from schemas.decoding import ReasoningConfig
+from schemas.judge import JudgeSpec
 from tasks.errors import InputError
 from tasks.judging.callkey import call_key
 from tasks.judging.client import CallResult, JudgeClient

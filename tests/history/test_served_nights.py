@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import psutil
 import pytest
 
 from schemas.config import AlarmSpec, DatasetSpec, ProbeSpec, RunConfig
@@ -51,33 +50,21 @@ def _config(base_url: str, data: Path) -> RunConfig:
     )  # fmt: skip
 
 
-def _wait(what: str, check: Any, log: Path, timeout: float = 90) -> Any:
+def _wait(what: str, check: Any, log: Path, timeout: float = 90, poll: float = 0.5) -> Any:
     deadline = time.monotonic() + timeout
     while not (found := check()):
         assert time.monotonic() < deadline, f"{what} did not happen:\n{log.read_text()[-3000:]}"
-        time.sleep(0.5)
+        time.sleep(poll)
     return found
-
-
-def _runs_process(served: subprocess.Popen[bytes], flow_run_id: str) -> bool:
-    """Whether a process the runner started for the flow run is still alive."""
-    for child in psutil.Process(served.pid).children(recursive=True):
-        try:
-            if child.environ().get("PREFECT__FLOW_RUN_ID") == flow_run_id:
-                return True
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            continue
-    return False
 
 
 def _night(api: str, tmp: Path, work: WorkDir, config: Path, day: str) -> dict[str, Any]:
     """Serve the deployments with the probe date `day`, run the nightly deployment once,
-    wait for its flow run to end and its process to exit, stop serving; the flow run as the
-    server had it when it ended.
+    wait for its flow run to end, stop serving at once (SIGTERM); the flow run as the server
+    had it when it ended.
 
-    A Prefect runner that stops forces every flow run whose process is still alive to
-    Cancelled ("Runner is shutting down."), even one that has already ended: the flow run's
-    process outlives its final state (its hooks emit the alarms, then it exits)."""
+    The flow run's process is still finishing then (its hook emits the alarms, then it exits):
+    `judgeline serve` must let it exit rather than have it Cancelled (flows/serving.py)."""
     env = {**os.environ, "PREFECT_API_URL": api, "PREFECT_HOME": str(tmp / "serve-home"),
            "JUDGELINE_WORK_DIR": str(work.root), PROBE_DATE_ENV: day}  # fmt: skip
     log = tmp / f"serve-{day}.log"
@@ -105,11 +92,7 @@ def _night(api: str, tmp: Path, work: WorkDir, config: Path, day: str) -> dict[s
                 now = client.get(f"/flow_runs/{run['id']}").json()
                 return now if now["state"]["type"] in TERMINAL else None
 
-            final = dict(_wait("the nightly run", ended, log, timeout=120))
-            _wait(
-                "the flow run's process to exit", lambda: not _runs_process(served, run["id"]), log
-            )
-            return final
+            return dict(_wait("the nightly run", ended, log, timeout=120, poll=0.05))
         finally:
             for _ in range(2):
                 if served.poll() is None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from typing import Any
 from uuid import UUID
@@ -42,14 +43,17 @@ def flow_run_processes(pid: int) -> dict[str, psutil.Process]:
 
 
 async def _ended_runs_alive(pid: int) -> list[str]:
-    """The flow runs below `pid` whose state is final while their process still runs."""
-    alive = flow_run_processes(pid)
+    """The flow runs below `pid` whose state is final while their process still runs; none if
+    the states cannot be read (the server is gone, a run deleted), so a stop always goes on."""
     ended = []
-    async with get_client() as client:
-        for flow_run_id in alive:
-            state = (await client.read_flow_run(UUID(flow_run_id))).state
-            if state is not None and state.is_final():
-                ended.append(flow_run_id)
+    try:
+        async with get_client() as client:
+            for flow_run_id in flow_run_processes(pid):
+                state = (await client.read_flow_run(UUID(flow_run_id))).state
+                if state is not None and state.is_final():
+                    ended.append(flow_run_id)
+    except Exception:  # any failure to read the states means: wait no longer
+        return []
     return ended
 
 
@@ -59,8 +63,7 @@ class ServeRunner(Runner):
 
     async def cancel_all(self) -> None:
         deadline = time.monotonic() + ENDED_RUN_EXIT_S
-        pid = psutil.Process().pid
-        while time.monotonic() < deadline and await _ended_runs_alive(pid):
+        while time.monotonic() < deadline and await _ended_runs_alive(os.getpid()):
             await asyncio.sleep(_POLL_S)
         await super().cancel_all()
 

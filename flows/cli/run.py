@@ -173,9 +173,8 @@ def serve(
 
     Needs a Prefect server (PREFECT_API_URL); schedules only fire against a real server.
     """
-    from prefect import serve as prefect_serve
-
     from flows.deploy import build_deployments
+    from flows.serving import serve_deployments
     from tasks.runconfig import choose_work_dir, load_run_config
 
     work_dir, note = choose_work_dir(load_run_config(config), state.work_given)
@@ -183,4 +182,4 @@ def serve(
         err_console.print(f"note: {note}", highlight=False, soft_wrap=True)
     deployments = build_deployments(config, work_dir)
     console.print(f"serving {', '.join(d.name for d in deployments)} (Ctrl-C stops)")
-    prefect_serve(*deployments, print_starting_message=False)
+    serve_deployments(deployments)

@@ -1,7 +1,7 @@
 """Judges through a LiteLLM proxy: throughput, outcomes, request bodies and failures vs direct.
 
 Usage: python bench/gateway.py [--litellm PATH] [--pairs 40] [--k 2] [--concurrency 8]
-                               [--latency-ms 0]
+                               [--latency-ms 0] [--num-retries N] [--skip-failures]
 
 Starts the simulated judge with a deterministic persona (`exact`: always the keyed-or-latent
 preferred answer, never a tie, always `>>`) and a real LiteLLM proxy in front of it
@@ -87,9 +87,10 @@ NO_FAULTS = {"rate_429": 0.0, "rate_quota": 0.0, "rate_529": 0.0, "rate_5xx": 0.
 
 
 @contextmanager
-def litellm_proxy(exe: Path, sim_root: str, folder: Path) -> Iterator[str]:
+def litellm_proxy(exe: Path, sim_root: str, folder: Path, num_retries: int | None) -> Iterator[str]:
     """A LiteLLM proxy on loopback routing `exact` (OpenAI dialect) and `claude-exact`
-    (Anthropic dialect) to the simulated judge; yields its root URL."""
+    (Anthropic dialect) to the simulated judge, retrying as `num_retries` says (None:
+    LiteLLM's default); yields its root URL."""
     key = "sk-" + secrets.token_hex(16)
     os.environ[KEY_ENV] = key
     upstream = {"api_key": "sk-simulated-judge-unused"}
@@ -102,6 +103,8 @@ def litellm_proxy(exe: Path, sim_root: str, folder: Path) -> Iterator[str]:
         ],
         "general_settings": {"master_key": key},
     }  # fmt: skip
+    if num_retries is not None:
+        config["litellm_settings"] = {"num_retries": num_retries}
     cfg = folder / "litellm.yaml"
     cfg.write_text(yaml.safe_dump(config))
     sock = bind_loopback(0)
@@ -346,6 +349,10 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--latency-ms", type=float, default=0.0, help="simulated think time")
+    parser.add_argument(
+        "--num-retries", type=int, default=None,
+        help="LiteLLM's own retries (litellm_settings.num_retries; default: LiteLLM's)",
+    )  # fmt: skip
     parser.add_argument("--skip-failures", action="store_true")
     args = parser.parse_args()
     exe = _litellm_or_exit(args.litellm)
@@ -356,7 +363,7 @@ def main() -> None:
         sim_args = ("--personas", str(personas), "--latency-ms", str(args.latency_ms))
         with simjudge_subprocess(*sim_args) as base_url:
             sim_root = base_url.rsplit("/v1", 1)[0]
-            with litellm_proxy(exe, sim_root, root) as gw_root:
+            with litellm_proxy(exe, sim_root, root, args.num_retries) as gw_root:
                 bench = Bench(args, root, sim_root, gw_root)
                 compare(bench)
                 if not args.skip_failures:

@@ -15,11 +15,12 @@ the proxy:
 
 Per route it prints calls, failures (direct/gateway), the judge stage's wall time and the
 throughput ratio gateway/direct, and the send phase's calls/s (direct / gateway = ratio),
-whether the parsed outcomes agree call for call, and how the requests the simulated judge
-received differ (header names, body fields, the prompt's text). Then failures through the
-proxy (an unknown model, 429s, used-up quota, Anthropic's 529): the category judgeline gave
-them, judgeline's attempts against the requests the simulated judge received, and what
-`judgeline failures RUN` says.
+whether the parsed outcomes agree call for call, how the requests the simulated judge
+received differ (header names, body fields, the prompt's text) and how the stored replies
+do (verbatim text, finish reasons, prompt tokens), with LiteLLM's CPU per call. Then
+failures through the proxy (an unknown model, a wrong key, 429s, used-up quota, Anthropic's
+529): the category judgeline gave them, judgeline's attempts against the requests the
+simulated judge received, and what `judgeline failures RUN` says.
 """
 
 from __future__ import annotations
@@ -87,10 +88,12 @@ NO_FAULTS = {"rate_429": 0.0, "rate_quota": 0.0, "rate_529": 0.0, "rate_5xx": 0.
 
 
 @contextmanager
-def litellm_proxy(exe: Path, sim_root: str, folder: Path, num_retries: int | None) -> Iterator[str]:
+def litellm_proxy(
+    exe: Path, sim_root: str, folder: Path, num_retries: int | None
+) -> Iterator[tuple[str, int]]:
     """A LiteLLM proxy on loopback routing `exact` (OpenAI dialect) and `claude-exact`
     (Anthropic dialect) to the simulated judge, retrying as `num_retries` says (None:
-    LiteLLM's default); yields its root URL."""
+    LiteLLM's default); yields its root URL and process id."""
     key = "sk-" + secrets.token_hex(16)
     os.environ[KEY_ENV] = key
     upstream = {"api_key": "sk-simulated-judge-unused"}
@@ -130,7 +133,7 @@ def litellm_proxy(exe: Path, sim_root: str, folder: Path, num_retries: int | Non
                 raise RuntimeError(f"litellm did not start in 180 s; see {log.name}")
             time.sleep(0.5)
         print(f"litellm proxy up in {time.perf_counter() - started:.1f} s at {root}")
-        yield root
+        yield root, proc.pid
     finally:
         proc.terminate()
         try:
@@ -141,9 +144,18 @@ def litellm_proxy(exe: Path, sim_root: str, folder: Path, num_retries: int | Non
         log.close()
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Bench:
-    def __init__(self, args: argparse.Namespace, root: Path, sim_root: str, gw_root: str):
+    def __init__(
+        self, args: argparse.Namespace, root: Path, sim_root: str, gw_root: str, gw_pid: int
+    ) -> None:
         self.args, self.root, self.sim_root, self.gw_root = args, root, sim_root, gw_root
+        self.gw_pid = gw_pid
         self.runs = 0
 
     def stage(self, name: str, pairs: int, k: int) -> tuple[WorkDir, str]:
@@ -183,19 +195,21 @@ class Bench:
         self.runs += 1
         run_id = f"gw-{self.runs}-{spec.name}"
         self.sim("DELETE", "/_judgeline/log")
+        cpu = cpu_seconds(self.gw_pid)
         started = time.perf_counter()
         counts = asyncio.run(
             judge_flow(run_id=run_id, plan_id=plan_id, judges=[spec], work_dir=str(work.root))
         )
         wall = time.perf_counter() - started
+        cpu = cpu_seconds(self.gw_pid) - cpu
         return {
-            "run_id": run_id, "counts": counts, "wall": wall,
+            "run_id": run_id, "counts": counts, "wall": wall, "gateway_cpu": cpu,
             "log": self.sim("GET", "/_judgeline/log"), "work": work,
         }  # fmt: skip
 
 
-def outcomes(result: dict[str, Any]) -> dict[tuple[str, int], tuple[str, str | None]]:
-    """(presentation, seed) -> (parsed label, strength) of every stored call of a run."""
+def stored(result: dict[str, Any]) -> dict[tuple[str, int], dict[str, Any]]:
+    """(presentation, seed) -> the stored reply of every call of a run, with its parse."""
     work = result["work"]
     calls = pq.read_table(RunFolder(work, result["run_id"]).calls).to_pylist()
     replies = {r["call_key"]: r for r in read_replies(work).to_pylist()}
@@ -204,8 +218,26 @@ def outcomes(result: dict[str, Any]) -> dict[tuple[str, int], tuple[str, str | N
         reply = replies.get(call["call_key"])
         if reply is not None:
             parsed = parse_reply(call["template_id"], reply["raw_reply"], reply["finish_reason"])
-            found[(call["presentation_id"], call["seed"])] = (parsed.label, parsed.strength)
+            found[(call["presentation_id"], call["seed"])] = {
+                **reply, "outcome": (parsed.label, parsed.strength)
+            }  # fmt: skip
     return found
+
+
+def reply_diff(direct: dict[Any, dict[str, Any]], gateway: dict[Any, dict[str, Any]]) -> str:
+    """What judgeline stored from the proxy's replies, against direct: verbatim texts,
+    finish reasons and prompt tokens."""
+    same_text = sum(1 for k, r in direct.items() if k in gateway and
+                    gateway[k]["raw_reply"] == r["raw_reply"])  # fmt: skip
+    finish = {s: sorted({str(r["finish_reason"]) for r in d.values()})
+              for s, d in (("direct", direct), ("gateway", gateway))}  # fmt: skip
+    tokens = {s: sum(r["prompt_tokens"] or 0 for r in d.values())
+              for s, d in (("direct", direct), ("gateway", gateway))}  # fmt: skip
+    return (
+        f"    replies verbatim identical {same_text}/{len(direct)}; finish reasons "
+        f"{finish['direct']} -> {finish['gateway']}; prompt tokens {tokens['direct']} -> "
+        f"{tokens['gateway']}"
+    )
 
 
 def body_diff(direct: list[dict[str, Any]], gateway: list[dict[str, Any]]) -> list[str]:
@@ -284,7 +316,9 @@ def compare(bench: Bench) -> None:
         dr = bench.run(bench.fresh(template, f"direct-{route}"), plan_id, spec)
         spec = bench.judge(f"gateway-{route}", True, dialect, model, **fields)
         gw = bench.run(bench.fresh(template, f"gateway-{route}"), plan_id, spec)
-        d_out, g_out = outcomes(dr), outcomes(gw)
+        d_rep, g_rep = stored(dr), stored(gw)
+        d_out = {k: r["outcome"] for k, r in d_rep.items()}
+        g_out = {k: r["outcome"] for k, r in g_rep.items()}
         agree = sum(1 for key, value in d_out.items() if g_out.get(key) == value)
         calls = dr["counts"]["stored"] + dr["counts"]["failed"]
         failed = f"{dr['counts']['failed']}/{gw['counts']['failed']}"
@@ -293,7 +327,11 @@ def compare(bench: Bench) -> None:
         rates = f"{d_rate:,.0f} / {g_rate:,.0f} = {g_rate / d_rate:.2f}"
         print(f"{route:11} {calls:6} {failed:>7} {dr['wall']:9.2f} {gw['wall']:10.2f} "
               f"{ratio:6.2f}  {rates:>24}  {d_out == g_out} ({agree}/{len(d_out)})")  # fmt: skip
-        details.append((route, body_diff(dr["log"], gw["log"])))
+        per_call = 1000 * gw["gateway_cpu"] / max(1, len(gw["log"]))
+        proxy_cpu = f"    LiteLLM's CPU {per_call:.1f} ms per call"
+        details.append(
+            (route, [*body_diff(dr["log"], gw["log"]), reply_diff(d_rep, g_rep), proxy_cpu])
+        )
     print("\nWhat the simulated judge received through the proxy, against direct:")
     for route, lines in details:
         print(f"  {route}")
@@ -313,23 +351,27 @@ def failures_text(work: WorkDir, run_id: str) -> str:
     )
 
 
-FAILURES = [
-    # (name, route dialect, gateway model, simulated judge faults)
-    ("unknown model", "openai", "no-such-model", {}),
-    ("429 (openai)", "openai", "exact", {"rate_429": 1.0, "retry_after_s": 1}),
-    ("quota (openai)", "openai", "exact", {"rate_quota": 1.0}),
-    ("429 (anthropic)", "anthropic", "claude-exact", {"rate_429": 1.0, "retry_after_s": 1}),
-    ("credit (anthropic)", "anthropic", "claude-exact", {"rate_quota": 1.0}),
-    ("529 (anthropic)", "anthropic", "claude-exact", {"rate_529": 1.0}),
+WRONG_KEY_ENV = "JUDGELINE_BENCH_WRONG_KEY"
+FAILURES: list[tuple[str, str, str, dict[str, Any], dict[str, Any]]] = [
+    # (name, route dialect, gateway model, simulated judge faults, judge fields)
+    ("unknown model", "openai", "no-such-model", {}, {}),
+    ("wrong key (openai)", "openai", "exact", {}, {"api_key_env": WRONG_KEY_ENV}),
+    ("wrong key (anthropic)", "anthropic", "claude-exact", {}, {"api_key_env": WRONG_KEY_ENV}),
+    ("429 (openai)", "openai", "exact", {"rate_429": 1.0, "retry_after_s": 1}, {}),
+    ("quota (openai)", "openai", "exact", {"rate_quota": 1.0}, {}),
+    ("429 (anthropic)", "anthropic", "claude-exact", {"rate_429": 1.0, "retry_after_s": 1}, {}),
+    ("credit (anthropic)", "anthropic", "claude-exact", {"rate_quota": 1.0}, {}),
+    ("529 (anthropic)", "anthropic", "claude-exact", {"rate_529": 1.0}, {}),
 ]
 
 
 def failures(bench: Bench) -> None:
     template, plan_id = bench.stage("small", 1, 2)
     print("\nFailures through the proxy (4 calls each, judge max_retries 1):")
-    for i, (name, dialect, model, faults) in enumerate(FAILURES):
+    os.environ[WRONG_KEY_ENV] = "sk-not-this-proxys-key"
+    for i, (name, dialect, model, faults, fields) in enumerate(FAILURES):
         bench.sim("POST", "/_judgeline/faults", {**NO_FAULTS, **faults})
-        spec = bench.judge(f"gateway-{dialect}", True, dialect, model, max_retries=1)
+        spec = bench.judge(f"gateway-{dialect}", True, dialect, model, max_retries=1, **fields)
         work = bench.fresh(template, f"fail-{i}")
         result = bench.run(work, plan_id, spec)
         bench.sim("POST", "/_judgeline/faults", NO_FAULTS)
@@ -363,8 +405,8 @@ def main() -> None:
         sim_args = ("--personas", str(personas), "--latency-ms", str(args.latency_ms))
         with simjudge_subprocess(*sim_args) as base_url:
             sim_root = base_url.rsplit("/v1", 1)[0]
-            with litellm_proxy(exe, sim_root, root, args.num_retries) as gw_root:
-                bench = Bench(args, root, sim_root, gw_root)
+            with litellm_proxy(exe, sim_root, root, args.num_retries) as (gw_root, gw_pid):
+                bench = Bench(args, root, sim_root, gw_root, gw_pid)
                 compare(bench)
                 if not args.skip_failures:
                     failures(bench)

@@ -10,7 +10,8 @@ Categories of a non-200 reply, first match wins:
   403, 429): error type or code `insufficient_quota`, `billing_error`, `budget_exceeded`,
   `enforced_spend_limit_reached`, or the message says so (OpenAI, Anthropic, OpenRouter,
   LiteLLM wordings in `_QUOTA_PHRASES`); every 402.
-- `auth`: 401, 403 (a wrong, revoked or unentitled key).
+- `auth`: 401, 403 (a wrong, revoked or unentitled key), or a LiteLLM proxy without a
+  database refusing a key that is not its master key (400 `no_db_connection`).
 - `overloaded`: 529, or error type `overloaded_error` (Anthropic, busy for everyone; also
   when a gateway quotes it in its message: LiteLLM turns Anthropic's 529 into a 500).
 - `rate_limited`: 429. `timeout`: 408. `server_error`: 5xx.
@@ -53,6 +54,11 @@ _QUOTA_CODES = frozenset(
         "enforced_spend_limit_reached",  # Anthropic: the tier's monthly spend limit (429)
         "budget_exceeded",  # LiteLLM proxy budgets
         "billing_hard_limit_reached",  # OpenAI
+    }
+)
+_AUTH_CODES = frozenset(
+    {
+        "no_db_connection",  # LiteLLM proxy without a database: the key is not its master key
     }
 )
 _QUOTA_PHRASES = (
@@ -200,7 +206,7 @@ def _category(status: int, body: str, message: str) -> ErrorCategory:
     quota = status == 402 or codes & _QUOTA_CODES or any(p in said for p in _QUOTA_PHRASES)
     if quota and status < 500:
         return "quota"
-    if status in (401, 403):
+    if status in (401, 403) or (status < 500 and codes & _AUTH_CODES):
         return "auth"
     if status == 529 or "overloaded_error" in codes:
         return "overloaded"

@@ -81,6 +81,11 @@ CASES: dict[str, tuple[str, Answer, str]] = {
                "invalid_request_error", "400")),
         "bad_request",
     ),
+    "wrong-key-no-database": (
+        "openai",
+        Answer(400, _openai_route("No connected db.", "no_db_connection", "400")),
+        "auth",
+    ),
     "anthropic-502": (
         "anthropic",
         Answer(502, _messages_route("api_error", "litellm.BadGatewayError: AnthropicException "

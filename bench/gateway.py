@@ -87,6 +87,11 @@ EXACT = Persona(name="exact", skill=1.0, left_bias=0.0, tie_rate=0.0, strong_rat
 NO_FAULTS = {"rate_429": 0.0, "rate_quota": 0.0, "rate_529": 0.0, "rate_5xx": 0.0}
 
 
+def tail(path: str) -> str:
+    """The end of a log file."""
+    return Path(path).read_text(errors="replace")[-3000:]
+
+
 @contextmanager
 def litellm_proxy(
     exe: Path, sim_root: str, folder: Path, num_retries: int | None
@@ -117,20 +122,21 @@ def litellm_proxy(
     proc = subprocess.Popen(
         [str(exe), "--config", str(cfg), "--host", "127.0.0.1", "--port", str(port)],
         stdout=log, stderr=subprocess.STDOUT, cwd=folder, start_new_session=True,
+        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},  # no fetch at start-up
     )  # fmt: skip
     root = f"http://127.0.0.1:{port}"
     started = time.perf_counter()
     try:
         while True:
             if proc.poll() is not None:
-                raise RuntimeError(f"litellm exited with {proc.returncode}; see {log.name}")
+                raise RuntimeError(f"litellm exited with {proc.returncode}:\n{tail(log.name)}")
             try:
                 if httpx.get(root + "/health/liveliness", timeout=1).status_code == 200:
                     break
             except httpx.TransportError:
                 pass
             if time.perf_counter() - started > 180:
-                raise RuntimeError(f"litellm did not start in 180 s; see {log.name}")
+                raise RuntimeError(f"litellm did not start in 180 s:\n{tail(log.name)}")
             time.sleep(0.5)
         print(f"litellm proxy up in {time.perf_counter() - started:.1f} s at {root}")
         yield root, proc.pid

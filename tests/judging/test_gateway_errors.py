@@ -81,6 +81,15 @@ CASES: dict[str, tuple[str, Answer, str]] = {
                "invalid_request_error", "400")),
         "bad_request",
     ),
+    "seed-refused": (
+        "openai",
+        Answer(400, _openai_route("litellm.UnsupportedParamsError: anthropic does not support "
+               "parameters: ['seed'], for model=exact. To drop these, set `litellm.drop_params="
+               "True` or for proxy:\n\n`litellm_settings:\n drop_params: true`\n. \n If you "
+               "want to use these params dynamically send allowed_openai_params=['seed'] in your "
+               "request." + GROUP.format("claude-exact"), "invalid_request_error", "400")),
+        "bad_request",
+    ),
     "wrong-key-no-database": (
         "openai",
         Answer(400, _openai_route("No connected db.", "no_db_connection", "400")),

@@ -10,8 +10,10 @@ Categories of a non-200 reply, first match wins:
   403, 429): error type or code `insufficient_quota`, `billing_error`, `budget_exceeded`,
   `enforced_spend_limit_reached`, or the message says so (OpenAI, Anthropic, OpenRouter,
   LiteLLM wordings in `_QUOTA_PHRASES`); every 402.
-- `auth`: 401, 403 (a wrong, revoked or unentitled key).
-- `overloaded`: 529, or error type `overloaded_error` (Anthropic, busy for everyone).
+- `auth`: 401, 403 (a wrong, revoked or unentitled key), or a LiteLLM proxy without a
+  database refusing a key that is not its master key (400 `no_db_connection`).
+- `overloaded`: 529, or error type `overloaded_error` (Anthropic, busy for everyone; also
+  when a gateway quotes it in its message: LiteLLM turns Anthropic's 529 into a 500).
 - `rate_limited`: 429. `timeout`: 408. `server_error`: 5xx.
 - `refused`: a content-policy refusal. `bad_request`: any other 4xx (400, 404, 422, ...):
   the request or the model name is wrong.
@@ -52,6 +54,11 @@ _QUOTA_CODES = frozenset(
         "enforced_spend_limit_reached",  # Anthropic: the tier's monthly spend limit (429)
         "budget_exceeded",  # LiteLLM proxy budgets
         "billing_hard_limit_reached",  # OpenAI
+    }
+)
+_AUTH_CODES = frozenset(
+    {
+        "no_db_connection",  # LiteLLM proxy without a database: the key is not its master key
     }
 )
 _QUOTA_PHRASES = (
@@ -156,13 +163,21 @@ def error_message(body: str) -> str:
     return body.strip()
 
 
-def _error_codes(body: str) -> set[str]:
-    """The error's type and code strings, lowercased (`error.type`, `error.code`,
-    `error.details.error_code`, a top-level `type`)."""
+def _quoted_error(message: str) -> Any:
+    """The upstream error body a gateway quotes in its message (LiteLLM: `litellm.
+    InternalServerError: AnthropicError - {"type":"error",...}`), or None."""
+    start = message.find("{")
+    if start < 0:
+        return None
     try:
-        data = json.loads(body)
+        return json.JSONDecoder().raw_decode(message, start)[0]
     except ValueError:
-        return set()
+        return None
+
+
+def _codes_of(data: Any) -> set[str]:
+    """An error body's type and code strings, lowercased (`error.type`, `error.code`,
+    `error.details.error_code`, a top-level `type`)."""
     error = _error_object(data)
     details = error.get("details")
     values = [error.get("type"), error.get("code")]
@@ -173,13 +188,25 @@ def _error_codes(body: str) -> set[str]:
     return {v.lower() for v in values if isinstance(v, str)}
 
 
+def _error_codes(body: str, message: str) -> set[str]:
+    """The type and code strings of the error body and of an upstream error its message
+    quotes."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return set()
+    codes = _codes_of(data)
+    quoted = _quoted_error(message)
+    return codes | _codes_of(quoted) if isinstance(quoted, dict) else codes
+
+
 def _category(status: int, body: str, message: str) -> ErrorCategory:
-    codes = _error_codes(body)
+    codes = _error_codes(body, message)
     said = message.lower()
     quota = status == 402 or codes & _QUOTA_CODES or any(p in said for p in _QUOTA_PHRASES)
     if quota and status < 500:
         return "quota"
-    if status in (401, 403):
+    if status in (401, 403) or (status < 500 and codes & _AUTH_CODES):
         return "auth"
     if status == 529 or "overloaded_error" in codes:
         return "overloaded"

@@ -50,7 +50,13 @@ from tasks.simjudge.persona import (
     simulate_reply,
 )
 from tasks.simjudge.rules import anthropic_problem, is_reasoning_model, openai_problem
-from tasks.simjudge.wire import anthropic_error, azure_error, messages_of, openai_error
+from tasks.simjudge.wire import (
+    anthropic_error,
+    azure_error,
+    messages_digest,
+    messages_of,
+    openai_error,
+)
 from tasks.templates import DEFAULT_TEMPLATE, identify_template, message_text, slot_texts
 
 __all__ = ["CALL_KEY_HEADER", "SimJudge"]
@@ -160,7 +166,8 @@ class SimJudge:
     def _record(self, request: Request, model: Any, status: int | None, fault: str | None,
                 started: float, attempt: int | None, body: Any = None) -> None:  # fmt: skip
         """Log one request: where it went, its header names (never a value but the API
-        version), its body's fields but the messages, and what was answered."""
+        version), its body's fields but the messages, the messages' digest, and what was
+        answered."""
         self._log.append(
             {
                 "time": dt.datetime.now(dt.UTC).isoformat(),
@@ -171,6 +178,7 @@ class SimJudge:
                 "fields": {k: v for k, v in body.items() if k not in ("messages", "system")}
                 if isinstance(body, dict)
                 else None,
+                "messages_sha256": messages_digest(body),
                 "model": model if isinstance(model, str) else None,
                 "status": status,
                 "fault": fault,

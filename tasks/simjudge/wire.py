@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import time
 from typing import Any
 
@@ -15,6 +16,7 @@ __all__ = [
     "anthropic_error",
     "anthropic_reply",
     "azure_error",
+    "messages_digest",
     "messages_of",
     "openai_error",
     "openai_reply",
@@ -41,6 +43,18 @@ def messages_of(body: Any, anthropic: bool) -> tuple[list[dict[str, Any]] | None
     if text is None:
         return None, "system: must be a string or a list of text blocks"
     return [{"role": "system", "content": text}, *messages], None
+
+
+def messages_digest(body: Any) -> str | None:
+    """SHA-256 of a request's prompt as text: its `system` (Anthropic), then each message's
+    role and text, whatever content shape carried them (None: no messages list)."""
+    if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+        return None
+    parts = [] if body.get("system") is None else [["system", message_text(body["system"])]]
+    for m in body["messages"]:
+        if isinstance(m, dict):
+            parts.append([m.get("role"), message_text(m.get("content"))])
+    return hashlib.sha256(json.dumps(parts).encode("utf-8")).hexdigest()
 
 
 _OPENAI_TYPES = {

@@ -68,6 +68,14 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "headers": {"authorization", "http-referer", "x-title"},
         "fields": {"seed": None, "temperature": 0.0},
     },
+    "litellm": {
+        "path": "/v1/chat/completions", "query": "", "headers": {"authorization"},
+        "fields": {"model": "gpt-4o-mini", "temperature": 0.0, "max_tokens": 1024},
+    },
+    "litellm-anthropic": {
+        "path": "/v1/messages", "query": "", "headers": {"x-api-key", "anthropic-version"},
+        "fields": {"model": "claude-sonnet-4-5", "temperature": 0.0, "max_tokens": 1024},
+    },
 }  # fmt: skip
 
 

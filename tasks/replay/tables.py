@@ -24,6 +24,7 @@ from tasks.replay.designs import component_costs
 from tasks.replay.matching import cost_to_match
 
 __all__ = [
+    "TextColumns",
     "component_table",
     "design_batches",
     "replay_batches",
@@ -31,23 +32,37 @@ __all__ = [
 ]
 
 
+class TextColumns:
+    """Constant string columns: one array per value, grown as needed and sliced for every
+    batch that repeats it."""
+
+    def __init__(self) -> None:
+        self.arrays: dict[str, pa.Array] = {}
+
+    def __call__(self, value: str, length: int) -> pa.Array:
+        array = self.arrays.get(value)
+        if array is None or len(array) < length:
+            array = self.arrays[value] = pa.repeat(pa.scalar(value, pa.string()), length)
+        return array.slice(0, length)
+
+
 def _batches(
-    compact: Compact, labels: Sequence[tuple[str, ...]], floats: np.ndarray, schema: pa.Schema
+    compact: Compact,
+    labels: Sequence[tuple[str, ...]],
+    floats: np.ndarray,
+    schema: pa.Schema,
+    constant: TextColumns,
 ) -> Iterator[pa.RecordBatch]:
     """Record batches in row order group -> label -> pair; `floats` is (columns, labels, rows)."""
     grid = compact.grid
     starts = grid.group_starts.tolist() + [len(grid.pair_group)]
-    longest = max(hi - lo for lo, hi in zip(starts, starts[1:], strict=False))
-    names = dict.fromkeys((*(n for g in grid.groups for n in g), *(n for lb in labels for n in lb)))
-    # One constant array per text value, sliced for every run that repeats it.
-    constant = {name: pa.repeat(pa.scalar(name, pa.string()), longest) for name in names}
 
     def batch(task: tuple[int, int]) -> pa.RecordBatch:
         g, li = task
         lo, hi = starts[g], starts[g + 1]
-        text = [constant[name].slice(0, hi - lo) for name in grid.groups[g]]
+        text = [constant(name, hi - lo) for name in grid.groups[g]]
         text.append(grid.pair_ids.slice(lo, hi - lo))
-        text.extend(constant[name].slice(0, hi - lo) for name in labels[li])
+        text.extend(constant(name, hi - lo) for name in labels[li])
         gathered = np.take(floats[:, li, :], compact.code[lo:hi], axis=1)
         return pa.RecordBatch.from_arrays([*text, *gathered], schema=schema)
 
@@ -63,15 +78,20 @@ def _batches(
             yield ahead.popleft().result()
 
 
-def replay_batches(compact: Compact, combos: list[tuple[str, str]]) -> Iterator[pa.RecordBatch]:
+def replay_batches(
+    compact: Compact, combos: list[tuple[str, str]], constant: TextColumns
+) -> Iterator[pa.RecordBatch]:
     """ReplayRow batches without the money column (`tasks.replay.money` adds it)."""
     schema = arrow_schema(ReplayRow, added=False)
-    return _batches(compact, combos, compact.values, schema)
+    return _batches(compact, combos, compact.values, schema, constant)
 
 
-def design_batches(compact: Compact, designs: list[str]) -> Iterator[pa.RecordBatch]:
+def design_batches(
+    compact: Compact, designs: list[str], constant: TextColumns
+) -> Iterator[pa.RecordBatch]:
     """DesignRow batches."""
-    return _batches(compact, [(d,) for d in designs], compact.design, arrow_schema(DesignRow))
+    labels = [(d,) for d in designs]
+    return _batches(compact, labels, compact.design, arrow_schema(DesignRow), constant)
 
 
 def summary_table(

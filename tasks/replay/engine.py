@@ -25,7 +25,7 @@ from tasks.replay.designs import POLICY_DESIGNS
 from tasks.replay.grid import replay_grids
 from tasks.replay.money import Prices, pair_usd, summary_usd
 from tasks.replay.tables import (
-    TextColumns,
+    Constants,
     component_table,
     design_batches,
     replay_batches,
@@ -102,7 +102,7 @@ def replay_into(
     replay_schema = arrow_schema(ReplayRow)
     prices = Prices(costs)
     cache = PatternCache(used_designs, combos)
-    constant = TextColumns()
+    constant = Constants()
     summaries, components = [], []
     for grid in replay_grids(batches, where):
         compact = evaluate(grid, cache)

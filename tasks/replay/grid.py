@@ -57,18 +57,27 @@ class ReplayGrid:
         return np.searchsorted(self.pair_group, np.arange(len(self.groups)))
 
 
-def input_batches(path: str | Path) -> Iterator[pa.RecordBatch]:
-    """The replay input columns of a parquet file (a run's outcomes.parquet works too), batch
-    by batch; small-vocabulary text columns dictionary-encoded, as parquet stores them."""
+def _source(path: str | Path) -> pq.ParquetFile:
+    """The parquet file, checked to hold the replay input columns; small-vocabulary text
+    columns are read dictionary-encoded, as parquet stores them."""
     try:
         source = pq.ParquetFile(path, read_dictionary=_SMALL_TEXT)
-        names = source.schema_arrow.names
-        missing = [c for c in REPLAY_INPUT_COLUMNS if c not in names]
-        if missing:
-            raise InputError(f"not a replay input: missing columns {missing}", file=str(path))
-        columns = list(REPLAY_INPUT_COLUMNS)
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise InputError(f"cannot read parquet: {exc}", file=str(path)) from exc
+    missing = [c for c in REPLAY_INPUT_COLUMNS if c not in source.schema_arrow.names]
+    if missing:
+        raise InputError(f"not a replay input: missing columns {missing}", file=str(path))
+    return source
+
+
+def input_batches(path: str | Path) -> Iterator[pa.RecordBatch]:
+    """The replay input columns of a parquet file (a run's outcomes.parquet works too), row
+    group by row group (the columns of one read in parallel)."""
+    source = _source(path)
+    columns = list(REPLAY_INPUT_COLUMNS)
+    try:
         for i in range(source.num_row_groups):
-            if source.metadata.row_group(i).num_rows <= _BATCH_ROWS:  # columns read in parallel
+            if source.metadata.row_group(i).num_rows <= _BATCH_ROWS:
                 yield from source.read_row_group(i, columns=columns).to_batches()
             else:
                 yield from source.iter_batches(_BATCH_ROWS, row_groups=[i], columns=columns)
@@ -77,10 +86,12 @@ def input_batches(path: str | Path) -> Iterator[pa.RecordBatch]:
 
 
 def read_replay_input(path: str | Path) -> pa.Table:
-    """The replay input columns of a parquet file, as one table."""
-    batches = list(input_batches(path))
-    schema = batches[0].schema if batches else None
-    return pa.Table.from_batches(batches, schema=schema)
+    """The replay input columns of a parquet file, as one table (row groups read in parallel)."""
+    _source(path)
+    try:
+        return pq.read_table(path, columns=list(REPLAY_INPUT_COLUMNS), read_dictionary=_SMALL_TEXT)
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise InputError(f"cannot read parquet: {exc}", file=str(path)) from exc
 
 
 def dense_codes(codes: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:

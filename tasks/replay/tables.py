@@ -1,19 +1,20 @@
 """The replay's Arrow tables, built from the compact result (`tasks.replay.compact`).
 
-Per-pair tables (replay, design) are made of one record batch per (group, label), in row
-order group -> label -> pair: text columns are constant arrays or zero-copy slices of the
-pair ids, float columns one vectorised gather of the pattern rows by the pairs' codes.
-Batches are built by two threads (the gathers release the GIL), at most two ahead of
-the consumer. Summary and component
-tables are per group, from count-weighted pattern means.
+Per-pair tables (replay, design) are made of one record batch per label (design, or design
+and policy) of a one-group result, in row order label -> pair. Text columns are slices of
+constant arrays or of the pair ids. A float column that is the same for every pattern row
+(e.g. the full policy's 0 chance of a change) is a slice of a constant array; any other is
+one vectorised gather of the pattern rows by the pairs' codes, made once and shared by every
+label whose pattern column is identical (e.g. a design's reference score), on two threads
+(the gathers release the GIL). Summary and component tables come from count-weighted
+pattern means.
 """
 
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -24,7 +25,7 @@ from tasks.replay.designs import component_costs
 from tasks.replay.matching import cost_to_match
 
 __all__ = [
-    "TextColumns",
+    "Constants",
     "component_table",
     "design_batches",
     "replay_batches",
@@ -32,18 +33,36 @@ __all__ = [
 ]
 
 
-class TextColumns:
-    """Constant string columns: one array per value, grown as needed and sliced for every
-    batch that repeats it."""
+class Constants:
+    """Constant columns: one array per value, grown as needed and sliced for every batch
+    that repeats it."""
 
     def __init__(self) -> None:
-        self.arrays: dict[str, pa.Array] = {}
+        self.arrays: dict[str | bytes, pa.Array] = {}
 
-    def __call__(self, value: str, length: int) -> pa.Array:
-        array = self.arrays.get(value)
+    def __call__(self, value: str | float, length: int) -> pa.Array:
+        # A float by its bits: 0.0 and -0.0 are different constants.
+        key = value if isinstance(value, str) else np.float64(value).tobytes()
+        array = self.arrays.get(key)
         if array is None or len(array) < length:
-            array = self.arrays[value] = pa.repeat(pa.scalar(value, pa.string()), length)
+            kind = pa.string() if isinstance(value, str) else pa.float64()
+            array = self.arrays[key] = pa.repeat(pa.scalar(value, kind), length)
         return array.slice(0, length)
+
+
+def _sources(floats: np.ndarray) -> dict[tuple[int, int], float | tuple[int, int]]:
+    """For each (column, label) of `floats` (columns, labels, rows): its value if it is the
+    same on every row, else the first (column, label) holding the very same values."""
+    sources: dict[tuple[int, int], float | tuple[int, int]] = {}
+    first: dict[bytes, tuple[int, int]] = {}
+    for li in range(floats.shape[1]):
+        for c in range(floats.shape[0]):
+            values = floats[c, li]
+            if (values == values[0]).all():
+                sources[(c, li)] = float(values[0])
+            else:
+                sources[(c, li)] = first.setdefault(values.tobytes(), (c, li))
+    return sources
 
 
 def _batches(
@@ -51,35 +70,28 @@ def _batches(
     labels: Sequence[tuple[str, ...]],
     floats: np.ndarray,
     schema: pa.Schema,
-    constant: TextColumns,
+    constant: Constants,
 ) -> Iterator[pa.RecordBatch]:
-    """Record batches in row order group -> label -> pair; `floats` is (columns, labels, rows)."""
+    """Record batches in row order label -> pair; `floats` is (columns, labels, rows)."""
     grid = compact.grid
-    starts = grid.group_starts.tolist() + [len(grid.pair_group)]
-
-    def batch(task: tuple[int, int]) -> pa.RecordBatch:
-        g, li = task
-        lo, hi = starts[g], starts[g + 1]
-        text = [constant(name, hi - lo) for name in grid.groups[g]]
-        text.append(grid.pair_ids.slice(lo, hi - lo))
-        text.extend(constant(name, hi - lo) for name in labels[li])
-        gathered = np.take(floats[:, li, :], compact.code[lo:hi], axis=1)
-        return pa.RecordBatch.from_arrays([*text, *gathered], schema=schema)
-
-    tasks = [(g, li) for g in range(len(grid.groups)) for li in range(len(labels))]
-    # At most THREADS batches ahead of the consumer, so a streaming writer bounds memory.
+    n = len(compact.code)
+    sources = _sources(floats)
+    gathers = sorted({s for s in sources.values() if isinstance(s, tuple)})
     with ThreadPoolExecutor(THREADS) as pool:
-        ahead: deque[Future[pa.RecordBatch]] = deque()
-        for task in tasks:
-            ahead.append(pool.submit(batch, task))
-            if len(ahead) > THREADS:
-                yield ahead.popleft().result()
-        while ahead:
-            yield ahead.popleft().result()
+        taken = pool.map(lambda at: pa.array(np.take(floats[at], compact.code)), gathers)
+        gathered = dict(zip(gathers, taken, strict=True))
+    text = [constant(name, n) for name in grid.groups[0]]
+    text.append(grid.pair_ids)
+    for li, label in enumerate(labels):
+        columns = [*text, *(constant(name, n) for name in label)]
+        for c in range(floats.shape[0]):
+            source = sources[(c, li)]
+            columns.append(gathered[source] if isinstance(source, tuple) else constant(source, n))
+        yield pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
 def replay_batches(
-    compact: Compact, combos: list[tuple[str, str]], constant: TextColumns
+    compact: Compact, combos: list[tuple[str, str]], constant: Constants
 ) -> Iterator[pa.RecordBatch]:
     """ReplayRow batches without the money column (`tasks.replay.money` adds it)."""
     schema = arrow_schema(ReplayRow, added=False)
@@ -87,7 +99,7 @@ def replay_batches(
 
 
 def design_batches(
-    compact: Compact, designs: list[str], constant: TextColumns
+    compact: Compact, designs: list[str], constant: Constants
 ) -> Iterator[pa.RecordBatch]:
     """DesignRow batches."""
     labels = [(d,) for d in designs]

@@ -35,6 +35,8 @@ VALUE_COLUMNS = (
 )
 """The float columns of a ReplayRow, in schema order."""
 _SCORES = (VALUE_COLUMNS.index("expected_score"), VALUE_COLUMNS.index("reference_score"))
+_SLICES = 4
+"""Slices of the patterns per design, evaluated as separate tasks."""
 _FROM_POLICY = [POLICY_METRICS.index(c) if c in POLICY_METRICS else -1 for c in VALUE_COLUMNS]
 
 
@@ -88,17 +90,27 @@ def _pattern_tables(
     values = np.empty((len(VALUE_COLUMNS), len(combos), n))
     design = np.empty((3, len(designs), n))
     components = {d: np.full((k_max + 1, n), np.nan) for d in designs}
+    # Each design's patterns in slices, so the two threads share the dearest design's work.
+    bounds = np.linspace(0, n, min(_SLICES, n) + 1).astype(int).tolist()
+    tasks = [(d, lo, hi) for d in designs for lo, hi in zip(bounds, bounds[1:], strict=False)]
     with ThreadPoolExecutor(THREADS) as pool:  # NumPy releases the GIL on these arrays
-        evaluated = list(pool.map(lambda d: evaluate_patterns(patterns, d, policies), designs))
-    for di, (name, metrics) in enumerate(zip(designs, evaluated, strict=True)):
-        design[:, di] = [metrics.reference_score, metrics.p_neutral, metrics.expected_agreement]
+        evaluated = list(
+            pool.map(lambda t: evaluate_patterns(patterns[t[1] : t[2]], t[0], policies), tasks)
+        )
+    for (name, lo, hi), metrics in zip(tasks, evaluated, strict=True):
+        di = designs.index(name)
+        design[:, di, lo:hi] = [
+            metrics.reference_score,
+            metrics.p_neutral,
+            metrics.expected_agreement,
+        ]
         agreement = metrics.component_agreement.T
-        components[name][: len(agreement)] = agreement
+        components[name][: len(agreement), lo:hi] = agreement
         for ci, (d, policy) in enumerate(combos):
             if d == name:
                 per_pattern = metrics.policy[policy]
                 for vi, source in enumerate(_FROM_POLICY):
-                    values[vi, ci] = (
+                    values[vi, ci, lo:hi] = (
                         metrics.reference_score if source < 0 else per_pattern[:, source]
                     )
     return values, design, components

@@ -61,13 +61,13 @@ def _source(path: str | Path) -> pq.ParquetFile:
     """The parquet file, checked to hold the replay input columns; small-vocabulary text
     columns are read dictionary-encoded, as parquet stores them."""
     try:
-        source = pq.ParquetFile(path, read_dictionary=_SMALL_TEXT)
+        names = pq.read_schema(path).names
+        missing = [c for c in REPLAY_INPUT_COLUMNS if c not in names]
+        if missing:
+            raise InputError(f"not a replay input: missing columns {missing}", file=str(path))
+        return pq.ParquetFile(path, read_dictionary=_SMALL_TEXT)
     except (OSError, pa.ArrowInvalid) as exc:
         raise InputError(f"cannot read parquet: {exc}", file=str(path)) from exc
-    missing = [c for c in REPLAY_INPUT_COLUMNS if c not in source.schema_arrow.names]
-    if missing:
-        raise InputError(f"not a replay input: missing columns {missing}", file=str(path))
-    return source
 
 
 def input_batches(path: str | Path) -> Iterator[pa.RecordBatch]:

@@ -137,3 +137,11 @@ def test_replay_file_names_the_same_row_as_replay(tmp_path: Path) -> None:
     assert str(streamed.value) == str(memory.value)
     assert "row 18" in str(streamed.value)
     assert not (tmp_path / "out" / "replay.parquet").exists()
+
+
+def test_replay_file_names_missing_columns(tmp_path: Path) -> None:
+    calls = tmp_path / "calls.parquet"
+    pq.write_table(pa.Table.from_pylist(rows()).drop_columns(["judge", "order"]), calls)
+    with pytest.raises(InputError, match=r"missing columns \['judge', 'order'\]") as caught:
+        replay_file(calls, tmp_path / "out")
+    assert str(caught.value).startswith(str(calls))

@@ -59,10 +59,10 @@ class Compact:
         """Pairs on each row (float)."""
         return np.bincount(self.code, minlength=self.values.shape[-1]).astype(np.float64)
 
-    def group_means(self, table: np.ndarray) -> np.ndarray:
-        """The group's means over pairs of a per-row table (last axis rows -> the one group)."""
+    def means(self, table: np.ndarray) -> np.ndarray:
+        """The group's means over pairs of a per-row table (its last axis: rows)."""
         sums = np.einsum("...r,r->...", table, self._counts)  # NumPy's own loop, no BLAS threads
-        return (sums / float(len(self.code)))[..., None]
+        return sums / float(len(self.code))
 
 
 def _pack(classes: np.ndarray) -> np.ndarray:
@@ -176,7 +176,7 @@ class PatternCache:
 def evaluate(grid: ReplayGrid, cache: PatternCache) -> Compact:
     """Evaluate the distinct patterns of a one-group `grid` not in `cache` yet; code each
     pair by its pattern row."""
-    k = int(grid.group_k[0])
+    k = grid.k
     inverse, packed = dense_codes(_pack(grid.classes), 4 ** (2 * k))
     rows, tables = cache.rows(packed.astype(np.uint64), k)
     return Compact(

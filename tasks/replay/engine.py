@@ -107,7 +107,7 @@ def replay_into(
     for grid in replay_grids(batches, where):
         compact = evaluate(grid, cache)
         # The summary's cost to match reads the same group means the components table reports.
-        means = {d: compact.group_means(compact.components[d]) for d in used_designs}
+        means = {d: compact.means(compact.components[d]) for d in used_designs}
         usd = pair_usd(grid, prices, combos)
         for batch, money in zip(replay_batches(compact, combos, constant), usd, strict=True):
             replay_out(pa.RecordBatch.from_arrays([*batch.columns, money], schema=replay_schema))

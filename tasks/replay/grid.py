@@ -31,30 +31,19 @@ _BATCH_ROWS = 1 << 21
 
 @dataclass(frozen=True)
 class ReplayGrid:
-    """The validated input of one group: one row per pair, in order of first appearance."""
+    """The validated input of one (judge, config, dataset) group: one row per pair, pairs in
+    order of first appearance."""
 
-    groups: list[tuple[str, str, str]]
-    """(judge, config, dataset) of each group."""
-    group_k: np.ndarray
-    """K of each group."""
-    pair_group: np.ndarray
-    """Group index of each pair (non-decreasing)."""
+    name: tuple[str, str, str]
+    """(judge, config, dataset) of the group."""
+    k: int
+    """K of the group."""
     pair_ids: pa.Array
     """pair_id of each pair."""
     key_b: np.ndarray
     """True where the pair's key is `B` (key `A` and no key both score by the A-score)."""
     classes: np.ndarray
-    """Shape (pairs, Kmax, 2), int8 outcome classes; slot [s, 0] is seed s in order AB.
-    Entries past a pair's own K are -1."""
-
-    @property
-    def pair_k(self) -> np.ndarray:
-        return self.group_k[self.pair_group]
-
-    @property
-    def group_starts(self) -> np.ndarray:
-        """Index of each group's first pair (pairs are contiguous per group)."""
-        return np.searchsorted(self.pair_group, np.arange(len(self.groups)))
+    """Shape (pairs, K, 2), int8 outcome classes; slot [s, 0] is seed s in order AB."""
 
 
 def _source(path: str | Path) -> pq.ParquetFile:
@@ -210,9 +199,8 @@ def build_grid(rows: GroupRows, where: str) -> ReplayGrid:
             row=int(rows.first_row[run]) + 1,
         )
     return ReplayGrid(
-        groups=[rows.name],
-        group_k=np.array([k]),
-        pair_group=np.zeros(n_pairs, dtype=np.int64),
+        name=rows.name,
+        k=k,
         pair_ids=pair_ids,
         key_b=pair_key == KEY_B,
         classes=classes,

@@ -126,7 +126,7 @@ def pair_usd(grid: ReplayGrid, prices: Prices, combos: list[tuple[str, str]]) ->
     """Per (design, policy) of `combos`, the expected USD of each pair of a one-group grid;
     null for a pair with a call without a price."""
     n = len(grid.pair_ids)
-    calls = prices.groups.get(grid.groups[0])
+    calls = prices.groups.get(grid.name)
     if calls is None:
         nulls = pa.nulls(n, pa.float64())
         return [nulls] * len(combos)

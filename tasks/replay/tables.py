@@ -80,7 +80,7 @@ def _batches(
     with ThreadPoolExecutor(THREADS) as pool:
         taken = pool.map(lambda at: pa.array(np.take(floats[at], compact.code)), gathers)
         gathered = dict(zip(gathers, taken, strict=True))
-    text = [constant(name, n) for name in grid.groups[0]]
+    text = [constant(name, n) for name in grid.name]
     text.append(grid.pair_ids)
     for li, label in enumerate(labels):
         columns = [*text, *(constant(name, n) for name in label)]
@@ -109,57 +109,54 @@ def design_batches(
 def summary_table(
     compact: Compact, combos: list[tuple[str, str]], component_means: dict[str, np.ndarray]
 ) -> pa.Table:
-    """Per-group policy means, with the cost to match from the group component means."""
+    """The group's policy means, with the cost to match from its component means."""
     grid = compact.grid
-    pairs = np.diff(np.append(grid.group_starts, len(grid.pair_group)))
-    means = compact.group_means(compact.values)  # (columns, combos, groups)
+    judge, config, dataset = grid.name
+    means = compact.means(compact.values)  # (columns, combos)
     rows = []
-    for g, (judge, config, dataset) in enumerate(grid.groups):
-        k = int(grid.group_k[g])
-        for ci, (design, policy) in enumerate(combos):
-            mean = {name: float(means[vi, ci, g]) for vi, name in enumerate(VALUE_COLUMNS)}
-            row: dict[str, object] = {
-                "judge": judge,
-                "config": config,
-                "dataset": dataset,
-                "design": design,
-                "policy": policy,
-                "pairs": int(pairs[g]),
-                **mean,
-                "savings": 1.0 - mean["expected_calls"] / k,
-                "match_cost": None,
-                "match_extra": None,
-            }
-            if policy != "full":
-                costs = component_costs(design, k)
-                agreements = component_means[design][: len(costs), g]
-                cost = cost_to_match(costs.tolist(), agreements.tolist(), 1.0 - mean["p_change"])
-                if not math.isnan(cost):
-                    row["match_cost"] = cost
-                    row["match_extra"] = cost / mean["expected_calls"] - 1.0
-            rows.append(row)
+    for ci, (design, policy) in enumerate(combos):
+        mean = {name: float(means[vi, ci]) for vi, name in enumerate(VALUE_COLUMNS)}
+        row: dict[str, object] = {
+            "judge": judge,
+            "config": config,
+            "dataset": dataset,
+            "design": design,
+            "policy": policy,
+            "pairs": len(grid.pair_ids),
+            **mean,
+            "savings": 1.0 - mean["expected_calls"] / grid.k,
+            "match_cost": None,
+            "match_extra": None,
+        }
+        if policy != "full":
+            costs = component_costs(design, grid.k)
+            agreements = component_means[design][: len(costs)]
+            cost = cost_to_match(costs.tolist(), agreements.tolist(), 1.0 - mean["p_change"])
+            if not math.isnan(cost):
+                row["match_cost"] = cost
+                row["match_extra"] = cost / mean["expected_calls"] - 1.0
+        rows.append(row)
     return pa.Table.from_pylist(rows, schema=arrow_schema(SummaryRow))
 
 
 def component_table(compact: Compact, component_means: dict[str, np.ndarray]) -> pa.Table:
-    """Mean agreement of each nonadaptive component per group and design."""
-    grid = compact.grid
+    """Mean agreement of each nonadaptive component of the group, per design."""
+    judge, config, dataset = compact.grid.name
+    k = compact.grid.k
     rows = []
     for design, means in component_means.items():
-        for g, (judge, config, dataset) in enumerate(grid.groups):
-            k = int(grid.group_k[g])
-            costs = component_costs(design, k)
-            names = [f"k={size}" for size in range(1, k + 1)] + ["balanced pair"]
-            for ci, cost in enumerate(costs.tolist()):
-                rows.append(
-                    {
-                        "judge": judge,
-                        "config": config,
-                        "dataset": dataset,
-                        "design": design,
-                        "component": names[ci],
-                        "cost": cost,
-                        "agreement": float(means[ci, g]),
-                    }
-                )
+        costs = component_costs(design, k)
+        names = [f"k={size}" for size in range(1, k + 1)] + ["balanced pair"]
+        for ci, cost in enumerate(costs.tolist()):
+            rows.append(
+                {
+                    "judge": judge,
+                    "config": config,
+                    "dataset": dataset,
+                    "design": design,
+                    "component": names[ci],
+                    "cost": cost,
+                    "agreement": float(means[ci]),
+                }
+            )
     return pa.Table.from_pylist(rows, schema=arrow_schema(ComponentRow))

@@ -180,9 +180,15 @@ class _Encoder:
         local, codes = self._groups(batch)
         pair_id = batch.column("pair_id")
         head = np.empty(n, dtype=bool)
-        head[1:] = pc.not_equal(pair_id.slice(1), pair_id.slice(0, n - 1)).to_numpy(
-            zero_copy_only=False
-        )
+        if pa.types.is_dictionary(pair_id.type):
+            # Equal indices are equal ids; should a dictionary repeat a value, a pair's rows
+            # make two runs, which the grid joins.
+            ids = pair_id.indices.to_numpy()
+            head[1:] = ids[1:] != ids[:-1]
+        else:
+            head[1:] = pc.not_equal(pair_id.slice(1), pair_id.slice(0, n - 1)).to_numpy(
+                zero_copy_only=False
+            )
         if len(codes) > 1:
             head[1:] |= local[1:] != local[:-1]
 
@@ -230,7 +236,7 @@ class _Encoder:
         parts.cell.append(cell)
         parts.outcome.append(outcome)
         parts.first_row.append(at + self.rows)
-        parts.pair_ids.append(pair_id.take(pa.array(at)))
+        parts.pair_ids.append(pair_id.take(pa.array(at)).cast(pa.string()))
         parts.key.append(key[at])
         parts.runs += len(heads)
 
@@ -258,7 +264,7 @@ def _checked(batch: pa.RecordBatch, where: str) -> pa.RecordBatch:
             column = batch.column(name)
             if name == "seed":
                 column = column.cast(pa.int64())
-            elif not pa.types.is_dictionary(column.type) or name == "pair_id":
+            elif not pa.types.is_dictionary(column.type):
                 column = column.cast(pa.string())
             columns.append(column)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:

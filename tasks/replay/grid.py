@@ -25,7 +25,8 @@ from tasks.errors import InputError
 from tasks.replay.coded import KEY_B, GroupRows, encode
 
 _SHOWN = 5  # offending pairs listed in one error
-_SMALL_TEXT = ["judge", "config", "dataset", "order", "outcome", "key"]
+_DICTIONARY = ["judge", "config", "dataset", "pair_id", "order", "outcome", "key"]
+"""Text columns read dictionary-encoded, as parquet stores them: their rows compare as integers."""
 _BATCH_ROWS = 1 << 21
 
 
@@ -47,14 +48,14 @@ class ReplayGrid:
 
 
 def _source(path: str | Path) -> pq.ParquetFile:
-    """The parquet file, checked to hold the replay input columns; small-vocabulary text
-    columns are read dictionary-encoded, as parquet stores them."""
+    """The parquet file, checked to hold the replay input columns; text columns are read
+    dictionary-encoded."""
     try:
         names = pq.read_schema(path).names
         missing = [c for c in REPLAY_INPUT_COLUMNS if c not in names]
         if missing:
             raise InputError(f"not a replay input: missing columns {missing}", file=str(path))
-        return pq.ParquetFile(path, read_dictionary=_SMALL_TEXT)
+        return pq.ParquetFile(path, read_dictionary=_DICTIONARY)
     except (OSError, pa.ArrowInvalid) as exc:
         raise InputError(f"cannot read parquet: {exc}", file=str(path)) from exc
 
@@ -78,7 +79,7 @@ def read_replay_input(path: str | Path) -> pa.Table:
     """The replay input columns of a parquet file, as one table (row groups read in parallel)."""
     _source(path)
     try:
-        return pq.read_table(path, columns=list(REPLAY_INPUT_COLUMNS), read_dictionary=_SMALL_TEXT)
+        return pq.read_table(path, columns=list(REPLAY_INPUT_COLUMNS), read_dictionary=_DICTIONARY)
     except (OSError, pa.ArrowInvalid) as exc:
         raise InputError(f"cannot read parquet: {exc}", file=str(path)) from exc
 

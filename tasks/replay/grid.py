@@ -11,6 +11,7 @@ missing, duplicated or malformed.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,17 +61,33 @@ def _source(path: str | Path) -> pq.ParquetFile:
         raise InputError(f"cannot read parquet: {exc}", file=str(path)) from exc
 
 
-def input_batches(path: str | Path) -> Iterator[pa.RecordBatch]:
-    """The replay input columns of a parquet file (a run's outcomes.parquet works too), row
-    group by row group (the columns of one read in parallel)."""
-    source = _source(path)
+def _row_groups(source: pq.ParquetFile) -> Iterator[pa.Table | pa.RecordBatch]:
+    """The replay input columns, one row group at a time (its columns read in parallel), or
+    batch by batch for a row group too large to hold at once."""
     columns = list(REPLAY_INPUT_COLUMNS)
+    for i in range(source.num_row_groups):
+        if source.metadata.row_group(i).num_rows <= _BATCH_ROWS:
+            yield source.read_row_group(i, columns=columns)
+        else:
+            yield from source.iter_batches(_BATCH_ROWS, row_groups=[i], columns=columns)
+
+
+def _ahead(parts: Iterator[pa.Table | pa.RecordBatch]) -> Iterator[pa.Table | pa.RecordBatch]:
+    """The same parts, the next one read on another thread while the caller uses this one."""
+    with ThreadPoolExecutor(1) as pool:
+        coming = pool.submit(next, parts, None)
+        while (part := coming.result()) is not None:
+            coming = pool.submit(next, parts, None)
+            yield part
+
+
+def input_batches(path: str | Path) -> Iterator[pa.RecordBatch]:
+    """The replay input columns of a parquet file (a run's outcomes.parquet works too), batch
+    by batch, reading ahead of the caller."""
+    source = _source(path)
     try:
-        for i in range(source.num_row_groups):
-            if source.metadata.row_group(i).num_rows <= _BATCH_ROWS:
-                yield from source.read_row_group(i, columns=columns).to_batches()
-            else:
-                yield from source.iter_batches(_BATCH_ROWS, row_groups=[i], columns=columns)
+        for part in _ahead(_row_groups(source)):
+            yield from (part.to_batches() if isinstance(part, pa.Table) else [part])
     except (OSError, pa.ArrowInvalid) as exc:
         raise InputError(f"cannot read parquet: {exc}", file=str(path)) from exc
 

@@ -19,8 +19,8 @@ KEYS = ("judge", "config", "dataset", "design", "policy", "component", "pair_id"
 
 
 def in_key_order(table: pa.Table) -> pa.Table:
-    """Rows sorted by their key columns (group by group, a pair's rows follow its first
-    appearance in the group's rows rather than in the whole input)."""
+    """Rows sorted by their key columns (pairs follow their first appearance, which differs
+    between inputs holding the same rows in another order)."""
     return table.sort_by([(k, "ascending") for k in KEYS if k in table.column_names])
 
 

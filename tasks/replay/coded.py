@@ -24,7 +24,7 @@ from schemas.vocabulary import MAX_K
 from tasks.errors import InputError
 from tasks.replay.policies import CLASS_A, CLASS_B, CLASS_OTHER, CLASS_T
 
-__all__ = ["KEY_B", "GroupParts", "GroupRows", "encode"]
+__all__ = ["KEY_B", "GroupParts", "GroupRows", "encode", "require_columns"]
 
 OUTCOME_CLASS = {
     "A": CLASS_A,
@@ -284,11 +284,16 @@ class _Encoder:
         return out
 
 
-def _checked(batch: pa.RecordBatch, where: str) -> pa.RecordBatch:
-    """The replay input columns of a batch, with the types the encoder reads."""
-    missing = [c for c in REPLAY_INPUT_COLUMNS if c not in batch.schema.names]
+def require_columns(names: list[str], where: str) -> None:
+    """Refuse an input without every replay input column, naming the missing ones."""
+    missing = [c for c in REPLAY_INPUT_COLUMNS if c not in names]
     if missing:
         raise InputError(f"not a replay input: missing columns {missing}", file=where)
+
+
+def _checked(batch: pa.RecordBatch, where: str) -> pa.RecordBatch:
+    """The replay input columns of a batch, with the types the encoder reads."""
+    require_columns(batch.schema.names, where)
     columns = []
     try:
         for name in REPLAY_INPUT_COLUMNS:
@@ -316,10 +321,10 @@ def encode(
     with ThreadPoolExecutor(THREADS) as pool:
         ahead: deque[Future[_Batch]] = deque()
         for batch in batches:
-            if batch.num_rows:
-                checked = _checked(batch, where)
+            checked = _checked(batch, where)
+            if checked.num_rows:
                 ahead.append(pool.submit(_prepare, checked, first_row, where))
-                first_row += batch.num_rows
+                first_row += checked.num_rows
             if len(ahead) > THREADS:
                 encoder.add(ahead.popleft().result())
         while ahead:

@@ -20,6 +20,7 @@ import pyarrow as pa
 from schemas import DesignRow, ReplayRow, arrow_schema
 from schemas.vocabulary import CORE_POLICIES, DESIGNS, POLICIES
 from tasks.errors import InputError
+from tasks.replay.coded import require_columns
 from tasks.replay.compact import THREADS, PatternCache, evaluate
 from tasks.replay.designs import POLICY_DESIGNS
 from tasks.replay.grid import replay_grids
@@ -141,6 +142,7 @@ def replay(
         if isinstance(outcomes, pd.DataFrame)
         else outcomes
     )
+    require_columns(table.column_names, where)  # a table without rows has no batches
     replay_rows: list[pa.RecordBatch] = []
     design_rows: list[pa.RecordBatch] = []
     summary, components = replay_into(

@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 from schemas.outcomes import REPLAY_INPUT_COLUMNS
 from schemas.vocabulary import MAX_K
 from tasks.errors import InputError
-from tasks.replay.coded import KEY_B, GroupRows, encode
+from tasks.replay.coded import KEY_B, GroupRows, encode, require_columns
 
 _SHOWN = 5  # offending pairs listed in one error
 _DICTIONARY = ["judge", "config", "dataset", "pair_id", "order", "outcome", "key"]
@@ -52,10 +52,7 @@ def _source(path: str | Path) -> pq.ParquetFile:
     """The parquet file, checked to hold the replay input columns; text columns are read
     dictionary-encoded."""
     try:
-        names = pq.read_schema(path).names
-        missing = [c for c in REPLAY_INPUT_COLUMNS if c not in names]
-        if missing:
-            raise InputError(f"not a replay input: missing columns {missing}", file=str(path))
+        require_columns(pq.read_schema(path).names, str(path))
         return pq.ParquetFile(path, read_dictionary=_DICTIONARY)
     except (OSError, pa.ArrowInvalid) as exc:
         raise InputError(f"cannot read parquet: {exc}", file=str(path)) from exc

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pytest
 
+from tasks.errors import InputError
 from tasks.replay.engine import replay
 
 
@@ -46,3 +48,11 @@ def test_a_dictionary_repeating_a_pair_id_replays_as_text() -> None:
     got, want = replay(as_dictionary), replay(table)
     for name in ("replay", "summary", "design", "components"):
         assert getattr(got, name).equals(getattr(want, name)), name
+
+
+def test_an_empty_input_is_refused_by_what_it_lacks() -> None:
+    empty = calls().slice(0, 0)
+    with pytest.raises(InputError, match="no rows to replay"):
+        replay(empty, where="calls.parquet")
+    with pytest.raises(InputError, match=r"missing columns \['order'\]"):
+        replay(empty.drop_columns(["order"]), where="calls.parquet")

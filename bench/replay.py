@@ -7,8 +7,9 @@ Prints one ratio line per target, measured in the same run (the machine may be s
 - read + engine (all designs and core policies, in memory) against DuckDB scanning and
   grouping the same parquet: at most 4x;
 - writing the four tables against DuckDB writing the same rows to parquet: at most 2x;
-- the peak RSS of `replay_file` (streaming group by group, in a child process): under 4 GB,
-  also at `--pairs 10000000` (above 2M pairs only the streaming replay runs).
+- the peak RSS of `replay_file` (the replay flow's and `judgeline replay`'s path: the input
+  read once, replayed and written group by group; in a child process): under 4 GB, also at
+  `--pairs 10000000` (above 2M pairs only the streaming replay runs).
 """
 
 from __future__ import annotations

@@ -1,43 +1,33 @@
-"""The replay-policies flow: cached call outcomes -> replay, summary and design tables.
+"""The replay-policies flow: cached call outcomes -> replay, summary, design and components tables.
 
-It reads outcomes only: it never calls a judge.
+It reads outcomes only: it never calls a judge. The outcomes file is read once and replayed
+group by group (`tasks.replay.stream.replay_file`), so memory stays bounded on large runs.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow as pa
+import pyarrow.parquet as pq
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from schemas.vocabulary import CORE_POLICIES, DESIGNS
-from tasks.replay.engine import ReplayResult, replay, write_replay
-from tasks.replay.grid import read_replay_input
-
-
-@task(name="read-outcomes", cache_policy=NO_CACHE)
-def read_task(calls_path: str) -> pa.Table:
-    """Read the replay input columns of an outcomes parquet file."""
-    return read_replay_input(calls_path)
+from tasks.replay.stream import replay_file
 
 
 @task(name="replay-policies", cache_policy=NO_CACHE)
 def replay_task(
-    outcomes: pa.Table, designs: list[str], policies: list[str], where: str
-) -> ReplayResult:
-    """Replay every requested policy under every requested design, exactly (with the money
-    columns when `where` is a run's outcomes and its judges have prices)."""
+    calls_path: str, out_dir: str, designs: list[str], policies: list[str]
+) -> dict[str, str]:
+    """Replay every requested policy under every requested design, exactly, and write the
+    tables into `out_dir` (with the money columns when `calls_path` is a run's outcomes and
+    its judges have prices)."""
     from tasks.judging.spend import outcome_costs
 
-    costs = outcome_costs(where)
-    return replay(outcomes, designs=designs, policies=policies, where=where, costs=costs)
-
-
-@task(name="write-replay", cache_policy=NO_CACHE)
-def write_task(result: ReplayResult, out_dir: str) -> dict[str, str]:
-    """Write replay.parquet, summary.parquet and design.parquet into `out_dir`."""
-    return {name: str(path) for name, path in write_replay(result, out_dir).items()}
+    costs = outcome_costs(calls_path)
+    paths = replay_file(calls_path, out_dir, designs=designs, policies=policies, costs=costs)
+    return {name: str(path) for name, path in paths.items()}
 
 
 @flow(name="replay-policies")
@@ -48,12 +38,9 @@ def replay_flow(
     policies: list[str] | None = None,
 ) -> dict[str, str]:
     """Replay stopping policies over cached outcomes; returns the written paths by table."""
-    outcomes = read_task(calls_path)
-    result = replay_task(
-        outcomes, list(designs or DESIGNS), list(policies or CORE_POLICIES), str(Path(calls_path))
+    paths = replay_task(
+        str(Path(calls_path)), out_dir, list(designs or DESIGNS), list(policies or CORE_POLICIES)
     )
-    paths = write_task(result, out_dir)
-    get_run_logger().info(
-        "replayed %d pair rows into %s", result.replay.num_rows, ", ".join(paths.values())
-    )
+    rows = pq.ParquetFile(paths["replay"]).metadata.num_rows
+    get_run_logger().info("replayed %d pair rows into %s", rows, ", ".join(paths.values()))
     return paths

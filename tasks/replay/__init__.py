@@ -1,6 +1,7 @@
 """Replay: exact expectations of stopping policies over the K x 2 outcome grid.
 
-`grid` reads the replay input and codes it; `policies` defines the stopping rules;
+`coded` reads the replay input once as small codes, `grid` checks and lays out each
+group's grid from them; `policies` defines the stopping rules;
 `designs` enumerates every order assignment of a design exactly; `matching` computes the
 cost to match and the nonadaptive envelope; `engine` runs it all and writes the replay,
 summary, design and components tables.
@@ -15,7 +16,7 @@ from tasks.replay.engine import (
     replay,
     write_replay,
 )
-from tasks.replay.grid import ReplayGrid, build_grid, dense_codes, read_replay_input, select_input
+from tasks.replay.grid import ReplayGrid, build_grid, dense_codes, read_replay_input, replay_grids
 from tasks.replay.matching import cost_to_match, upper_envelope
 from tasks.replay.policies import (
     balanced_pair_agreement,
@@ -47,7 +48,7 @@ __all__ = [
     "paired_unanimity",
     "read_replay_input",
     "replay",
-    "select_input",
+    "replay_grids",
     "stopping_table",
     "subset_agreement_table",
     "upper_envelope",

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
 from tasks.replay.designs import POLICY_METRICS, evaluate_patterns
 from tasks.replay.grid import ReplayGrid, dense_codes
 
-__all__ = ["THREADS", "VALUE_COLUMNS", "Compact", "evaluate"]
+__all__ = ["THREADS", "VALUE_COLUMNS", "Compact", "PatternCache", "evaluate"]
 
 THREADS = 2
 """Threads evaluating designs and building batches (and writing tables): the two cores."""
@@ -34,12 +35,14 @@ VALUE_COLUMNS = (
 )
 """The float columns of a ReplayRow, in schema order."""
 _SCORES = (VALUE_COLUMNS.index("expected_score"), VALUE_COLUMNS.index("reference_score"))
+_SLICES = 4
+"""Slices of the patterns per design, evaluated as separate tasks."""
 _FROM_POLICY = [POLICY_METRICS.index(c) if c in POLICY_METRICS else -1 for c in VALUE_COLUMNS]
 
 
 @dataclass(frozen=True)
 class Compact:
-    """Per-pattern-row tables and the row code of each pair of `grid`."""
+    """A one-group grid, the per-pattern-row tables its pairs use and each pair's row code."""
 
     grid: ReplayGrid
     code: np.ndarray
@@ -49,19 +52,17 @@ class Compact:
     design: np.ndarray
     """Shape (3, designs, rows): expected_score, p_neutral, expected_agreement."""
     components: dict[str, np.ndarray]
-    """Design -> (Kmax + 1, rows) component agreements (NaN past a pattern's components)."""
+    """Design -> (K + 1, rows) component agreements (NaN past a pattern's components)."""
 
-    def group_means(self, table: np.ndarray) -> np.ndarray:
-        """Per-group means over pairs of a per-row table (last axis rows -> groups)."""
-        grid = self.grid
-        starts = grid.group_starts.tolist() + [len(grid.pair_group)]
-        means = np.empty((*table.shape[:-1], len(grid.groups)))
-        for g in range(len(grid.groups)):
-            counts = np.bincount(self.code[starts[g] : starts[g + 1]], minlength=table.shape[-1])
-            used = np.flatnonzero(counts)
-            sums = table[..., used] @ counts[used].astype(np.float64)
-            means[..., g] = sums / float(starts[g + 1] - starts[g])
-        return means
+    @cached_property
+    def _counts(self) -> np.ndarray:
+        """Pairs on each row (float)."""
+        return np.bincount(self.code, minlength=self.values.shape[-1]).astype(np.float64)
+
+    def means(self, table: np.ndarray) -> np.ndarray:
+        """The group's means over pairs of a per-row table (its last axis: rows)."""
+        sums = np.einsum("...r,r->...", table, self._counts)  # NumPy's own loop, no BLAS threads
+        return sums / float(len(self.code))
 
 
 def _pack(classes: np.ndarray) -> np.ndarray:
@@ -89,17 +90,27 @@ def _pattern_tables(
     values = np.empty((len(VALUE_COLUMNS), len(combos), n))
     design = np.empty((3, len(designs), n))
     components = {d: np.full((k_max + 1, n), np.nan) for d in designs}
+    # Each design's patterns in slices, so the two threads share the dearest design's work.
+    bounds = np.linspace(0, n, min(_SLICES, n) + 1).astype(int).tolist()
+    tasks = [(d, lo, hi) for d in designs for lo, hi in zip(bounds, bounds[1:], strict=False)]
     with ThreadPoolExecutor(THREADS) as pool:  # NumPy releases the GIL on these arrays
-        evaluated = list(pool.map(lambda d: evaluate_patterns(patterns, d, policies), designs))
-    for di, (name, metrics) in enumerate(zip(designs, evaluated, strict=True)):
-        design[:, di] = [metrics.reference_score, metrics.p_neutral, metrics.expected_agreement]
+        evaluated = list(
+            pool.map(lambda t: evaluate_patterns(patterns[t[1] : t[2]], t[0], policies), tasks)
+        )
+    for (name, lo, hi), metrics in zip(tasks, evaluated, strict=True):
+        di = designs.index(name)
+        design[:, di, lo:hi] = [
+            metrics.reference_score,
+            metrics.p_neutral,
+            metrics.expected_agreement,
+        ]
         agreement = metrics.component_agreement.T
-        components[name][: len(agreement)] = agreement
+        components[name][: len(agreement), lo:hi] = agreement
         for ci, (d, policy) in enumerate(combos):
             if d == name:
                 per_pattern = metrics.policy[policy]
                 for vi, source in enumerate(_FROM_POLICY):
-                    values[vi, ci] = (
+                    values[vi, ci, lo:hi] = (
                         metrics.reference_score if source < 0 else per_pattern[:, source]
                     )
     return values, design, components
@@ -113,28 +124,65 @@ def _with_key_b(table: np.ndarray, scores: tuple[int, ...]) -> np.ndarray:
     return both
 
 
-def evaluate(grid: ReplayGrid, designs: list[str], combos: list[tuple[str, str]]) -> Compact:
-    """Evaluate every distinct pattern of `grid` once; code each pair by its pattern row."""
-    n_pairs, k_max, _ = grid.classes.shape
-    pair_k = grid.pair_k
-    code = np.empty(n_pairs, dtype=np.int64)
-    parts: list[tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]] = []
-    offset = 0
-    for k in np.unique(grid.group_k).tolist():
-        rows = np.flatnonzero(pair_k == k)
-        everyone = len(rows) == n_pairs
-        classes = grid.classes if everyone and k == k_max else grid.classes[rows, :k, :]
-        inverse, codes = dense_codes(_pack(classes), 4 ** (2 * k))
-        code[rows] = (inverse + offset) * 2 + grid.key_b[rows]
-        offset += len(codes)
-        parts.append(_pattern_tables(_unpack(codes, k), k_max, designs, combos))
-    values = np.concatenate([p[0] for p in parts], axis=-1)
-    design = np.concatenate([p[1] for p in parts], axis=-1)
-    components = {d: np.concatenate([p[2][d] for p in parts], axis=-1) for d in designs}
+@dataclass
+class _Tables:
+    """The patterns of one K evaluated so far (packed, in row order) and their row tables."""
+
+    packed: np.ndarray
+    values: np.ndarray
+    design: np.ndarray
+    components: dict[str, np.ndarray]
+
+
+class PatternCache:
+    """Per-pattern tables shared by the groups of one replay: a pattern seen in an earlier
+    group (of the same K) is not evaluated again."""
+
+    def __init__(self, designs: list[str], combos: list[tuple[str, str]]):
+        self.designs = designs
+        self.combos = combos
+        self.tables: dict[int, _Tables] = {}
+
+    def rows(self, packed: np.ndarray, k: int) -> tuple[np.ndarray, _Tables]:
+        """(pattern row of each distinct packed pattern, the tables holding them)."""
+        known = self.tables.get(k)
+        new = packed if known is None else packed[~np.isin(packed, known.packed)]
+        if len(new):
+            values, design, components = _pattern_tables(
+                _unpack(new, k), k, self.designs, self.combos
+            )
+            added = _Tables(
+                new,
+                _with_key_b(values, _SCORES),
+                _with_key_b(design, (0,)),
+                {d: np.repeat(c, 2, axis=-1) for d, c in components.items()},
+            )
+            if known is not None:
+                added = _Tables(
+                    np.concatenate([known.packed, new]),
+                    np.concatenate([known.values, added.values], axis=-1),
+                    np.concatenate([known.design, added.design], axis=-1),
+                    {
+                        d: np.concatenate([known.components[d], c], axis=-1)
+                        for d, c in added.components.items()
+                    },
+                )
+            self.tables[k] = known = added
+        assert known is not None
+        order = np.argsort(known.packed)
+        return order[np.searchsorted(known.packed, packed, sorter=order)], known
+
+
+def evaluate(grid: ReplayGrid, cache: PatternCache) -> Compact:
+    """Evaluate the distinct patterns of a one-group `grid` not in `cache` yet; code each
+    pair by its pattern row."""
+    k = grid.k
+    inverse, packed = dense_codes(_pack(grid.classes), 4 ** (2 * k))
+    rows, tables = cache.rows(packed.astype(np.uint64), k)
     return Compact(
         grid=grid,
-        code=code,
-        values=_with_key_b(values, _SCORES),
-        design=_with_key_b(design, (0,)),
-        components={d: np.repeat(c, 2, axis=-1) for d, c in components.items()},
+        code=rows[inverse] * 2 + grid.key_b,
+        values=tables.values,
+        design=tables.design,
+        components=tables.components,
     )

@@ -9,7 +9,7 @@ enumerating the design's assignments, and scatters the results back to the pairs
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,11 +20,13 @@ import pyarrow as pa
 from schemas import DesignRow, ReplayRow, arrow_schema
 from schemas.vocabulary import CORE_POLICIES, DESIGNS, POLICIES
 from tasks.errors import InputError
-from tasks.replay.compact import THREADS, evaluate
+from tasks.replay.coded import require_columns
+from tasks.replay.compact import THREADS, PatternCache, evaluate
 from tasks.replay.designs import POLICY_DESIGNS
-from tasks.replay.grid import build_grid
-from tasks.replay.money import add_money
+from tasks.replay.grid import replay_grids
+from tasks.replay.money import Prices, pair_usd, summary_usd
 from tasks.replay.tables import (
+    Constants,
     component_table,
     design_batches,
     replay_batches,
@@ -38,6 +40,7 @@ __all__ = [
     "ReplayResult",
     "design_policy_pairs",
     "replay",
+    "replay_into",
     "write_replay",
 ]
 
@@ -79,6 +82,44 @@ def design_policy_pairs(
     return sorted(combos, key=lambda c: (order[c[0]], POLICIES.index(c[1])))
 
 
+def replay_into(
+    batches: Iterable[pa.RecordBatch],
+    replay_out: Callable[[pa.RecordBatch], object],
+    design_out: Callable[[pa.RecordBatch], object],
+    *,
+    designs: Sequence[str] = DESIGNS,
+    policies: Sequence[str] = CORE_POLICIES,
+    where: str = "replay input",
+    costs: pa.Table | None = None,
+) -> tuple[pa.Table, pa.Table]:
+    """Replay the input `batches` group by group; hand the per-pair replay and design rows to
+    `replay_out` and `design_out` batch by batch (rows in order group -> design and policy
+    -> pair), and return the (small) summary and components tables.
+
+    Only the input's codes and one group's results are held at a time.
+    """
+    combos = design_policy_pairs(designs, policies)
+    used_designs = [d for d in DESIGNS if d in designs]
+    replay_schema = arrow_schema(ReplayRow)
+    prices = Prices(costs)
+    cache = PatternCache(used_designs, combos)
+    constant = Constants()
+    summaries, components = [], []
+    for grid in replay_grids(batches, where):
+        compact = evaluate(grid, cache)
+        # The summary's cost to match reads the same group means the components table reports.
+        means = {d: compact.means(compact.components[d]) for d in used_designs}
+        usd = pair_usd(grid, prices, combos)
+        for batch, money in zip(replay_batches(compact, combos, constant), usd, strict=True):
+            replay_out(pa.RecordBatch.from_arrays([*batch.columns, money], schema=replay_schema))
+        for batch in design_batches(compact, used_designs, constant):
+            design_out(batch)
+        summaries.append(summary_usd(summary_table(compact, combos, means), usd, combos))
+        components.append(component_table(compact, means))
+        del grid, compact
+    return pa.concat_tables(summaries), pa.concat_tables(components)
+
+
 def replay(
     outcomes: pa.Table | pd.DataFrame,
     *,
@@ -87,7 +128,8 @@ def replay(
     where: str = "replay input",
     costs: pa.Table | None = None,
 ) -> ReplayResult:
-    """Replay each policy under each design exactly, for each pair of the outcomes table.
+    """Replay each policy under each design exactly, for each pair of the outcomes table,
+    in memory (`tasks.replay.stream.replay_file` writes a file's replay group by group).
 
     By default the core policies (`CORE_POLICIES`) under all three designs.
 
@@ -95,31 +137,28 @@ def replay(
     table, are ignored); `where` names it in errors. `costs` (a call's USD per
     `tasks.replay.money.MONEY_KEYS`) fills the money columns; without it they are null.
     """
-    combos = design_policy_pairs(designs, policies)
-    used_designs = [d for d in DESIGNS if d in designs]
     table = (
         pa.Table.from_pandas(outcomes, preserve_index=False)
         if isinstance(outcomes, pd.DataFrame)
         else outcomes
     )
-    compact = evaluate(build_grid(table, where=where), used_designs, combos)
-    # The summary's cost to match reads the same group means the components table reports.
-    component_means = {d: compact.group_means(compact.components[d]) for d in used_designs}
-    replay_table, summary = add_money(
-        table,
-        costs,
-        pa.Table.from_batches(
-            replay_batches(compact, combos), schema=arrow_schema(ReplayRow, added=False)
-        ),
-        summary_table(compact, combos, component_means),
+    require_columns(table.column_names, where)  # a table without rows has no batches
+    replay_rows: list[pa.RecordBatch] = []
+    design_rows: list[pa.RecordBatch] = []
+    summary, components = replay_into(
+        table.to_batches(),
+        replay_rows.append,
+        design_rows.append,
+        designs=designs,
+        policies=policies,
+        where=where,
+        costs=costs,
     )
     return ReplayResult(
-        replay=replay_table,
+        replay=pa.Table.from_batches(replay_rows, schema=arrow_schema(ReplayRow)),
         summary=summary,
-        design=pa.Table.from_batches(
-            design_batches(compact, used_designs), schema=arrow_schema(DesignRow)
-        ),
-        components=component_table(compact, component_means),
+        design=pa.Table.from_batches(design_rows, schema=arrow_schema(DesignRow)),
+        components=components,
     )
 
 

@@ -24,13 +24,15 @@ import numpy as np
 import pyarrow as pa
 
 from tasks.replay.designs import assignments
+from tasks.replay.grid import ReplayGrid
 
-__all__ = ["MONEY_KEYS", "add_money", "send_probabilities"]
+__all__ = ["MONEY_KEYS", "Prices", "pair_usd", "send_probabilities", "summary_usd"]
 
 MONEY_KEYS = ("judge", "config", "dataset", "pair_id", "seed", "order")
 """The columns of a costs table besides `usd`: one row per call of the replay input."""
 
 _A, _B, _O = 0, 1, 2
+_ORDERS = ("AB", "BA")
 
 
 @lru_cache(maxsize=4096)
@@ -107,75 +109,69 @@ def _pu_probs(
     return out
 
 
-def _classes(outcome: str) -> int:
-    return _A if outcome == "A" else _B if outcome == "B" else _O
+class Prices:
+    """Each call's price by group, then by (pair_id, seed, order index), from a costs table
+    (`MONEY_KEYS` and `usd`); None for a call without a price."""
+
+    def __init__(self, costs: pa.Table | None):
+        self.groups: dict[tuple[str, str, str], dict[tuple[str, int, int], float | None]] = {}
+        if costs is None:
+            return
+        for r in costs.select([*MONEY_KEYS, "usd"]).to_pylist():
+            calls = self.groups.setdefault((r["judge"], r["config"], r["dataset"]), {})
+            calls[(r["pair_id"], r["seed"], _ORDERS.index(r["order"]))] = r["usd"]
 
 
-def add_money(
-    outcomes: pa.Table, costs: pa.Table | None, replay: pa.Table, summary: pa.Table
-) -> tuple[pa.Table, pa.Table]:
-    """The replay and summary tables with their money columns filled from `costs`.
-
-    `costs` has `MONEY_KEYS` and `usd` (a call's list price) per call of `outcomes`; with
-    None (or a call without a price) the money columns stay null.
-    """
-    n_rep, n_sum = replay.num_rows, summary.num_rows
-    if costs is None:
-        return _set(replay, "expected_usd", pa.nulls(n_rep, pa.float64())), summary
-    usd = {tuple(r[c] for c in MONEY_KEYS): r["usd"] for r in costs.to_pylist()}
-    pairs: dict[tuple[str, ...], dict[tuple[int, str], tuple[int, float | None]]] = {}
-    for r in outcomes.select([*MONEY_KEYS, "outcome"]).to_pylist():
-        cell = (r["seed"], r["order"])
-        key = tuple(r[c] for c in MONEY_KEYS)
-        pairs.setdefault(key[:4], {})[cell] = (_classes(r["outcome"]), usd.get(key))
-    values: list[float | None] = []
-    cols = ["judge", "config", "dataset", "pair_id", "design", "policy"]
-    for r in replay.select(cols).to_pylist():
-        cells = pairs[(r["judge"], r["config"], r["dataset"], r["pair_id"])]
-        k = len(cells) // 2
-        grid = [[cells[(s, o)] for o in ("AB", "BA")] for s in range(k)]
-        if any(c[1] is None for row in grid for c in row):
-            values.append(None)
+def pair_usd(grid: ReplayGrid, prices: Prices, combos: list[tuple[str, str]]) -> list[pa.Array]:
+    """Per (design, policy) of `combos`, the expected USD of each pair of a one-group grid;
+    null for a pair with a call without a price."""
+    n = len(grid.pair_ids)
+    calls = prices.groups.get(grid.name)
+    if calls is None:
+        nulls = pa.nulls(n, pa.float64())
+        return [nulls] * len(combos)
+    values: list[list[float | None]] = [[] for _ in combos]
+    classes = np.minimum(grid.classes, _O).tolist()  # ties count as other calls here
+    for pair_id, cells in zip(grid.pair_ids.to_pylist(), classes, strict=True):
+        usd = [[calls.get((pair_id, s, o)) for o in (0, 1)] for s in range(len(cells))]
+        if any(u is None for row in usd for u in row):
+            for column in values:
+                column.append(None)
             continue
-        pattern = tuple((row[0][0], row[1][0]) for row in grid)
-        probs = send_probabilities(pattern, r["design"], r["policy"])
-        values.append(
-            float(sum(probs[s][o] * Fraction(grid[s][o][1] or 0) for s in range(k) for o in (0, 1)))
-        )
-    replay = _set(replay, "expected_usd", pa.array(values, pa.float64()))
-    return replay, _summary_money(replay, summary, n_sum)
+        pattern = tuple((row[0], row[1]) for row in cells)
+        for column, (design, policy) in zip(values, combos, strict=True):
+            probs = send_probabilities(pattern, design, policy)
+            column.append(
+                float(
+                    sum(
+                        probs[s][o] * Fraction(usd[s][o] or 0)
+                        for s in range(len(cells))
+                        for o in (0, 1)
+                    )
+                )
+            )
+    return [pa.array(column, pa.float64()) for column in values]
 
 
-def _summary_money(replay: pa.Table, summary: pa.Table, n: int) -> pa.Table:
-    """Per group, design and policy: mean expected USD per pair, and the share of the full
-    policy's USD it saves."""
-    import pandas as pd
-
-    df = replay.select(
-        ["judge", "config", "dataset", "design", "policy", "expected_usd"]
-    ).to_pandas()
-    keys = ["judge", "config", "dataset", "design", "policy"]
-    means = df.groupby(keys, dropna=False)["expected_usd"].mean(numeric_only=True)
-    counts = df.groupby(keys)["expected_usd"].count()
-    sizes = df.groupby(keys).size()
-    means[counts < sizes] = np.nan  # a pair without a price: no group figure
+def summary_usd(summary: pa.Table, usd: list[pa.Array], combos: list[tuple[str, str]]) -> pa.Table:
+    """A one-group summary (a row per combo) with its mean expected USD per pair and the share
+    of the full policy's USD it saves (same design); null where a pair has no price."""
+    means: dict[tuple[str, str], float | None] = {}
+    for values, combo in zip(usd, combos, strict=True):
+        ok = len(values) and not values.null_count
+        means[combo] = float(np.mean(values.to_numpy())) if ok else None
     exp: list[float | None] = []
     save: list[float | None] = []
-    for r in summary.select(keys).to_pylist():
-        at = tuple(r[c] for c in keys)
-        full = tuple(r[c] for c in keys[:4]) + ("full",)
-        value = means.get(at)
-        base = means.get(full)
-        ok = value is not None and not pd.isna(value)
-        exp.append(float(value) if ok else None)
-        okb = ok and base is not None and not pd.isna(base) and base > 0
-        save.append(1.0 - float(value) / float(base) if okb else None)
-    summary = _set(summary, "expected_usd", pa.array(exp, pa.float64()))
-    return _set(summary, "savings_usd", pa.array(save, pa.float64()))
-
-
-def _set(table: pa.Table, name: str, values: pa.Array) -> pa.Table:
-    """`table` with column `name` set to `values` (appended if absent)."""
-    if name in table.column_names:
-        return table.set_column(table.column_names.index(name), name, values)
-    return table.append_column(name, values)
+    for design, policy in zip(
+        summary["design"].to_pylist(), summary["policy"].to_pylist(), strict=True
+    ):
+        value, base = means[(design, policy)], means.get((design, "full"))
+        exp.append(value)
+        save.append(None if value is None or not base else 1.0 - value / base)
+    names = summary.column_names
+    summary = summary.set_column(
+        names.index("expected_usd"), "expected_usd", pa.array(exp, pa.float64())
+    )
+    return summary.set_column(
+        names.index("savings_usd"), "savings_usd", pa.array(save, pa.float64())
+    )

@@ -1,19 +1,20 @@
 """The replay's Arrow tables, built from the compact result (`tasks.replay.compact`).
 
-Per-pair tables (replay, design) are made of one record batch per (group, label), in row
-order group -> label -> pair: text columns are constant arrays or zero-copy slices of the
-pair ids, float columns one vectorised gather of the pattern rows by the pairs' codes.
-Batches are built by two threads (the gathers release the GIL), at most two ahead of
-the consumer. Summary and component
-tables are per group, from count-weighted pattern means.
+Per-pair tables (replay, design) are made of one record batch per label (design, or design
+and policy) of a one-group result, in row order label -> pair. Text columns are slices of
+constant arrays or of the pair ids. A float column that is the same for every pattern row
+(e.g. the full policy's 0 chance of a change) is a slice of a constant array; any other is
+one vectorised gather of the pattern rows by the pairs' codes, made once and shared by every
+label whose pattern column is identical (e.g. a design's reference score), on two threads
+(the gathers release the GIL). Summary and component tables come from count-weighted
+pattern means.
 """
 
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -24,6 +25,7 @@ from tasks.replay.designs import component_costs
 from tasks.replay.matching import cost_to_match
 
 __all__ = [
+    "Constants",
     "component_table",
     "design_batches",
     "replay_batches",
@@ -31,103 +33,130 @@ __all__ = [
 ]
 
 
+class Constants:
+    """Constant columns: one array per value, grown as needed and sliced for every batch
+    that repeats it."""
+
+    def __init__(self) -> None:
+        self.arrays: dict[str | bytes, pa.Array] = {}
+
+    def __call__(self, value: str | float, length: int) -> pa.Array:
+        # A float by its bits: 0.0 and -0.0 are different constants.
+        key = value if isinstance(value, str) else np.float64(value).tobytes()
+        array = self.arrays.get(key)
+        if array is None or len(array) < length:
+            kind = pa.string() if isinstance(value, str) else pa.float64()
+            array = self.arrays[key] = pa.repeat(pa.scalar(value, kind), length)
+        return array.slice(0, length)
+
+
+def _sources(floats: np.ndarray) -> dict[tuple[int, int], float | tuple[int, int]]:
+    """For each (column, label) of `floats` (columns, labels, rows): its value if it is the
+    same on every row, else the first (column, label) holding the very same values."""
+    sources: dict[tuple[int, int], float | tuple[int, int]] = {}
+    first: dict[bytes, tuple[int, int]] = {}
+    for li in range(floats.shape[1]):
+        for c in range(floats.shape[0]):
+            values = floats[c, li]
+            if (values == values[0]).all():
+                sources[(c, li)] = float(values[0])
+            else:
+                sources[(c, li)] = first.setdefault(values.tobytes(), (c, li))
+    return sources
+
+
 def _batches(
-    compact: Compact, labels: Sequence[tuple[str, ...]], floats: np.ndarray, schema: pa.Schema
+    compact: Compact,
+    labels: Sequence[tuple[str, ...]],
+    floats: np.ndarray,
+    schema: pa.Schema,
+    constant: Constants,
 ) -> Iterator[pa.RecordBatch]:
-    """Record batches in row order group -> label -> pair; `floats` is (columns, labels, rows)."""
+    """Record batches in row order label -> pair; `floats` is (columns, labels, rows)."""
     grid = compact.grid
-    starts = grid.group_starts.tolist() + [len(grid.pair_group)]
-    longest = max(hi - lo for lo, hi in zip(starts, starts[1:], strict=False))
-    names = dict.fromkeys((*(n for g in grid.groups for n in g), *(n for lb in labels for n in lb)))
-    # One constant array per text value, sliced for every run that repeats it.
-    constant = {name: pa.repeat(pa.scalar(name, pa.string()), longest) for name in names}
-
-    def batch(task: tuple[int, int]) -> pa.RecordBatch:
-        g, li = task
-        lo, hi = starts[g], starts[g + 1]
-        text = [constant[name].slice(0, hi - lo) for name in grid.groups[g]]
-        text.append(grid.pair_ids.slice(lo, hi - lo))
-        text.extend(constant[name].slice(0, hi - lo) for name in labels[li])
-        gathered = np.take(floats[:, li, :], compact.code[lo:hi], axis=1)
-        return pa.RecordBatch.from_arrays([*text, *gathered], schema=schema)
-
-    tasks = [(g, li) for g in range(len(grid.groups)) for li in range(len(labels))]
-    # At most THREADS batches ahead of the consumer, so a streaming writer bounds memory.
+    n = len(compact.code)
+    sources = _sources(floats)
+    gathers = sorted({s for s in sources.values() if isinstance(s, tuple)})
     with ThreadPoolExecutor(THREADS) as pool:
-        ahead: deque[Future[pa.RecordBatch]] = deque()
-        for task in tasks:
-            ahead.append(pool.submit(batch, task))
-            if len(ahead) > THREADS:
-                yield ahead.popleft().result()
-        while ahead:
-            yield ahead.popleft().result()
+        taken = pool.map(lambda at: pa.array(np.take(floats[at], compact.code)), gathers)
+        gathered = dict(zip(gathers, taken, strict=True))
+    text = [constant(name, n) for name in grid.name]
+    text.append(grid.pair_ids)
+    for li, label in enumerate(labels):
+        columns = [*text, *(constant(name, n) for name in label)]
+        for c in range(floats.shape[0]):
+            source = sources[(c, li)]
+            columns.append(gathered[source] if isinstance(source, tuple) else constant(source, n))
+        yield pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
-def replay_batches(compact: Compact, combos: list[tuple[str, str]]) -> Iterator[pa.RecordBatch]:
+def replay_batches(
+    compact: Compact, combos: list[tuple[str, str]], constant: Constants
+) -> Iterator[pa.RecordBatch]:
     """ReplayRow batches without the money column (`tasks.replay.money` adds it)."""
     schema = arrow_schema(ReplayRow, added=False)
-    return _batches(compact, combos, compact.values, schema)
+    return _batches(compact, combos, compact.values, schema, constant)
 
 
-def design_batches(compact: Compact, designs: list[str]) -> Iterator[pa.RecordBatch]:
+def design_batches(
+    compact: Compact, designs: list[str], constant: Constants
+) -> Iterator[pa.RecordBatch]:
     """DesignRow batches."""
-    return _batches(compact, [(d,) for d in designs], compact.design, arrow_schema(DesignRow))
+    labels = [(d,) for d in designs]
+    return _batches(compact, labels, compact.design, arrow_schema(DesignRow), constant)
 
 
 def summary_table(
     compact: Compact, combos: list[tuple[str, str]], component_means: dict[str, np.ndarray]
 ) -> pa.Table:
-    """Per-group policy means, with the cost to match from the group component means."""
+    """The group's policy means, with the cost to match from its component means."""
     grid = compact.grid
-    pairs = np.diff(np.append(grid.group_starts, len(grid.pair_group)))
-    means = compact.group_means(compact.values)  # (columns, combos, groups)
+    judge, config, dataset = grid.name
+    means = compact.means(compact.values)  # (columns, combos)
     rows = []
-    for g, (judge, config, dataset) in enumerate(grid.groups):
-        k = int(grid.group_k[g])
-        for ci, (design, policy) in enumerate(combos):
-            mean = {name: float(means[vi, ci, g]) for vi, name in enumerate(VALUE_COLUMNS)}
-            row: dict[str, object] = {
-                "judge": judge,
-                "config": config,
-                "dataset": dataset,
-                "design": design,
-                "policy": policy,
-                "pairs": int(pairs[g]),
-                **mean,
-                "savings": 1.0 - mean["expected_calls"] / k,
-                "match_cost": None,
-                "match_extra": None,
-            }
-            if policy != "full":
-                costs = component_costs(design, k)
-                agreements = component_means[design][: len(costs), g]
-                cost = cost_to_match(costs.tolist(), agreements.tolist(), 1.0 - mean["p_change"])
-                if not math.isnan(cost):
-                    row["match_cost"] = cost
-                    row["match_extra"] = cost / mean["expected_calls"] - 1.0
-            rows.append(row)
+    for ci, (design, policy) in enumerate(combos):
+        mean = {name: float(means[vi, ci]) for vi, name in enumerate(VALUE_COLUMNS)}
+        row: dict[str, object] = {
+            "judge": judge,
+            "config": config,
+            "dataset": dataset,
+            "design": design,
+            "policy": policy,
+            "pairs": len(grid.pair_ids),
+            **mean,
+            "savings": 1.0 - mean["expected_calls"] / grid.k,
+            "match_cost": None,
+            "match_extra": None,
+        }
+        if policy != "full":
+            costs = component_costs(design, grid.k)
+            agreements = component_means[design][: len(costs)]
+            cost = cost_to_match(costs.tolist(), agreements.tolist(), 1.0 - mean["p_change"])
+            if not math.isnan(cost):
+                row["match_cost"] = cost
+                row["match_extra"] = cost / mean["expected_calls"] - 1.0
+        rows.append(row)
     return pa.Table.from_pylist(rows, schema=arrow_schema(SummaryRow))
 
 
 def component_table(compact: Compact, component_means: dict[str, np.ndarray]) -> pa.Table:
-    """Mean agreement of each nonadaptive component per group and design."""
-    grid = compact.grid
+    """Mean agreement of each nonadaptive component of the group, per design."""
+    judge, config, dataset = compact.grid.name
+    k = compact.grid.k
     rows = []
     for design, means in component_means.items():
-        for g, (judge, config, dataset) in enumerate(grid.groups):
-            k = int(grid.group_k[g])
-            costs = component_costs(design, k)
-            names = [f"k={size}" for size in range(1, k + 1)] + ["balanced pair"]
-            for ci, cost in enumerate(costs.tolist()):
-                rows.append(
-                    {
-                        "judge": judge,
-                        "config": config,
-                        "dataset": dataset,
-                        "design": design,
-                        "component": names[ci],
-                        "cost": cost,
-                        "agreement": float(means[ci, g]),
-                    }
-                )
+        costs = component_costs(design, k)
+        names = [f"k={size}" for size in range(1, k + 1)] + ["balanced pair"]
+        for ci, cost in enumerate(costs.tolist()):
+            rows.append(
+                {
+                    "judge": judge,
+                    "config": config,
+                    "dataset": dataset,
+                    "design": design,
+                    "component": names[ci],
+                    "cost": cost,
+                    "agreement": float(means[ci]),
+                }
+            )
     return pa.Table.from_pylist(rows, schema=arrow_schema(ComponentRow))

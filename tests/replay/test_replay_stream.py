@@ -11,6 +11,7 @@ import pytest
 
 from tasks.errors import InputError
 from tasks.replay.engine import replay, write_replay
+from tasks.replay.money import MONEY_KEYS
 from tasks.replay.stream import replay_file
 
 TABLES = ("replay", "summary", "design", "components")
@@ -18,8 +19,8 @@ KEYS = ("judge", "config", "dataset", "design", "policy", "component", "pair_id"
 
 
 def in_key_order(table: pa.Table) -> pa.Table:
-    """Rows sorted by their key columns (group by group, a pair's rows follow its first
-    appearance in the group's rows rather than in the whole input)."""
+    """Rows sorted by their key columns (pairs follow their first appearance, which differs
+    between inputs holding the same rows in another order)."""
     return table.sort_by([(k, "ascending") for k in KEYS if k in table.column_names])
 
 
@@ -49,11 +50,20 @@ def rows(seed: int = 3) -> list[dict[str, object]]:
     return out
 
 
-def test_replay_file_writes_the_in_memory_tables(tmp_path: Path) -> None:
-    calls = tmp_path / "calls.parquet"
-    pq.write_table(pa.Table.from_pylist(rows()), calls, row_group_size=200)
-    expected = write_replay(replay(pq.read_table(calls), where=str(calls)), tmp_path / "memory")
-    written = replay_file(calls, tmp_path / "stream")
+def unpriced(row: dict[str, object]) -> bool:
+    return (row["judge"], row["pair_id"]) == ("j2", "p3")
+
+
+def costs_of(calls: list[dict[str, object]]) -> pa.Table:
+    """A price per call, the calls of one pair (j2's p3) left unpriced."""
+    priced = [
+        {**{k: r[k] for k in MONEY_KEYS}, "usd": None if unpriced(r) else 0.001 * i}
+        for i, r in enumerate(calls)
+    ]
+    return pa.Table.from_pylist(priced)
+
+
+def assert_same_tables(written: dict[str, Path], expected: dict[str, Path]) -> None:
     for name in TABLES:
         got, want = pq.read_table(written[name]), pq.read_table(expected[name])
         assert got.num_rows == want.num_rows > 0
@@ -70,6 +80,51 @@ def test_replay_file_writes_the_in_memory_tables(tmp_path: Path) -> None:
                 assert values == reference, (name, column)
 
 
+def test_replay_file_writes_the_in_memory_tables(tmp_path: Path) -> None:
+    calls = tmp_path / "calls.parquet"
+    pq.write_table(pa.Table.from_pylist(rows()), calls, row_group_size=200)
+    expected = write_replay(replay(pq.read_table(calls), where=str(calls)), tmp_path / "memory")
+    assert_same_tables(replay_file(calls, tmp_path / "stream"), expected)
+
+
+def test_replay_file_writes_the_money_columns(tmp_path: Path) -> None:
+    calls = tmp_path / "calls.parquet"
+    table = pa.Table.from_pylist(rows())
+    pq.write_table(table, calls, row_group_size=200)
+    costs = costs_of(table.to_pylist())
+    memory = replay(table, where=str(calls), costs=costs)
+    expected = write_replay(memory, tmp_path / "memory")
+    written = replay_file(calls, tmp_path / "stream", costs=costs)
+    assert_same_tables(written, expected)
+    usd = pq.read_table(written["replay"]).to_pylist()
+    assert {r["expected_usd"] is None for r in usd} == {True, False}
+    assert all((r["expected_usd"] is None) == unpriced(r) for r in usd)
+    summary = pq.read_table(written["summary"]).to_pylist()
+    assert {r["judge"] for r in summary if r["expected_usd"] is None} == {"j2"}
+    assert {r["judge"] for r in summary if r["savings_usd"] is not None} == {"j1"}
+
+
+@pytest.mark.parametrize("pair_ids", ["increasing", "unordered"])
+def test_rows_in_grid_order_replay_as_shuffled_rows(pair_ids: str, tmp_path: Path) -> None:
+    """Rows in grid order (each pair's rows together, by seed then order) take the layout
+    without a scatter; shuffled rows the general path: the same tables either way."""
+    shuffled = rows()
+    rank = {
+        f"p{p}": f"p{p}" if pair_ids == "increasing" else f"{(7 * p) % 41:02d}" for p in range(41)
+    }
+    ordered = sorted(
+        shuffled,
+        key=lambda r: (str(r["judge"]), str(r["dataset"]), rank[str(r["pair_id"])],
+                       str(r["seed"]), str(r["order"])),
+    )  # fmt: skip
+    tables = {}
+    for name, table_rows in (("ordered", ordered), ("shuffled", shuffled)):
+        calls = tmp_path / f"{name}.parquet"
+        pq.write_table(pa.Table.from_pylist(table_rows), calls, row_group_size=300)
+        tables[name] = replay_file(calls, tmp_path / name)
+    assert_same_tables(tables["ordered"], tables["shuffled"])
+
+
 def test_replay_file_names_the_same_row_as_replay(tmp_path: Path) -> None:
     bad = rows()
     bad[17]["outcome"] = "Q"
@@ -82,3 +137,11 @@ def test_replay_file_names_the_same_row_as_replay(tmp_path: Path) -> None:
     assert str(streamed.value) == str(memory.value)
     assert "row 18" in str(streamed.value)
     assert not (tmp_path / "out" / "replay.parquet").exists()
+
+
+def test_replay_file_names_missing_columns(tmp_path: Path) -> None:
+    calls = tmp_path / "calls.parquet"
+    pq.write_table(pa.Table.from_pylist(rows()).drop_columns(["judge", "order"]), calls)
+    with pytest.raises(InputError, match=r"missing columns \['judge', 'order'\]") as caught:
+        replay_file(calls, tmp_path / "out")
+    assert str(caught.value).startswith(str(calls))

@@ -48,6 +48,16 @@ def signed_pct(value: float, digits: int = 1) -> str:
     return f"{'-' if rounded < 0 else '+'}{abs(rounded):.{digits}f}%"
 
 
+def usd(value: float) -> str:
+    """Dollars to four significant digits, in plain decimals (never `5.5e-05`); cents from $100."""
+    if abs(value) >= 100:
+        return f"${value:,.2f}"
+    if value == 0:
+        return "$0"
+    decimals = max(2, 3 - math.floor(math.log10(abs(value))))
+    return f"${value:.{decimals}f}"
+
+
 _SHOWN: dict[Kind, Callable[[float], str]] = {
     "int": lambda v: f"{round(v):,}",
     "pct": lambda v: pct(v, 1),
@@ -56,7 +66,7 @@ _SHOWN: dict[Kind, Callable[[float], str]] = {
     "calls": lambda v: f"{v:.2f}",
     "extra": lambda v: signed_pct(v, 1),
     "var": lambda v: f"{v:.5f}",
-    "usd": lambda v: f"${v:,.2f}" if abs(v) >= 100 else f"${v:.4g}",
+    "usd": usd,
 }
 
 

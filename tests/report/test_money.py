@@ -8,6 +8,7 @@ from dataclasses import replace
 import pandas as pd
 from test_report import synthetic_report_data
 
+from tasks.report.filters import usd
 from tasks.report.render import render_report
 
 
@@ -44,3 +45,9 @@ def test_money_section_shows_spend_and_savings_in_usd() -> None:
     assert pu and all("$0.02" in r and "50.0%" in r for r in pu)
     # Without spend and without prices, no money section at all.
     assert 'id="money"' not in render_report(data)
+
+
+def test_usd_cells_read_as_plain_decimals_to_four_digits() -> None:
+    assert [usd(v) for v in (5.528e-05, 0.0004569, 0.1342, 12.3456, 0.0, 1234.5)] == [
+        "$0.00005528", "$0.0004569", "$0.1342", "$12.35", "$0", "$1,234.50",
+    ]  # fmt: skip

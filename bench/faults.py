@@ -15,18 +15,11 @@ replies lost (must be 0) and wall time. A last line compares request rates with 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import datetime as dt
 import os
 import random
-import shutil
 import signal
-import subprocess
-import sys
 import tempfile
 import time
-from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,147 +28,16 @@ os.environ.setdefault("PREFECT_HOME", str(_HOME))
 os.environ.setdefault("PREFECT_RESULTS_LOCAL_STORAGE_PATH", str(_HOME / "results"))
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "ERROR")
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 import pyarrow.parquet as pq  # noqa: E402
+from _faultbench import NO_FAULTS, Bench, Row, audit, print_rows, rate, readable, texts  # noqa: E402
 
-from schemas.judge import JudgeSpec  # noqa: E402
-from tasks.ingest.demo_benchmark import demo_pairs  # noqa: E402
-from tasks.ingest.manifest import freeze_manifest, read_manifest  # noqa: E402
-from tasks.judging.cache import read_replies  # noqa: E402
-from tasks.plan import make_plan, write_plan  # noqa: E402
-from tasks.simjudge.persona import Faults, Persona  # noqa: E402
+from tasks.simjudge.persona import Persona  # noqa: E402
 from tasks.simjudge.server import SimJudgeServer  # noqa: E402
-from tasks.workdir import WorkDir  # noqa: E402
 
-NO_FAULTS = Faults().model_dump()
 STOPS = {"crash": signal.SIGKILL, "sigint": signal.SIGINT, "sigterm": signal.SIGTERM}
 """Scenarios that stop a run with a signal to its process group, then resume it."""
 SCENARIOS = ["storms", *STOPS, "concurrent", "same", "corrupt"]
-
-
-@dataclass
-class Row:
-    scenario: str
-    planned: int = 0
-    stored: int = 0
-    failed: dict[str, int] = field(default_factory=dict)
-    resent: int = 0
-    requested_again: int = 0
-    paid_twice: int = 0
-    lost: int = 0
-    seconds: float = 0.0
-    note: str = ""
-
-
-class Bench:
-    def __init__(self, args: argparse.Namespace, root: Path, server: SimJudgeServer) -> None:
-        self.args = args
-        self.root = root
-        self.server = server
-        self.template = WorkDir(root / "template")
-        frozen = freeze_manifest([("demo", demo_pairs()[: args.pairs])], self.template)
-        _, manifest = read_manifest(self.template, frozen.info.manifest_hash)
-        info, table = make_plan(manifest, args.k, "full", None)
-        write_plan(self.template, info, table)
-        self.plan_id = info.plan_id
-        self.planned = table.num_rows
-
-    def fresh(self, name: str) -> WorkDir:
-        work = WorkDir(self.root / name)
-        for folder in ("manifests", "plans"):
-            shutil.copytree(self.template.root / folder, work.root / folder)
-        return work
-
-    def judge(self, **kw: Any) -> JudgeSpec:
-        spec: dict[str, Any] = {
-            "name": "bench-judge",
-            "base_url": self.server.base_url,
-            "simulated": True,
-            "model": "bench",
-            "max_concurrency": self.args.concurrency,
-        }
-        spec.update(kw)
-        return JudgeSpec.model_validate(spec)
-
-    def judges_file(self, work: WorkDir, judge: JudgeSpec) -> Path:
-        import yaml
-
-        path = work.root / "judges.yaml"
-        path.write_text(yaml.safe_dump({"judges": [judge.model_dump(mode="json")]}))
-        return path
-
-    def run(self, work: WorkDir, run_id: str, judge: JudgeSpec) -> dict[str, Any]:
-        from flows.judge import judge_flow
-
-        return asyncio.run(
-            judge_flow(run_id=run_id, plan_id=self.plan_id, judges=[judge], work_dir=str(work.root))
-        )
-
-    def rerun(self, work: WorkDir, run_id: str) -> dict[str, Any]:
-        from flows.judge import rerun_failed_flow
-
-        return asyncio.run(rerun_failed_flow(run_id=run_id, work_dir=str(work.root)))
-
-    def start(self, work: WorkDir, judges: Path, run_id: str) -> subprocess.Popen[str]:
-        from prefect.settings import PREFECT_API_URL
-
-        env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value())}
-        env["PYTHONPATH"] = str(REPO)
-        command = [sys.executable, "-c", "from flows.cli import main; main()"]
-        command += ["--work-dir", str(work.root), "judge", self.plan_id, "--judges", str(judges)]
-        command += ["--run-id", run_id, "--no-progress"]
-        return subprocess.Popen(
-            command, cwd=REPO, env=env, text=True, start_new_session=True,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-
-
-def _texts(work: WorkDir) -> dict[str, str]:
-    table = read_replies(work).select(["call_key", "raw_reply"]).to_pydict()
-    return dict(zip(table["call_key"], table["raw_reply"], strict=True))
-
-
-def _stored_at(work: WorkDir) -> dict[str, float]:
-    """When each call key was first stored: the earliest ctime of a reply file holding it
-    (files are published by a hard link, which sets the ctime: the moment it was visible)."""
-    first: dict[str, float] = {}
-    for path in work.replies.glob("*.parquet"):
-        mtime = path.stat().st_ctime
-        for key in pq.read_table(path, columns=["call_key"]).column("call_key").to_pylist():
-            first[key] = min(first.get(key, mtime), mtime)
-    return first
-
-
-def _audit(row: Row, work: WorkDir, run_id: str, log: list[dict[str, Any]]) -> None:
-    """Fill the stored / requested-again / paid-twice columns from the cache and the log.
-
-    Requested again: a request that started after its call's reply was stored on disk.
-    Paid twice: replies the judge delivered beyond the first, per call key.
-    """
-    calls = pq.read_table(work.run_dir(run_id) / "calls.parquet").to_pylist()
-    row.planned = len(calls)
-    row.stored = sum(c["status"] == "stored" for c in calls)
-    stored_at = _stored_at(work)
-    row.requested_again = sum(
-        1
-        for e in log
-        if e["call_key"] in stored_at
-        and dt.datetime.fromisoformat(e["time"]).timestamp() - e["latency_ms"] / 1000
-        > stored_at[e["call_key"]]
-    )
-    paid = Counter(e["call_key"] for e in log if e["status"] == 200 and e["fault"] is None)
-    row.paid_twice = sum(n - 1 for n in paid.values())
-
-
-def _rate(log: list[dict[str, Any]], n: int) -> float:
-    ends = sorted(dt.datetime.fromisoformat(e["time"]) for e in log)[:n]
-    starts = sorted(
-        dt.datetime.fromisoformat(e["time"]) - dt.timedelta(milliseconds=e["latency_ms"])
-        for e in log
-    )[:n]
-    return n / max((ends[-1] - starts[0]).total_seconds(), 1e-9)
 
 
 def storm(bench: Bench, name: str, faults: dict[str, Any], **judge_kw: Any) -> Row:
@@ -189,12 +51,12 @@ def storm(bench: Bench, name: str, faults: dict[str, Any], **judge_kw: Any) -> R
     if counts["pending"]:
         row.note = f"{counts['pending']} pending!"
     bench.server.set_faults(**NO_FAULTS)
-    stored_before = _texts(work)
+    stored_before = texts(work)
     row.resent = bench.rerun(work, name)["sent"]
     row.seconds = time.perf_counter() - started
-    after = _texts(work)
+    after = texts(work)
     row.lost = sum(after.get(k) != v for k, v in stored_before.items())
-    _audit(row, work, name, bench.server.request_log())
+    audit(row, work, name, bench.server.request_log())
     return row
 
 
@@ -233,15 +95,15 @@ def crash(bench: Bench, kills: int, rng: random.Random, signum: int = signal.SIG
         expected = -signum if signum == signal.SIGKILL else 128 + signum
         if proc.returncode != expected:
             raise SystemExit(f"{name}: exit {proc.returncode}, not {expected}:\n{output}")
-        snapshots.append(_texts(work))
+        snapshots.append(texts(work))
     proc = bench.start(work, judges, "crash")
     output, _ = proc.communicate()
     if proc.returncode != 0:
         raise SystemExit(f"resumed crash run failed:\n{output}")
     row.seconds = time.perf_counter() - started
-    final = _texts(work)
+    final = texts(work)
     row.lost = sum(final.get(k) != v for snap in snapshots for k, v in snap.items())
-    _audit(row, work, "crash", bench.server.request_log())
+    audit(row, work, "crash", bench.server.request_log())
     row.scenario = f"{kind}: {name} x{len(snapshots)}, resume"
     row.note = "replies stored at each kill: " + ", ".join(str(len(s)) for s in snapshots)
     row.note += f" (in flight at the kills: at most {len(snapshots)} x {concurrency})"
@@ -262,8 +124,8 @@ def concurrent(bench: Bench) -> Row:
         if proc.returncode != 0:
             raise SystemExit(f"concurrent run failed:\n{output}")
     row.seconds = time.perf_counter() - started
-    _audit(row, work, "left", bench.server.request_log())
-    bad = sum(1 for p in work.replies.glob("*.parquet") if not _readable(p))
+    audit(row, work, "left", bench.server.request_log())
+    bad = sum(1 for p in work.replies.glob("*.parquet") if not readable(p))
     row.lost = len(list(work.quarantine.iterdir())) + bad
     return row
 
@@ -285,7 +147,7 @@ def same_run_id(bench: Bench) -> Row:
     bench.server.judge.personas["bench"] = persona
     first.communicate()
     row.seconds = time.perf_counter() - started
-    _audit(row, work, "same", bench.server.request_log())
+    audit(row, work, "same", bench.server.request_log())
     refused = second.returncode == 2 and "being judged by another process" in output
     row.note = "second refused" if refused else f"second NOT refused: {output[-200:]}"
     return row
@@ -300,54 +162,19 @@ def corrupt(bench: Bench) -> Row:
     files = sorted(work.replies.glob("*.parquet"), key=lambda p: p.stat().st_mtime)
     victim = files[0]
     broken = set(pq.read_table(victim, columns=["call_key"]).column("call_key").to_pylist())
-    kept = {k: v for k, v in _texts(work).items() if k not in broken}
+    kept = {k: v for k, v in texts(work).items() if k not in broken}
     victim.write_bytes(victim.read_bytes()[: victim.stat().st_size // 2])
     bench.server.clear_log()
     started = time.perf_counter()
     counts = bench.run(work, "corrupt", judge)
     row.seconds = time.perf_counter() - started
     row.resent = counts["sent"]
-    after = _texts(work)
+    after = texts(work)
     row.lost = sum(after.get(k) != v for k, v in kept.items())
-    _audit(row, work, "corrupt", bench.server.request_log())
+    audit(row, work, "corrupt", bench.server.request_log())
     quarantined = (work.quarantine / f"replies-{victim.name}").exists()
     row.note = f"{len(broken)} replies in the cut file; quarantined: {quarantined}"
     return row
-
-
-def _readable(path: Path) -> bool:
-    try:
-        pq.read_table(path)
-    except Exception:
-        return False
-    return True
-
-
-def _print(rows: list[Row]) -> None:
-    header = ("scenario", "planned", "stored", "failed by category (before rerun)", "resent",
-              "stored keys re-requested", "paid twice", "data lost", "wall s")  # fmt: skip
-    table = [header] + [
-        (
-            r.scenario,
-            str(r.planned),
-            str(r.stored),
-            ", ".join(f"{k} {v}" for k, v in sorted(r.failed.items())) or "-",
-            str(r.resent),
-            str(r.requested_again),
-            str(r.paid_twice),
-            str(r.lost),
-            f"{r.seconds:.1f}",
-        )  # fmt: skip
-        for r in rows
-    ]
-    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
-    for n, line in enumerate(table):
-        print(" | ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)))
-        if n == 0:
-            print("-+-".join("-" * w for w in widths))
-    for r in rows:
-        if r.note:
-            print(f"  {r.scenario}: {r.note}")
 
 
 def main() -> None:
@@ -379,13 +206,13 @@ def main() -> None:
         rows: list[Row] = []
         if "storms" in args.only:
             calm = storm(bench, "no faults", {}, max_retries=2)
-            calm_rate = _rate(bench.server.request_log(), bench.planned)
+            calm_rate = rate(bench.server.request_log(), bench.planned)
             rows.append(calm)
             rows.append(storm(bench, "429 on half, Retry-After 1", {"rate_429": 0.5},
                               max_retries=2))  # fmt: skip
             storm_log = bench.server.request_log()
             first_attempts = min(bench.planned, len(storm_log))
-            storm_rate = _rate(storm_log, first_attempts)
+            storm_rate = rate(storm_log, first_attempts)
             rows.append(storm(bench, "5xx bursts (60%)", {"rate_5xx": 0.6}, max_retries=2))
             rows.append(storm(bench, "stalls past timeout", {"rate_stall": 0.3, "stall_s": 5.0},
                               max_retries=1, timeout_s=1.0))  # fmt: skip
@@ -405,7 +232,7 @@ def main() -> None:
         if "corrupt" in args.only:
             rows.append(corrupt(bench))
         print()
-        _print(rows)
+        print_rows(rows)
         if "storms" in args.only:
             print(f"\nrequest rate over the first {bench.planned} requests: "
                   f"{calm_rate:,.0f}/s without faults, {storm_rate:,.0f}/s under 429s "

@@ -3,8 +3,6 @@ re-parsing a run from its cached replies. Neither sends a call."""
 
 from __future__ import annotations
 
-import datetime as dt
-import time
 from typing import Any
 
 from prefect import flow
@@ -14,9 +12,9 @@ from flows.remap import remap_flow
 from flows.replay import replay_flow
 from schemas.run import RunRecord
 from schemas.vocabulary import DESIGNS, POLICIES
-from tasks.hashing import digest
+from tasks.jobrecord import new_record, recorded_run
 from tasks.runfolder import RunFolder
-from tasks.runrecord import code_version, new_run_id, outcome_counts, read_record, write_record
+from tasks.runrecord import new_run_id, outcome_counts, read_record, write_record
 from tasks.workdir import WorkDir
 
 NO_REPLAY_K1 = (
@@ -60,39 +58,24 @@ def import_flow(
 
     `questions`/`answers_dir` are FastChat's text files; `mapping`, `judge` and `template`
     read a judgments table."""
-    from tasks.imports import ImportOptions, build_import, read_seeds
+    from tasks.imports import ImportOptions, build_import, check_files, read_seeds
 
     work = WorkDir.at(work_dir)
     options = ImportOptions(dataset, questions, answers_dir, mapping, judge, template)
     files = [f for p in paths for f in read_seeds(fmt, p, options)]
-    run_id = run_id or new_run_id()
+    check_files(files)  # before any record is written: a refused import leaves no entry
     config: dict[str, Any] = {
         "import": fmt, "files": list(paths), "k": len(files), "template": files[0].template_id,
         "judges": [{"name": files[0].judge, "configs": [files[0].config]}],
     }  # fmt: skip
-    record = RunRecord(
-        run_id=run_id, name=name or f"import {fmt}", status="running",
-        config_hash=digest(config), config=config, code=code_version(),
-        started_at=dt.datetime.now(dt.UTC),
-    )  # fmt: skip
-    clock = time.perf_counter()
-    try:
-        built = build_import(work, files, run_id)
+    record = new_record(run_id or new_run_id(), name or f"import {fmt}", config)
+    with recorded_run(work, record, timed="import"):
+        built = build_import(work, files, record.run_id)
         record.manifest_hash, record.plan_id = built.manifest_hash, built.plan_id
         record.calls, record.imported = built.counts, built.imported
-        write_record(work, record)
-        remap_flow(run_id, str(work.root))
+        write_record(work, record)  # the report reads the run's calls and files from it
+        remap_flow(record.run_id, str(work.root))
         _finish(work, record, built.k)
-        record.status = "completed"
-    except BaseException as exc:
-        record.status = "failed"
-        record.error = f"{type(exc).__name__}: {exc}"
-        raise
-    finally:
-        record.stage_seconds["import"] = round(time.perf_counter() - clock, 3)
-        record.ended_at = dt.datetime.now(dt.UTC)
-        if RunFolder(work, run_id).exists():
-            write_record(work, record)
     return record.model_dump(mode="json")
 
 

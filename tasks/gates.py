@@ -3,7 +3,8 @@
 A stage builds its suite in code (one function per table), computes any derived check
 columns in pandas first (for example "stored SHA-256 equals the hash of the stored bytes"),
 and calls `run_gate`. A failed gate raises GateError listing each failed expectation with
-its unexpected count and the ids of the first offending rows.
+its unexpected count and the ids of the first offending rows; checks that repeat one
+expectation are validated once and share its result.
 """
 
 from __future__ import annotations
@@ -65,9 +66,10 @@ def run_gate(stage: str, df: pd.DataFrame, checks: list[Check], *, id_column: st
         asset = source.add_dataframe_asset(name=f"{stage}-asset-{n}")
         batch = asset.add_batch_definition_whole_dataframe(f"{stage}-batch-{n}")
         suite = ctx.suites.add(gx.ExpectationSuite(name=f"{stage}-suite-{n}"))
-        for check in checks:
+        distinct, slots = _distinct(checks)
+        for expectation in distinct:
             # An expectation belongs to one suite; gates are reused, so add a fresh copy.
-            fresh = copy.copy(check.expectation)
+            fresh = copy.copy(expectation)
             fresh.id = None
             suite.add_expectation(fresh)
         validation = gx.ValidationDefinition(data=batch, suite=suite, name=f"{stage}-val-{n}")
@@ -77,7 +79,10 @@ def run_gate(stage: str, df: pd.DataFrame, checks: list[Check], *, id_column: st
         )
     failures: list[str] = []
     ids = df[id_column].reset_index(drop=True) if id_column in df.columns else None
-    for check, res in zip(checks, result.results, strict=True):
+    # One result per distinct expectation, in the suite's order.
+    results = [res for _, res in zip(distinct, result.results, strict=True)]
+    for check, slot in zip(checks, slots, strict=True):
+        res = results[slot]
         if res.success:
             continue
         detail = res.result or {}
@@ -97,7 +102,31 @@ def run_gate(stage: str, df: pd.DataFrame, checks: list[Check], *, id_column: st
             msg += f" (check could not run: {res.exception_info.get('exception_message')})"
         failures.append(msg)
     if failures:
-        raise GateError(stage, failures)
+        raise GateError(stage, list(dict.fromkeys(failures)))
+
+
+_NOT_COMPARED = {"id", "rendered_content", "notes", "meta"}
+"""Fields two expectations may differ in and still be one (as a suite tells them apart)."""
+
+
+def _distinct(checks: list[Check]) -> tuple[list[Any], list[int]]:
+    """The distinct expectations of `checks`, and each check's position among them: a suite
+    holds an expectation once, so checks repeating one share its result."""
+    distinct: list[Any] = []
+    slots: list[int] = []
+    for check in checks:
+        mine = check.expectation
+        same = (
+            i
+            for i, e in enumerate(distinct)
+            if e.expectation_type == mine.expectation_type
+            and e.dict(exclude=_NOT_COMPARED) == mine.dict(exclude=_NOT_COMPARED)
+        )
+        slot = next(same, len(distinct))
+        if slot == len(distinct):
+            distinct.append(mine)
+        slots.append(slot)
+    return distinct, slots
 
 
 def _files_digest(files: list[Path]) -> str | None:

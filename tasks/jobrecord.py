@@ -1,8 +1,8 @@
 """Run records of every job that judges, and the state of each run as `runs` shows it.
 
 `recorded_run` holds a run's lock while it keeps the run's `record.json` (so a process
-refused the lock never writes into another's run); `judge` and `live` runs get a record
-this way, like nightly runs. `scan_records` reads every record: a damaged one is listed,
+refused the lock never writes into another's run); `judge`, `live` and imported runs get a
+record this way, like nightly runs. `scan_records` reads every record: a damaged one is listed,
 not skipped, and a `running` record whose lock is free belongs to a process that died.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import fcntl
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -56,13 +57,17 @@ def judged_config(
 
 
 @contextmanager
-def recorded_run(work: WorkDir, record: RunRecord) -> Iterator[RunRecord]:
+def recorded_run(
+    work: WorkDir, record: RunRecord, *, timed: str | None = None
+) -> Iterator[RunRecord]:
     """Hold the run's lock and keep its record: `running` on entry, `completed` (unless the
     caller set another status) or `failed` (with the error) on exit; the caller fills in
-    counts on the record meanwhile. Refused the lock, nothing is written."""
+    counts on the record meanwhile. With `timed`, the whole job's seconds go to the record's
+    `stage_seconds[timed]`. Refused the lock, nothing is written."""
     with RunLock(work, record.run_id, nestable=True):
         record.status, record.error, record.ended_at = "running", None, None
         write_record(work, record)
+        clock = time.perf_counter()
         try:
             yield record
             if record.status == "running":  # a caller may have judged it degraded or failed
@@ -72,6 +77,8 @@ def recorded_run(work: WorkDir, record: RunRecord) -> Iterator[RunRecord]:
             record.error = f"{type(exc).__name__}: {exc}"
             raise
         finally:
+            if timed is not None:
+                record.stage_seconds[timed] = round(time.perf_counter() - clock, 3)
             record.ended_at = dt.datetime.now(dt.UTC)
             write_record(work, record)
 

@@ -27,6 +27,20 @@ def test_run_gate_names_offending_rows() -> None:
     run_gate("stage", df.iloc[:1], checks, id_column="pair_id")  # the same checks, reused
 
 
+def test_run_gate_takes_a_repeated_expectation_as_one_check() -> None:
+    df = pd.DataFrame({"pair_id": ["p1", "p2"], "ok": [True, False]})
+    unique = gx.expectations.ExpectColumnValuesToBeUnique(column="pair_id")
+    is_ok = gx.expectations.ExpectColumnValuesToBeInSet(column="ok", value_set=[True])
+    same = gx.expectations.ExpectColumnValuesToBeInSet(column="ok", value_set=[True])
+    checks = [Check(is_ok, "ok"), Check(unique, "ids are unique"), Check(same, "ok"),
+              Check(is_ok, "ok is true")]  # fmt: skip
+    with pytest.raises(GateError) as info:
+        run_gate("stage", df, checks, id_column="pair_id")
+    assert info.value.stage == "stage"
+    assert info.value.failures == ["ok (1 row; pair_id p2)", "ok is true (1 row; pair_id p2)"]
+    run_gate("stage", df.iloc[:1], checks, id_column="pair_id")
+
+
 def test_gate_once_skips_unchanged_bytes_and_reruns_on_change(tmp_path: Path) -> None:
     stored = tmp_path / "table.parquet"
     stored.write_bytes(b"version 1")

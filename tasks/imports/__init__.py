@@ -14,7 +14,13 @@ from pathlib import Path
 from tasks.errors import InputError
 from tasks.imports.agreement import agreement
 from tasks.imports.arenahard import read_arenahard
-from tasks.imports.build import IMPORT_KEY_FORMAT, ImportedRun, build_import, imported_table
+from tasks.imports.build import (
+    IMPORT_KEY_FORMAT,
+    ImportedRun,
+    build_import,
+    check_files,
+    imported_table,
+)
 from tasks.imports.fastchat import read_fastchat
 from tasks.imports.judgebench import read_judgebench_output
 from tasks.imports.records import ImportedFile, Judgment
@@ -29,6 +35,7 @@ __all__ = [
     "Judgment",
     "agreement",
     "build_import",
+    "check_files",
     "imported_table",
     "read_imported",
     "read_judgebench_output",

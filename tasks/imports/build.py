@@ -25,7 +25,7 @@ from tasks.runfolder import RunFolder
 from tasks.storage import write_parquet_atomic
 from tasks.workdir import WorkDir
 
-__all__ = ["IMPORT_KEY_FORMAT", "ImportedRun", "build_import", "imported_table"]
+__all__ = ["IMPORT_KEY_FORMAT", "ImportedRun", "build_import", "check_files", "imported_table"]
 
 IMPORT_KEY_FORMAT = "judgeline-import-v1"
 """First part of an imported reply's key: it can never equal a sent call's key."""
@@ -64,6 +64,23 @@ def _check_same_judge(files: list[ImportedFile]) -> None:
             )
 
 
+def check_files(files: list[ImportedFile]) -> None:
+    """Refuse files that cannot make one run: none, not one judge's repeated runs of the same
+    pairs, or a pair judged twice in one order of one file (`build_import` checks too)."""
+    if not files:
+        raise InputError("give at least one judgment file to import")
+    _check_same_judge(files)
+    for file in files:
+        seen: set[tuple[str, str]] = set()
+        for j in file.judgments:
+            if (j.pair_id, j.order) in seen:
+                raise InputError(
+                    f"pair {j.pair_id} is judged twice in order {j.order}", file=str(file.path),
+                    row=j.line,
+                )  # fmt: skip
+            seen.add((j.pair_id, j.order))
+
+
 def _template_hash(template_id: str) -> str:
     from tasks.templates import TEMPLATES
 
@@ -78,9 +95,7 @@ def build_import(work: WorkDir, files: list[ImportedFile], run_id: str) -> Impor
     from tasks.plan.designs import plan_full_grid, plan_id_of
     from tasks.plan.store import write_plan
 
-    if not files:
-        raise InputError("give at least one judgment file to import")
-    _check_same_judge(files)
+    check_files(files)
     first = files[0]
     frozen = freeze_manifest([(str(first.path), first.pairs.pairs, first.pairs.rows)], work)
     manifest_hash = frozen.info.manifest_hash
@@ -112,16 +127,9 @@ def build_import(work: WorkDir, files: list[ImportedFile], run_id: str) -> Impor
     calls: list[CallRecord] = []
     replies: list[ReplyRecord] = []
     sources: list[ImportedReplyRecord] = []
-    seen: set[tuple[str, int, str]] = set()
     for seed, file in enumerate(files):
         for j in file.judgments:
             cell = (j.pair_id, seed, j.order)
-            if cell in seen:
-                raise InputError(
-                    f"pair {j.pair_id} is judged twice in order {j.order}", file=str(file.path),
-                    row=j.line,
-                )  # fmt: skip
-            seen.add(cell)
             pair = pairs[j.pair_id]
             left, right = ("a", "b") if j.order == "AB" else ("b", "a")
             key = digest(

@@ -2,10 +2,11 @@
 
 `planned` turns a plan into calls (rendered messages, call keys from `callkey`);
 `endpoints` and `providers` build each API's request and read its reply, `failures`
-classifies what went wrong; `client` sends with pooling, limits, retries and a circuit
-breaker; `cache`, `journal` and `claims` store replies crash-safely and keep two runs from
-paying for one call; `request`, `stage`, `batches`, `tally` and `dask_batches` run the
-stage (locally or on Dask) and count it; `stopping` ends it cleanly on SIGINT or SIGTERM.
+classifies what went wrong, `attempts` makes each try's log row; `client` sends with
+pooling, limits, retries and a circuit breaker; `cache`, `journal` and `claims` store
+replies crash-safely and keep two runs from paying for one call; `request`, `stage`,
+`batches`, `tally` and `dask_batches` run the stage (locally or on Dask) and count it;
+`stopping` ends it cleanly on SIGINT or SIGTERM.
 """
 
 from tasks.judging.batches import Batch, Session, judge_batch, send_all, send_batch, split_batches

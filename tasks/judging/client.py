@@ -27,6 +27,7 @@ import httpx
 from schemas.calls import AttemptRecord, ReplyRecord
 from schemas.judge import JudgeSpec
 from tasks.errors import InputError
+from tasks.judging.attempts import attempt_record
 from tasks.judging.claims import CallClaims, Claim
 from tasks.judging.endpoints import endpoint, extra_headers
 from tasks.judging.failures import CallFailure, scrub
@@ -263,6 +264,7 @@ class JudgeClient:
                 await asyncio.sleep(pause * random.uniform(0.5, 1.0))
                 pause = min(CLAIM_POLL_S[1], pause * 2)
                 continue
+            where = (request.call_key, self.run_id, request.attempts_before + attempt, started)
             if isinstance(outcome, Reply):
                 result.reply = ReplyRecord(
                     call_key=request.call_key,
@@ -278,31 +280,11 @@ class JudgeClient:
                     reasoning_tokens=outcome.reasoning_tokens,
                 )
                 result.failure = None
-                result.attempts.append(
-                    AttemptRecord(
-                        call_key=request.call_key,
-                        run_id=self.run_id,
-                        attempt=request.attempts_before + attempt,
-                        ok=True,
-                        http_status=200,
-                        latency_ms=outcome.latency_ms,
-                        started_at=started,
-                    )
-                )
+                result.attempts.append(attempt_record(outcome, *where))
                 return result
             result.failure = outcome
             result.attempts.append(
-                AttemptRecord(
-                    call_key=request.call_key,
-                    run_id=self.run_id,
-                    attempt=request.attempts_before + attempt,
-                    ok=False,
-                    error_category=outcome.category,
-                    http_status=outcome.http_status,
-                    detail=scrub(outcome.detail, self._key),
-                    latency_ms=outcome.latency_ms,
-                    started_at=started,
-                )
+                attempt_record(outcome, *where, detail=scrub(outcome.detail, self._key))
             )
             if not self.retry.should_retry(outcome, attempt):
                 return result

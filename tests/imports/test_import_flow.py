@@ -15,11 +15,13 @@ from flows.imports import NO_REPLAY_K1, import_flow, reparse_flow
 from flows.judge import judge_flow
 from schemas.judge import JudgeSpec
 from schemas.run import RunRecord
+from tasks.errors import InputError
+from tasks.jobrecord import scan_records
 from tasks.runfolder import RunFolder
 from tasks.runrecord import code_version, list_records, write_record
 from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
-from tests.imports.test_judgebench import _file
+from tests.imports.test_judgebench import NAME, _entry, _file, _line, _write
 
 
 @pytest.mark.slow
@@ -35,6 +37,8 @@ def test_import_then_reparse(
     assert Path(record["report"]).is_file()
     (listed,) = list_records(work)
     assert listed.imported is not None and listed.imported["tool"] == "judgebench"
+    assert "import" in listed.stage_seconds
+    assert [(e.run_id, e.status) for e in scan_records(work)] == [("imp-1", "completed")]
 
     # A new parser version that reads only strong verdicts differently.
     original = parsing._PARSERS["arena-hard-v1"]  # noqa: SLF001
@@ -103,3 +107,15 @@ def test_reparse_of_a_judged_run_sends_nothing(
     labels = pq.read_table(RunFolder(work, "judged").table("labels")).to_pylist()
     assert len(labels) == counts["stored"]
     assert {r["parser_version"] for r in labels} == {"reparse-test"}
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_harness")
+def test_a_refused_import_leaves_no_run(tmp_path: Path) -> None:
+    work = WorkDir.at(tmp_path / "work")
+    twice = _line("p", "A>B", _entry("[[A>B]]", "A>B"), None)
+    path = _write(tmp_path / NAME, [twice, twice])
+    with pytest.raises(InputError, match="judged twice"):
+        import_flow("judgebench", [str(path)], str(work.root), "imp-2")
+    assert scan_records(work) == []
+    assert not RunFolder(work, "imp-2").exists()

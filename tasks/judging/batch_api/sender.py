@@ -24,6 +24,7 @@ from typing import Any
 from schemas.calls import AttemptRecord, ReplyRecord
 from schemas.judge import JudgeSpec
 from schemas.vocabulary import ErrorCategory
+from tasks.judging.attempts import attempt_record
 from tasks.judging.batch_api.anthropic import AnthropicBatches
 from tasks.judging.batch_api.api import BatchApi, BatchApiError, Outcome
 from tasks.judging.batch_api.journal import BatchEntry, BatchJournal
@@ -161,21 +162,14 @@ def _records(job: ProviderBatch, key: str, call: PlannedCall | None,
     number = (call.attempts_before if call is not None else 0) + 1
     started = _started(job.entry)
     if isinstance(outcome, CallFailure):
-        return None, AttemptRecord(
-            call_key=key, run_id=job.run_id, attempt=number, ok=False,
-            error_category=outcome.category, http_status=outcome.http_status,
-            detail=outcome.detail, latency_ms=outcome.latency_ms, started_at=started,
-        )  # fmt: skip
+        return None, attempt_record(outcome, key, job.run_id, number, started)
     reply = ReplyRecord(
         call_key=key, provider=spec.provider, model=spec.model, raw_reply=outcome.text,
         finish_reason=outcome.finish_reason, prompt_tokens=outcome.prompt_tokens,
         completion_tokens=outcome.completion_tokens, latency_ms=outcome.latency_ms,
         received_at=dt.datetime.now(dt.UTC), sent_in_batch=True,
     )  # fmt: skip
-    return reply, AttemptRecord(
-        call_key=key, run_id=job.run_id, attempt=number, ok=True, http_status=200,
-        latency_ms=outcome.latency_ms, started_at=started,
-    )  # fmt: skip
+    return reply, attempt_record(outcome, key, job.run_id, number, started)
 
 
 Waiter = Callable[[ProviderBatch], Awaitable[dict[str, int]]]

@@ -12,9 +12,10 @@ from flows.remap import remap_flow
 from flows.replay import replay_flow
 from schemas.run import RunRecord
 from schemas.vocabulary import DESIGNS, POLICIES
-from tasks.jobrecord import new_record, recorded_run
+from tasks.jobrecord import new_record, recorded_run, rerecorded_run, settle_status
 from tasks.runfolder import RunFolder
-from tasks.runrecord import new_run_id, outcome_counts, read_record, write_record
+from tasks.runhealth import raise_unless_completed
+from tasks.runrecord import new_run_id, outcome_counts, write_record
 from tasks.workdir import WorkDir
 
 NO_REPLAY_K1 = (
@@ -82,20 +83,22 @@ def import_flow(
 @flow(name="reparse-run")
 def reparse_flow(run_id: str, work_dir: str | None = None) -> dict[str, Any]:
     """Re-label a run from its cached replies under the current parser and rebuild its
-    outcomes, dispositions, replay and report. Sends nothing."""
+    outcomes, dispositions, replay, report and status, holding the run's lock. Sends
+    nothing; a run still degraded or failed ends this flow run Failed."""
     from tasks.plan import read_plan
 
     work = WorkDir.at(work_dir)
-    record = read_record(work, run_id)
-    before = _labels(work, run_id)
-    counts = remap_flow(run_id, str(work.root))
-    k = read_plan(work, record.plan_id)[0].k if record.plan_id else 0
-    _finish(work, record, k if record.live is None else 0)
-    write_record(work, record)
+    with rerecorded_run(work, run_id, timed="reparse") as record:
+        before = _labels(work, run_id)
+        counts = remap_flow(run_id, str(work.root))
+        k = read_plan(work, record.plan_id)[0].k if record.plan_id else 0
+        _finish(work, record, k if record.live is None else 0)
+        settle_status(work, record)
     after = _labels(work, run_id)
     changed = sorted(key for key, label in after.items() if before.get(key, label) != label)
     counts["relabelled"] = len(changed)
     counts["relabelled_keys"] = changed
+    raise_unless_completed(run_id, record.status, record.health, counts)
     return counts
 
 

@@ -8,7 +8,6 @@ and reproduces the same tables.
 
 from __future__ import annotations
 
-import datetime as dt
 import time
 from typing import Any
 
@@ -25,13 +24,13 @@ from schemas.config import RunConfig
 from schemas.run import RunRecord
 from schemas.vocabulary import CORE_POLICIES, DESIGNS
 from tasks.errors import InputError
-from tasks.jobrecord import judged_config, new_record, recorded_run
+from tasks.jobrecord import judged_config, new_record, recorded_run, settle_status
 from tasks.live.advice import advised_savings, realised_against_advised
 from tasks.preflight import check_keys, check_run
-from tasks.runconfig import config_hash, load_run_config
+from tasks.runconfig import load_run_config
 from tasks.runfolder import RunFolder
-from tasks.runhealth import raise_unless_completed, run_health, run_status
-from tasks.runrecord import code_version, new_run_id, outcome_counts, read_record, write_record
+from tasks.runhealth import raise_unless_completed
+from tasks.runrecord import new_run_id, outcome_counts, read_record, write_record
 from tasks.workdir import WorkDir
 
 
@@ -67,20 +66,11 @@ async def nightly_flow(
     """Run every stage for one configuration; returns the run record as a dict."""
     cfg = resolve_config(config, config_path)
     work = WorkDir.at(work_dir or cfg.work_dir)
-    str(work.root)
     # Checked before any record is written: a refused run leaves no entry in `runs`.
     check_run(cfg, work, run_id)
     await check_keys(cfg)
     run_id = run_id or new_run_id()
-    record = RunRecord(
-        run_id=run_id,
-        name=cfg.name,
-        status="running",
-        config_hash=config_hash(cfg),
-        config=cfg.model_dump(mode="json"),
-        code=code_version(),
-        started_at=dt.datetime.now(dt.UTC),
-    )
+    record = new_record(run_id, cfg.name, cfg.model_dump(mode="json"))
     # The run's lock first (refused: nothing is written, the run may be another process's);
     # the record says `running` until the stages end, then their status or the error.
     with recorded_run(work, record):
@@ -145,8 +135,7 @@ async def _stages(cfg: RunConfig, work: WorkDir, record: RunRecord, show_progres
         write_record(work, record)  # the report's "since" section reads the probe
     record.report = report_task(root, run_id)
     lap("report")
-    record.health = run_health(folder)
-    record.status = run_status(record.health)
+    settle_status(work, record)
     if cfg.alarms is not None:
         record.alarms = alarms_task(root, record.model_dump(mode="json"))
 
@@ -200,8 +189,7 @@ async def rerun_run_flow(
         remap_flow(run_id, str(work.root))
         record.outcomes = outcome_counts(folder)
         record.report = _replay_and_report(work, run_id, list(designs), list(policies))
-        record.health = run_health(folder)
-        record.status = run_status(record.health)
+        settle_status(work, record)
     raise_unless_completed(run_id, record.status, record.health)
     return counts
 

@@ -2,8 +2,11 @@
 
 `recorded_run` holds a run's lock while it keeps the run's `record.json` (so a process
 refused the lock never writes into another's run); `judge`, `live` and imported runs get a
-record this way, like nightly runs. `scan_records` reads every record: a damaged one is listed,
-not skipped, and a `running` record whose lock is free belongs to a process that died.
+record this way, like nightly runs, and `rerecorded_run` keeps the record of a run that
+exists (a reparse). `settle_status` sets a record's health and status from the run's tables:
+every job that makes or changes a run's outcomes ends with it. `scan_records` reads every
+record: a damaged one is listed, not skipped, and a `running` record whose lock is free
+belongs to a process that died.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from tasks.errors import describe_validation
 from tasks.hashing import canonical_json, sha256_text
 from tasks.judging.claims import RunLock
 from tasks.runfolder import RECORD_FILE, RunFolder
-from tasks.runrecord import code_version, write_record
+from tasks.runhealth import run_health, run_status
+from tasks.runrecord import code_version, read_record, write_record
 from tasks.workdir import WorkDir
 
 __all__ = [
@@ -31,8 +35,10 @@ __all__ = [
     "lock_is_free",
     "new_record",
     "recorded_run",
+    "rerecorded_run",
     "resume_command",
     "scan_records",
+    "settle_status",
 ]
 
 
@@ -81,6 +87,26 @@ def recorded_run(
                 record.stage_seconds[timed] = round(time.perf_counter() - clock, 3)
             record.ended_at = dt.datetime.now(dt.UTC)
             write_record(work, record)
+
+
+@contextmanager
+def rerecorded_run(work: WorkDir, run_id: str, *, timed: str | None = None) -> Iterator[RunRecord]:
+    """`recorded_run` for a run that has a record, read once the lock is held (a job that
+    ended meanwhile is not overwritten by the copy read before it ended). A run without a
+    record is refused before the lock makes its folder."""
+    read_record(work, run_id)
+    with (
+        RunLock(work, run_id, nestable=True),
+        recorded_run(work, read_record(work, run_id), timed=timed) as record,
+    ):
+        yield record
+
+
+def settle_status(work: WorkDir, record: RunRecord) -> None:
+    """The record's health and status (completed, degraded or failed) from the run's calls
+    and outcomes (docs/design.md#run-status); `recorded_run` then keeps that status."""
+    record.health = run_health(RunFolder(work, record.run_id))
+    record.status = run_status(record.health)
 
 
 def lock_is_free(work: WorkDir, run_id: str) -> bool:

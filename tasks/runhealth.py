@@ -75,12 +75,20 @@ FIX = {
 
 class RunNotCompleted(JudgelineError):
     """A run ended `degraded` or `failed`; raised after everything is written, so the flow
-    run ends Failed. The message is the reasons, one line per judge config."""
+    run ends Failed. The message is the reasons, one line per judge config; `result` is what
+    the job returns when the run completes (its counts), for the command line to show too."""
 
-    def __init__(self, run_id: str, status: RunStatus, lines: list[str]) -> None:
+    def __init__(
+        self,
+        run_id: str,
+        status: RunStatus,
+        lines: list[str],
+        result: dict[str, Any] | None = None,
+    ) -> None:
         self.run_id = run_id
         self.status = status
         self.lines = lines
+        self.result = result
         super().__init__("\n".join(lines))
 
 
@@ -226,7 +234,13 @@ def reasons(run_id: str, status: RunStatus, health: list[ConfigHealth]) -> list[
     return [lead, *describe(run_id, health)]
 
 
-def raise_unless_completed(run_id: str, status: RunStatus, health: list[ConfigHealth]) -> None:
-    """Raise `RunNotCompleted` (with the `reasons`) for a `degraded` or `failed` run."""
+def raise_unless_completed(
+    run_id: str,
+    status: RunStatus,
+    health: list[ConfigHealth],
+    result: dict[str, Any] | None = None,
+) -> None:
+    """Raise `RunNotCompleted` (with the `reasons` and the job's `result`) for a `degraded`
+    or `failed` run."""
     if status != "completed":
-        raise RunNotCompleted(run_id, status, reasons(run_id, status, health))
+        raise RunNotCompleted(run_id, status, reasons(run_id, status, health), result)

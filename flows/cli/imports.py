@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from flows.cli.app import app, console, state
+from flows.cli.app import app, console, print_reasons, state
 
 
 def _print_agreement(imported: dict[str, Any] | None) -> None:
@@ -84,10 +84,22 @@ def import_(
 
 @app.command("reparse")
 def reparse(run_id: Annotated[str, typer.Argument(help="The run to re-label.")]) -> None:
-    """Re-label a run from its cached replies (current parser) and rebuild everything after."""
+    """Re-label a run from its cached replies (current parser) and rebuild everything after,
+    its status too; exits as `run` does (3 if the run is degraded, 4 if failed)."""
     from flows.imports import reparse_flow
+    from tasks.runhealth import EXIT_CODES, RunNotCompleted
 
-    counts = reparse_flow(run_id, str(state.work.root))
+    try:
+        counts = reparse_flow(run_id, str(state.work.root))
+    except RunNotCompleted as exc:
+        print_reasons(exc.lines)
+        if exc.result is not None:
+            _print_relabelled(run_id, exc.result)
+        raise typer.Exit(EXIT_CODES[exc.status]) from None
+    _print_relabelled(run_id, counts)
+
+
+def _print_relabelled(run_id: str, counts: dict[str, Any]) -> None:
     console.print(
         f"run [bold]{run_id}[/bold] re-labelled under parser {counts['parser_version']}: "
         f"{counts['relabelled']} labels changed, 0 calls sent",

@@ -10,6 +10,9 @@ sent again by rerun-failed, stored calls requested again (must be 0), calls paid
 (only calls in flight when a process was SIGKILLed may be: at most kills x concurrency;
 SIGINT and SIGTERM store the replies in flight, so none),
 replies lost (must be 0) and wall time. A last line compares request rates with and without 429s.
+The stop scenarios signal each life of a run after a random number of its calls, while at
+least half of the others are still to send; a run too small for --kills stops fewer times
+(the row says how many).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import argparse
 import os
 import random
 import signal
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -79,15 +83,15 @@ def crash(bench: Bench, kills: int, rng: random.Random, signum: int = signal.SIG
     stops: list[float] = []
     started = time.perf_counter()
     for _ in range(kills):
+        # Stop each life after a random number of its calls, at most half of those it
+        # cannot have in flight: the signal lands mid-run, never in its last stages.
+        most = (bench.planned - len(texts(work)) - concurrency) // 2
+        if most < 1:
+            break  # too few calls left to stop a run mid-way: the resume below ends it
         proc = bench.start(work, judges, "crash")
-        seen = {p.name for p in work.replies.glob("*.parquet")}
-        while not ({p.name for p in work.replies.glob("*.parquet")} - seen):
-            if proc.poll() is not None:
-                break
-            time.sleep(0.02)
-        time.sleep(rng.uniform(0.0, 2.0))
-        if proc.poll() is not None:
-            break  # finished before its kill: the size is too small for more kills
+        if not sent_some(bench, proc, rng.randint(1, most)):
+            proc.communicate()
+            break  # it ended before it sent them
         os.killpg(proc.pid, signum)
         signalled = time.perf_counter()
         output, _ = proc.communicate()
@@ -109,6 +113,17 @@ def crash(bench: Bench, kills: int, rng: random.Random, signum: int = signal.SIG
     row.note += f" (in flight at the kills: at most {len(snapshots)} x {concurrency})"
     row.note += "; exited after " + ", ".join(f"{s:.1f}" for s in stops) + " s"
     return row
+
+
+def sent_some(bench: Bench, proc: subprocess.Popen[str], calls: int) -> bool:
+    """Wait until the run `proc` has sent `calls` more requests to the judge; False if it
+    ended first."""
+    target = len(bench.server.request_log()) + calls
+    while len(bench.server.request_log()) < target:
+        if proc.poll() is not None:
+            return False
+        time.sleep(0.005)
+    return proc.poll() is None
 
 
 def concurrent(bench: Bench) -> Row:

@@ -18,7 +18,8 @@ from schemas.run import RunRecord
 from tasks.errors import InputError
 from tasks.jobrecord import scan_records
 from tasks.runfolder import RunFolder
-from tasks.runrecord import code_version, list_records, write_record
+from tasks.runhealth import RunNotCompleted
+from tasks.runrecord import code_version, list_records, read_record, write_record
 from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 from tests.imports.test_judgebench import NAME, _entry, _file, _line, _write
@@ -50,8 +51,13 @@ def test_import_then_reparse(
 
     monkeypatch.setitem(parsing._PARSERS, "arena-hard-v1", changed)  # noqa: SLF001
     monkeypatch.setattr(parsing, "PARSER_VERSION", "2")
-    counts = reparse_flow("imp-1", str(work.root))
-    assert counts["parser_version"] == "2"
+    # One of the six judgments has no reply (not_recorded): more than 10%, so degraded.
+    with pytest.raises(RunNotCompleted) as degraded:
+        reparse_flow("imp-1", str(work.root))
+    assert degraded.value.status == "degraded"
+    assert read_record(work, "imp-1").status == "degraded"
+    counts = degraded.value.result
+    assert counts is not None and counts["parser_version"] == "2"
     assert counts["relabelled"] == 1
     labels = pq.read_table(RunFolder(work, "imp-1").table("labels")).to_pylist()
     assert {r["parser_version"] for r in labels} == {"2"}

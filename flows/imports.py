@@ -56,6 +56,8 @@ def import_flow(
     template: str = "arena-hard-v1",
 ) -> dict[str, Any]:  # fmt: skip
     """Import the judgment files of one judge (one per seed) as a run; returns its record.
+    A run whose health is degraded or failed (judgments recorded without a reply) ends this
+    flow run Failed, as a judged run does.
 
     `questions`/`answers_dir` are FastChat's text files; `mapping`, `judge` and `template`
     read a judgments table."""
@@ -77,7 +79,10 @@ def import_flow(
         write_record(work, record)  # the report reads the run's calls and files from it
         remap_flow(record.run_id, str(work.root))
         _finish(work, record, built.k)
-    return record.model_dump(mode="json")
+        settle_status(work, record)
+    result = record.model_dump(mode="json")
+    raise_unless_completed(record.run_id, record.status, record.health, result)
+    return result
 
 
 @flow(name="reparse-run")

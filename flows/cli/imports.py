@@ -62,17 +62,29 @@ def import_(
         str, typer.Option(help="table: the reply format (template id) to parse.")
     ] = "arena-hard-v1",
 ) -> None:
-    """Import another tool's judgment files as a run: nothing is sent or paid."""
+    """Import another tool's judgment files as a run: nothing is sent or paid. Exits as
+    `run` does (3 if the run is degraded, 4 if failed)."""
     from flows.imports import import_flow
+    from tasks.runhealth import EXIT_CODES, RunNotCompleted
 
-    record = import_flow(
-        fmt, [str(f) for f in files], str(state.work.root), run_id, dataset, name,
-        str(questions) if questions else None, str(answers_dir) if answers_dir else None,
-        map_, judge, template,
-    )  # fmt: skip
+    try:
+        record = import_flow(
+            fmt, [str(f) for f in files], str(state.work.root), run_id, dataset, name,
+            str(questions) if questions else None, str(answers_dir) if answers_dir else None,
+            map_, judge, template,
+        )  # fmt: skip
+    except RunNotCompleted as exc:
+        print_reasons(exc.lines)
+        if exc.result is not None:
+            _print_imported(exc.result, len(files))
+        raise typer.Exit(EXIT_CODES[exc.status]) from None
+    _print_imported(record, len(files))
+
+
+def _print_imported(record: dict[str, Any], files: int) -> None:
     calls = record["calls"]
     console.print(
-        f"run [bold]{record['run_id']}[/bold] imported from {len(files)} file(s): "
+        f"run [bold]{record['run_id']}[/bold] imported from {files} file(s): "
         f"{calls['imported']} replies, {calls['failed']} recorded without a reply, "
         f"{calls['planned']} planned slots, 0 sent",
         highlight=False,

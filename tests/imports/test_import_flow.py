@@ -30,8 +30,11 @@ def test_import_then_reparse(
     tmp_path: Path, prefect_harness: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     work = WorkDir.at(tmp_path / "work")
-    record = import_flow("judgebench", [str(_file(tmp_path))], str(work.root), "imp-1")
-    assert record["status"] == "completed"
+    # One of the six judgments has no reply (not_recorded): more than 10%, so degraded.
+    with pytest.raises(RunNotCompleted) as imported:
+        import_flow("judgebench", [str(_file(tmp_path))], str(work.root), "imp-1")
+    record = imported.value.result
+    assert record is not None and record["status"] == "degraded"
     assert record["calls"]["sent"] == 0
     assert record["imported"]["agreement"]["agree"] == 4
     assert record["imported"]["replay"] == NO_REPLAY_K1
@@ -39,7 +42,7 @@ def test_import_then_reparse(
     (listed,) = list_records(work)
     assert listed.imported is not None and listed.imported["tool"] == "judgebench"
     assert "import" in listed.stage_seconds
-    assert [(e.run_id, e.status) for e in scan_records(work)] == [("imp-1", "completed")]
+    assert [(e.run_id, e.status) for e in scan_records(work)] == [("imp-1", "degraded")]
 
     # A new parser version that reads only strong verdicts differently.
     original = parsing._PARSERS["arena-hard-v1"]  # noqa: SLF001
@@ -51,7 +54,6 @@ def test_import_then_reparse(
 
     monkeypatch.setitem(parsing._PARSERS, "arena-hard-v1", changed)  # noqa: SLF001
     monkeypatch.setattr(parsing, "PARSER_VERSION", "2")
-    # One of the six judgments has no reply (not_recorded): more than 10%, so degraded.
     with pytest.raises(RunNotCompleted) as degraded:
         reparse_flow("imp-1", str(work.root))
     assert degraded.value.status == "degraded"

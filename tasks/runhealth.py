@@ -207,6 +207,11 @@ def describe(run_id: str, health: list[ConfigHealth]) -> list[str]:
         failures = ", ".join(f"{n} {c}" for c, n in h.failed.items())
         if h.stopped:
             lines.append(f"{where}; {stop_line(run_id, h.stopped, h.message, h.pending)}")
+        elif set(h.failed) == {NOT_RECORDED}:
+            lines.append(
+                f"{where}; {failures}: the imported files hold no reply for them, so nothing "
+                "can send them again; import files that have them"
+            )
         elif failures:
             lines.append(
                 f"{where}; failed: {failures}; first: {h.message or 'no message'}; "

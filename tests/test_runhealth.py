@@ -11,6 +11,7 @@ import pytest
 from schemas.run import ConfigHealth
 from tasks.runhealth import (
     MISSING_SHARE,
+    NOT_RECORDED,
     VALID_SHARE,
     RunNotCompleted,
     raise_unless_completed,
@@ -57,6 +58,11 @@ def test_reasons_lead_with_the_status_and_quote_the_provider() -> None:
         "key provided; 97 calls not sent, run `judgeline rerun-failed r1` after fixing the key"
     )
     assert reasons("r1", "completed", [_health(100)]) == []
+    imported = _health(80, failed={NOT_RECORDED: 20})
+    assert reasons("imp", "degraded", [imported])[1] == (
+        "j · c: 80/100 valid outcomes; 20 not_recorded: the imported files hold no reply for "
+        "them, so nothing can send them again; import files that have them"
+    )
     with pytest.raises(RunNotCompleted) as caught:
         raise_unless_completed("r1", "failed", [stopped])
     assert caught.value.status == "failed" and "no judge config produced" in str(caught.value)

@@ -1,7 +1,8 @@
 """The engine's compact result: exact metrics per distinct pattern, and one code per pair.
 
-Pairs sharing a grid of outcome classes share every A-score metric (docs/design.md#exactness),
-so each distinct pattern is evaluated once, exactly. A pair's code selects its row of the
+Pairs whose grids of outcome classes are equal up to the order of seeds share every A-score
+metric (docs/design.md#exactness), so each distinct pattern (a grid with its couples sorted)
+is evaluated once, exactly. A pair's code selects its row of the
 per-pattern tables; every pattern has two rows, the second with its scores taken against
 key `B` (1 - A-score), so a single gather gives a pair its final values. Group means are
 count-weighted sums over the pattern rows a group uses, never a pass over the pairs.
@@ -66,11 +67,19 @@ class Compact:
 
 
 def _pack(classes: np.ndarray) -> np.ndarray:
-    """One uint64 per pair from its (K, 2) grid of 2-bit classes (K <= 16 fits 64 bits)."""
-    flat = classes.reshape(len(classes), -1).astype(np.uint64)
+    """One uint64 per pair from its (K, 2) grid of 2-bit classes, its couples sorted (K <= 16
+    fits 64 bits).
+
+    A couple is a seed's (AB class, BA class), 4 bits. Every design is a uniform distribution
+    over a set of assignments closed under permuting the seeds, and given an assignment every
+    metric depends only on class counts (split by order for the paired policies), so all
+    metrics of a pair are those of its grid with the seeds in any order: sorting the couples
+    maps the grids a permutation of seeds relates to one pattern (docs/design.md#exactness).
+    """
+    couples = np.sort(classes[:, :, 0] | (classes[:, :, 1] << 2), axis=1).astype(np.uint64)
     code = np.zeros(len(classes), dtype=np.uint64)
-    for position in range(flat.shape[1]):
-        code |= flat[:, position] << np.uint64(2 * position)
+    for seed in range(couples.shape[1]):
+        code |= couples[:, seed] << np.uint64(4 * seed)
     return code
 
 

@@ -10,6 +10,8 @@ missing, duplicated or malformed.
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -48,9 +50,24 @@ class ReplayGrid:
     """Shape (pairs, K, 2), int8 outcome classes; slot [s, 0] is seed s in order AB."""
 
 
+def _allocate_from_jemalloc() -> None:
+    """Make jemalloc Arrow's memory pool, unless ARROW_DEFAULT_MEMORY_POOL chose one.
+
+    Arrow's default mimalloc pool reserves a 1 GiB arena marked for transparent huge pages:
+    a process's first read of a large input then stalls on the kernel zeroing and compacting
+    huge pages (about 1 s of system time at 1M pairs on a loaded machine, a third of the
+    replay). jemalloc takes ordinary pages. Buffers keep the pool that allocated them, so
+    switching is safe at any time; a pyarrow built without jemalloc keeps its default."""
+    if "ARROW_DEFAULT_MEMORY_POOL" in os.environ:
+        return
+    with contextlib.suppress(NotImplementedError):
+        pa.set_memory_pool(pa.jemalloc_memory_pool())
+
+
 def _source(path: str | Path) -> pq.ParquetFile:
     """The parquet file, checked to hold the replay input columns; text columns are read
-    dictionary-encoded."""
+    dictionary-encoded (into jemalloc's pool, `_allocate_from_jemalloc`)."""
+    _allocate_from_jemalloc()
     try:
         require_columns(pq.read_schema(path).names, str(path))
         return pq.ParquetFile(path, read_dictionary=_DICTIONARY)

@@ -12,7 +12,9 @@ paired unanimity) is priced by its own tokens. The send probabilities are exact 
 - `paired_unanimity`: the first couple is a uniformly random (AB call, BA call); every call
   is sent unless the couple stops and the call is not in it.
 
-Each is averaged over the design's assignments (`tasks.replay.designs.assignments`).
+Each is averaged over the design's assignments (`tasks.replay.designs.assignments`), once
+per distinct grid up to the order of seeds; a pair's USD is then the sum of its 2K calls'
+exact probabilities x prices in 64-bit floats, for all pairs of a group at once.
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ from functools import lru_cache
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tasks.replay.designs import assignments
-from tasks.replay.grid import ReplayGrid
+from tasks.replay.grid import ReplayGrid, dense_codes
 
 __all__ = ["MONEY_KEYS", "Prices", "pair_usd", "send_probabilities", "summary_usd"]
 
@@ -110,47 +113,70 @@ def _pu_probs(
 
 
 class Prices:
-    """Each call's price by group, then by (pair_id, seed, order index), from a costs table
-    (`MONEY_KEYS` and `usd`); None for a call without a price."""
+    """Each call's price, from a costs table (`MONEY_KEYS` and `usd`); a call without a row,
+    or with a null `usd`, has no price."""
 
     def __init__(self, costs: pa.Table | None):
-        self.groups: dict[tuple[str, str, str], dict[tuple[str, int, int], float | None]] = {}
-        if costs is None:
-            return
-        for r in costs.select([*MONEY_KEYS, "usd"]).to_pylist():
-            calls = self.groups.setdefault((r["judge"], r["config"], r["dataset"]), {})
-            calls[(r["pair_id"], r["seed"], _ORDERS.index(r["order"]))] = r["usd"]
+        self.costs = None if costs is None else costs.select([*MONEY_KEYS, "usd"])
+
+    def grid(self, grid: ReplayGrid) -> np.ndarray | None:
+        """Shape (pairs, K, 2): the price of each call of a one-group grid (NaN: none); None
+        when the group has no priced call."""
+        if self.costs is None:
+            return None
+        costs = self.costs
+        for column, value in zip(("judge", "config", "dataset"), grid.name, strict=True):
+            costs = costs.filter(pc.equal(costs[column].cast(pa.string()), value))
+        pair = pc.index_in(costs["pair_id"].cast(pa.string()), value_set=grid.pair_ids)
+        order = pc.index_in(costs["order"].cast(pa.string()), value_set=pa.array(_ORDERS))
+        seed = costs["seed"].cast(pa.int64()).to_numpy(zero_copy_only=False)
+        pair_np = pair.to_numpy(zero_copy_only=False)
+        order_np = order.to_numpy(zero_copy_only=False)
+        known = ~(np.isnan(pair_np) | np.isnan(order_np)) & (seed >= 0) & (seed < grid.k)
+        if not known.any():
+            return None
+        usd = costs["usd"].cast(pa.float64()).to_numpy(zero_copy_only=False)
+        cell = (pair_np[known].astype(np.int64) * grid.k + seed[known]) * 2
+        prices = np.full(len(grid.pair_ids) * grid.k * 2, np.nan)
+        prices[cell + order_np[known].astype(np.int64)] = usd[known]
+        return prices.reshape(len(grid.pair_ids), grid.k, 2)
+
+
+def _canonical_probabilities(
+    pattern: tuple[int, ...], k: int, combo: tuple[str, str]
+) -> np.ndarray:
+    """Shape (K, 2): P(each call is sent) of a pattern (flat classes, seed by seed), from its
+    couples sorted: sending is the same law with the seeds relabelled, as every design and
+    policy treats the seeds alike (docs/design.md#exactness)."""
+    couples = [(pattern[2 * s], pattern[2 * s + 1]) for s in range(k)]
+    order = sorted(range(k), key=lambda s: couples[s])
+    exact = send_probabilities(tuple(couples[s] for s in order), *combo)
+    probs = np.empty((k, 2))
+    for position, s in enumerate(order):
+        probs[s] = [float(p) for p in exact[position]]
+    return probs
 
 
 def pair_usd(grid: ReplayGrid, prices: Prices, combos: list[tuple[str, str]]) -> list[pa.Array]:
-    """Per (design, policy) of `combos`, the expected USD of each pair of a one-group grid;
-    null for a pair with a call without a price."""
-    n = len(grid.pair_ids)
-    calls = prices.groups.get(grid.name)
-    if calls is None:
-        nulls = pa.nulls(n, pa.float64())
-        return [nulls] * len(combos)
-    values: list[list[float | None]] = [[] for _ in combos]
-    classes = np.minimum(grid.classes, _O).tolist()  # ties count as other calls here
-    for pair_id, cells in zip(grid.pair_ids.to_pylist(), classes, strict=True):
-        usd = [[calls.get((pair_id, s, o)) for o in (0, 1)] for s in range(len(cells))]
-        if any(u is None for row in usd for u in row):
-            for column in values:
-                column.append(None)
-            continue
-        pattern = tuple((row[0], row[1]) for row in cells)
-        for column, (design, policy) in zip(values, combos, strict=True):
-            probs = send_probabilities(pattern, design, policy)
-            column.append(
-                float(
-                    sum(
-                        probs[s][o] * Fraction(usd[s][o] or 0)
-                        for s in range(len(cells))
-                        for o in (0, 1)
-                    )
-                )
-            )
-    return [pa.array(column, pa.float64()) for column in values]
+    """Per (design, policy) of `combos`, the expected USD of each pair of a one-group grid:
+    the sum over its calls of the exact P(sent) x the call's price; null for a pair with a
+    call without a price."""
+    n, k = len(grid.pair_ids), grid.k
+    usd = prices.grid(grid)
+    if usd is None:
+        return [pa.nulls(n, pa.float64())] * len(combos)
+    flat = np.minimum(grid.classes, _O).reshape(n, 2 * k)  # ties count as other calls here
+    codes = (flat.astype(np.int64) * 3 ** np.arange(2 * k)).sum(axis=1)
+    inverse, present = dense_codes(codes, 3 ** (2 * k))
+    patterns = [tuple(int(c) // 3**i % 3 for i in range(2 * k)) for c in present.tolist()]
+    missing = np.isnan(usd).any(axis=(1, 2))
+    priced = np.nan_to_num(usd).reshape(n, 2 * k)
+    out = []
+    for combo in combos:
+        probs = np.stack([_canonical_probabilities(p, k, combo) for p in patterns])
+        values = np.einsum("pc,pc->p", probs.reshape(len(patterns), 2 * k)[inverse], priced)
+        out.append(pa.array(values, pa.float64(), mask=missing))
+    return out
 
 
 def summary_usd(summary: pa.Table, usd: list[pa.Array], combos: list[tuple[str, str]]) -> pa.Table:

@@ -1,9 +1,16 @@
-"""The replay input as the encoder reads it: dictionary columns replay as plain text columns."""
+"""The replay input as the encoder reads it: dictionary columns replay as plain text columns,
+and a file is read into jemalloc's Arrow pool."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
 from tasks.errors import InputError
@@ -56,3 +63,27 @@ def test_an_empty_input_is_refused_by_what_it_lacks() -> None:
         replay(empty, where="calls.parquet")
     with pytest.raises(InputError, match=r"missing columns \['order'\]"):
         replay(empty.drop_columns(["order"]), where="calls.parquet")
+
+
+@pytest.mark.parametrize(("chosen", "pool"), [(None, "jemalloc"), ("system", "system")])
+def test_reading_the_input_allocates_from_jemalloc_unless_a_pool_is_chosen(
+    chosen: str | None, pool: str, tmp_path: Path
+) -> None:
+    """Arrow's default mimalloc pool marks its arena for huge pages, which a first large
+    read pays for in system time; ARROW_DEFAULT_MEMORY_POOL still decides when set."""
+    path = tmp_path / "calls.parquet"
+    pq.write_table(calls(), path)
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    if chosen:
+        env["ARROW_DEFAULT_MEMORY_POOL"] = chosen
+    script = (
+        "import sys, pyarrow as pa\n"
+        "from tasks.replay.grid import read_replay_input\n"
+        "read_replay_input(sys.argv[1])\n"
+        "print(pa.default_memory_pool().backend_name)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(path)], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == pool

@@ -118,3 +118,25 @@ def test_without_costs_the_money_columns_are_null() -> None:
     result = replay(pa.Table.from_pylist(rows))
     assert set(result.replay.column("expected_usd").to_pylist()) == {None}
     assert set(result.summary.column("savings_usd").to_pylist()) == {None}
+
+
+def test_a_call_without_a_cost_row_leaves_its_pair_and_group_unpriced() -> None:
+    rows = [
+        {"judge": judge, "config": "c", "dataset": "d", "pair_id": pair, "seed": s,
+         "order": o, "outcome": "AB"[s % 2], "key": "A"}
+        for judge in ("j1", "j2") for pair in ("p1", "p2") for s in range(2) for o in ORDERS
+    ]  # fmt: skip
+    costs = pa.Table.from_pylist(
+        [
+            {**{k: r[k] for k in MONEY_KEYS}, "usd": 0.01}
+            for r in rows
+            if r["judge"] == "j1" and not (r["pair_id"] == "p2" and r["seed"] == 1)
+        ]
+    )
+    result = replay(pa.Table.from_pylist(rows), costs=costs).replay.to_pylist()
+    priced = {(r["judge"], r["pair_id"]) for r in result if r["expected_usd"] is not None}
+    assert priced == {("j1", "p1")}
+    full = [
+        r for r in result if r["pair_id"] == "p1" and r["judge"] == "j1" and r["policy"] == "full"
+    ]
+    assert [r["expected_usd"] for r in full] == pytest.approx([0.02] * len(full))

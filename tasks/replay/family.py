@@ -24,7 +24,7 @@ import numpy as np
 
 from tasks.replay.policies import decision, sequential_law
 
-__all__ = ["PAIRED_RULES", "PairedRule", "paired_law", "paired_lookup"]
+__all__ = ["PAIRED_RULES", "PairedRule", "paired_law", "paired_lookup", "side_draws"]
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ PAIRED_RULES: dict[str, PairedRule] = {
 """The paired family beside `paired_unanimity` (one couple, no boundary), by policy name."""
 
 
-def _draws(a: int, b: int, c: int, size: int) -> list[tuple[int, int, Fraction]]:
+def side_draws(a: int, b: int, c: int, size: int) -> list[tuple[int, int, Fraction]]:
     """(A drawn, B drawn, probability) of a uniform `size`-subset of a side with counts a, b, c."""
     total = comb(a + b + c, size)
     return [
@@ -63,8 +63,8 @@ def paired_law(
     m = min(rule.couples, half)
     c1, c2 = half - a1 - b1, half - a2 - b2
     out = [Fraction(0)] * 4
-    for i1, j1, p1 in _draws(a1, b1, c1, m):
-        for i2, j2, p2 in _draws(a2, b2, c2, m):
+    for i1, j1, p1 in side_draws(a1, b1, c1, m):
+        for i2, j2, p2 in side_draws(a2, b2, c2, m):
             p = p1 * p2
             n_a, n_b = i1 + i2, j1 + j2
             if 2 * m in (n_a, n_b):

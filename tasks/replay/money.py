@@ -9,8 +9,9 @@ paired unanimity) is priced by its own tokens. The send probabilities are exact 
   random order; calls of one class (A, B, other) are exchangeable, so a call of class x is
   sent with probability E[x calls executed] / #x, from the same dynamic programme over the
   counts drawn so far as `tasks.replay.policies`;
-- `paired_unanimity`: the first couple is a uniformly random (AB call, BA call); every call
-  is sent unless the couple stops and the call is not in it.
+- the paired policies (`paired_unanimity` and the family of `tasks.replay.family`): the first
+  m couples are uniform m-subsets of each side's calls; a call is sent if it is in them, or if
+  they do not stop and it runs under the rule's boundary (exchangeable within its class).
 
 Each is averaged over the design's assignments (`tasks.replay.designs.assignments`), once
 per distinct grid up to the order of seeds; a pair's USD is then the sum of its 2K calls'
@@ -27,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tasks.replay.designs import assignments
+from tasks.replay.family import PAIRED_RULES, PairedRule, side_draws
 from tasks.replay.grid import ReplayGrid, dense_codes
 
 __all__ = ["MONEY_KEYS", "Prices", "pair_usd", "send_probabilities", "summary_usd"]
@@ -36,26 +38,38 @@ MONEY_KEYS = ("judge", "config", "dataset", "pair_id", "seed", "order")
 
 _A, _B, _O = 0, 1, 2
 _ORDERS = ("AB", "BA")
+_PAIRED = {"paired_unanimity": PairedRule(couples=1, boundary=None), **PAIRED_RULES}
+"""Every paired policy as a rule: paired unanimity is one couple, then every call."""
 
 
 @lru_cache(maxsize=4096)
-def _executed(k: int, a: int, b: int, strict: bool) -> tuple[Fraction, Fraction, Fraction]:
-    """E[calls executed] of class A, B and other, sequential stopping over a random order."""
-    counts = (a, b, k - a - b)
+def _executed(
+    k: int, rest: tuple[int, int, int], boundary: str | None, start: tuple[int, int] = (0, 0)
+) -> tuple[Fraction, Fraction, Fraction]:
+    """E[calls executed] of class A, B and other among `rest`, run in a uniformly random order
+    after calls with A and B counts `start`, under `boundary` (`tasks.replay.policies`'s
+    `sequential_law`: at least one call runs; None runs them all)."""
+    done = k - sum(rest)
     frontier = {(0, 0, 0): Fraction(1)}
     executed = [Fraction(0)] * 3
-    for t in range(1, k + 1):
+    for t in range(done + 1, k + 1):
         following: dict[tuple[int, int, int], Fraction] = {}
         for drawn, p in frontier.items():
             for x in range(3):
-                left = counts[x] - drawn[x]
+                left = rest[x] - drawn[x]
                 if left == 0:
                     continue
                 q = p * Fraction(left, k - t + 1)
                 executed[x] += q
                 state = (drawn[0] + (x == 0), drawn[1] + (x == 1), drawn[2] + (x == 2))
-                margin = abs(state[0] - state[1])
-                stop = margin > k - t if strict else margin >= k - t
+                margin = abs(start[0] + state[0] - start[1] - state[1])
+                stop = (
+                    margin > k - t
+                    if boundary == "strict"
+                    else margin >= k - t
+                    if boundary == "nonstrict"
+                    else False
+                )
                 if not stop and t < k:
                     following[state] = following.get(state, Fraction(0)) + q
         frontier = following
@@ -63,15 +77,14 @@ def _executed(k: int, a: int, b: int, strict: bool) -> tuple[Fraction, Fraction,
 
 
 def _reference_probs(cls: tuple[int, ...], policy: str) -> list[Fraction]:
-    """P(sent) of each of the K reference calls (classes `cls`, AB calls first for PU)."""
+    """P(sent) of each of the K reference calls (classes `cls`) under `full` or a sequential
+    policy: calls of one class are exchangeable, so E[executed of its class] / its count."""
     k = len(cls)
     if policy == "full":
         return [Fraction(1)] * k
-    if policy in ("nonstrict", "strict"):
-        counts = [cls.count(x) for x in range(3)]
-        ex = _executed(k, counts[0], counts[1], policy == "strict")
-        return [ex[c] / counts[c] for c in cls]
-    raise ValueError(policy)
+    counts = (cls.count(_A), cls.count(_B), cls.count(_O))
+    ex = _executed(k, counts, policy)
+    return [ex[c] / counts[c] for c in cls]
 
 
 @lru_cache(maxsize=65536)
@@ -84,8 +97,8 @@ def send_probabilities(
     probs = [[Fraction(0), Fraction(0)] for _ in range(k)]
     for row in rows:
         orders = [int(o) for o in row]
-        if policy == "paired_unanimity":
-            sent = _pu_probs(pattern, orders)
+        if policy in _PAIRED:
+            sent = _paired_probs(pattern, orders, _PAIRED[policy])
         else:
             ref = _reference_probs(tuple(pattern[s][orders[s]] for s in range(k)), policy)
             sent = {(s, orders[s]): ref[s] for s in range(k)}
@@ -94,21 +107,38 @@ def send_probabilities(
     return tuple((p[0], p[1]) for p in probs)
 
 
-def _pu_probs(
-    pattern: tuple[tuple[int, int], ...], orders: list[int]
+def _paired_probs(
+    pattern: tuple[tuple[int, int], ...], orders: list[int], rule: PairedRule
 ) -> dict[tuple[int, int], Fraction]:
-    """P(sent) of each reference call under paired unanimity, for one balanced assignment."""
-    ab = [(s, 0) for s, o in enumerate(orders) if o == 0]
-    ba = [(s, 1) for s, o in enumerate(orders) if o == 1]
-    couples = [(x, y) for x in ab for y in ba]
-    out: dict[tuple[int, int], Fraction] = {}
-    for call in ab + ba:
-        stop_without = sum(
-            1
-            for x, y in couples
-            if call not in (x, y) and pattern[x[0]][0] == pattern[y[0]][1] != _O
-        )
-        out[call] = 1 - Fraction(stop_without, len(couples))
+    """P(sent) of each reference call under a paired rule, for one balanced assignment.
+
+    The start is an m-subset of each side (uniform, `side_draws`); a call of class x on a
+    side from which i of its c class-x calls were drawn is in the start with probability i/c.
+    Unless the start stops, the calls left run in a random order under the rule's boundary,
+    where each call of class x runs with probability E[class-x executed] / (class-x left).
+    """
+    k = len(orders)
+    sides: list[list[tuple[int, int]]] = [
+        [(s, o) for s in range(k) if orders[s] == o] for o in (0, 1)
+    ]
+    cls = {call: pattern[call[0]][call[1]] for side in sides for call in side}
+    counts = [(*(sum(cls[c] == x for c in side) for x in range(3)),) for side in sides]
+    m = min(rule.couples, k // 2)
+    out: dict[tuple[int, int], Fraction] = dict.fromkeys(cls, Fraction(0))
+    for i1, j1, p1 in side_draws(counts[0][0], counts[0][1], counts[0][2], m):
+        for i2, j2, p2 in side_draws(counts[1][0], counts[1][1], counts[1][2], m):
+            drawn = ((i1, j1, m - i1 - j1), (i2, j2, m - i2 - j2))
+            n_a, n_b = i1 + i2, j1 + j2
+            a, b, c = (counts[0][x] + counts[1][x] - drawn[0][x] - drawn[1][x] for x in range(3))
+            rest = (a, b, c)
+            stops = 2 * m in (n_a, n_b) or not sum(rest)
+            ex = (0, 0, 0) if stops else _executed(k, rest, rule.boundary, (n_a, n_b))
+            for side, draw, count in zip(sides, drawn, counts, strict=True):
+                for call in side:
+                    x = cls[call]
+                    start = Fraction(draw[x], count[x])
+                    later = Fraction(ex[x]) / rest[x] if rest[x] else Fraction(0)
+                    out[call] += p1 * p2 * (start + (1 - start) * later)
     return out
 
 

@@ -140,3 +140,73 @@ def test_a_call_without_a_cost_row_leaves_its_pair_and_group_unpriced() -> None:
         r for r in result if r["pair_id"] == "p1" and r["judge"] == "j1" and r["policy"] == "full"
     ]
     assert [r["expected_usd"] for r in full] == pytest.approx([0.02] * len(full))
+
+
+def _paired_rule(
+    cells: list[tuple[int, int]], outs: dict, costs: dict, couples: int, boundary: str | None
+) -> Fraction:
+    """Mean cost over every matching, couple order and order of the calls left: the first
+    `couples` couples run; unless all their calls are decisive and equal, the rest run under
+    `boundary` (None: all of them)."""
+    k = len(cells)
+    ab = [c for c in cells if c[1] == 0]
+    ba = [c for c in cells if c[1] == 1]
+    total, n = Fraction(0), 0
+    for match in itertools.permutations(ba):
+        for order in itertools.permutations(list(zip(ab, match, strict=True))):
+            start = [c for couple in order[:couples] for c in couple]
+            spent = sum((costs[c] for c in start), Fraction(0))
+            votes = [outs[c] for c in start]
+            if votes.count("A") == len(votes) or votes.count("B") == len(votes):
+                total, n = total + spent, n + 1
+                continue
+            rest = [c for c in cells if c not in start]
+            perms = list(itertools.permutations(rest))
+            for perm in perms:  # each order of the rest weighs 1 / len(perms) of this start
+                a, b, more = votes.count("A"), votes.count("B"), spent
+                for t, c in enumerate(perm, start=len(start) + 1):
+                    more += costs[c]
+                    a, b = a + (outs[c] == "A"), b + (outs[c] == "B")
+                    margin = abs(a - b)
+                    if boundary == "strict" and margin > k - t:
+                        break
+                    if boundary == "nonstrict" and margin >= k - t:
+                        break
+                total += more / len(perms)
+            n += 1
+    return total / n
+
+
+FAMILY = {"paired_unanimity": (1, None), "paired_nonstrict": (1, "nonstrict"),
+          "paired_strict": (1, "strict"), "paired_unanimity_2": (2, "strict")}  # fmt: skip
+
+
+@pytest.mark.parametrize(("k", "pairs"), [(2, 8), (4, 8), (6, 3)])
+def test_paired_money_equals_a_literal_enumeration(k: int, pairs: int) -> None:
+    rng = random.Random(100 + k)
+    rows, cost_rows, truth = [], [], {}
+    for p in range(pairs):
+        outs = {(s, o): rng.choice("AABBTMIX") for s in range(k) for o in (0, 1)}
+        costs = {c: Fraction(rng.randint(1, 9), 10_000) for c in outs}
+        for (s, o), out in outs.items():
+            base = {"judge": "j", "config": "c", "dataset": "d", "pair_id": f"p{p}", "seed": s}
+            rows.append({**base, "order": ORDERS[o], "outcome": out, "key": "A"})
+            cost_rows.append({**base, "order": ORDERS[o], "usd": float(costs[(s, o)])})
+        truth[f"p{p}"] = (outs, costs)
+    result = replay(
+        pa.Table.from_pylist(rows), designs=["balanced"], policies=["full", *FAMILY],
+        costs=pa.Table.from_pylist(cost_rows),
+    )  # fmt: skip
+    checked = 0
+    for r in result.replay.to_pylist():
+        if r["policy"] not in FAMILY:
+            continue
+        outs, costs = truth[r["pair_id"]]
+        values = [
+            _paired_rule([(s, a[s]) for s in range(k)], outs, costs, *FAMILY[r["policy"]])
+            for a in _assignments("balanced", k)
+        ]
+        want = sum(values, Fraction(0)) / len(values)
+        assert r["expected_usd"] == pytest.approx(float(want), rel=1e-12, abs=1e-15), r
+        checked += 1
+    assert checked == pairs * len(FAMILY)

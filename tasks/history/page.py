@@ -12,6 +12,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup, escape
 
 from tasks.history.trends import TrendPoint
+from tasks.report.filters import usd
 from tasks.storage import write_text_atomic
 from tasks.workdir import WorkDir
 
@@ -27,7 +28,9 @@ CHARTS: tuple[tuple[str, str, bool], ...] = (
     ("left_share", "position bias: left slot's share of order conflicts", False),
     ("valid_share", "valid share of planned calls", False),
     ("pu_savings", "expected calls saved by paired unanimity", False),
+    ("usd", "USD the run spent (calls it sent; priced judges only)", False),
 )
+"""(field, title, band): every field is a share in [0, 1] except `usd`, scaled to its largest."""
 WIDTH, HEIGHT, PAD = 560, 200, 36
 
 
@@ -38,34 +41,57 @@ def _series(points: Sequence[TrendPoint]) -> dict[tuple[str, str], list[TrendPoi
     return out
 
 
+def _top(values: list[float]) -> float:
+    """The chart's upper value: 1 for shares; for USD a round figure above the largest."""
+    largest = max((v for v in values if not math.isnan(v)), default=0.0)
+    if largest <= 0:
+        return 1.0
+    step = 10 ** math.floor(math.log10(largest))
+    return next(step * m for m in (1, 2, 2.5, 5, 10) if step * m >= largest)
+
+
 def _chart(
-    runs: list[str], series: dict[tuple[str, str], list[TrendPoint]], field: str, band: bool
+    runs: dict[str, str],
+    series: dict[tuple[str, str], list[TrendPoint]],
+    field: str,
+    band: bool,
 ) -> Markup:
-    """An SVG line chart of `field` (0 to 1) over the runs, one line per judge config; for the
-    score, its interval as a band. Built here from numbers and escaped names only."""
-    span = max(1, len(runs) - 1)
+    """An SVG line chart of `field` over the runs (`runs`: run id -> axis label), one line per
+    judge config; for the score, its interval as a band. Shares run 0 to 1, USD from 0 to a
+    round figure. Built here from numbers and escaped names only."""
+    order = list(runs)
+    span = max(1, len(order) - 1)
+    usd = field == "usd"
+    top = _top([getattr(p, field) for pts in series.values() for p in pts]) if usd else 1.0
 
     def x(run: str) -> float:
-        return PAD + (WIDTH - 2 * PAD) * runs.index(run) / span
+        return PAD + (WIDTH - 2 * PAD) * order.index(run) / span
 
     def y(value: float) -> float:
-        return HEIGHT - PAD + (2 * PAD - HEIGHT) * min(1.0, max(0.0, value))
+        return HEIGHT - PAD + (2 * PAD - HEIGHT) * min(1.0, max(0.0, value / top))
+
+    def tick_text(value: float) -> str:
+        return f"${value:g}" if usd else f"{value:g}"
 
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
         f'viewBox="0 0 {WIDTH} {HEIGHT}" role="img">'
     ]
-    for tick in (0.0, 0.5, 1.0):
+    for tick in (0.0, top / 2, top):
         parts.append(
             f'<line x1="{PAD}" x2="{WIDTH - PAD}" y1="{y(tick):.1f}" y2="{y(tick):.1f}" '
-            f'stroke="#ddd"/><text x="4" y="{y(tick) + 4:.1f}" font-size="10">{tick:g}</text>'
+            f'stroke="#ddd"/><text x="2" y="{y(tick) + 4:.1f}" font-size="10">'
+            f"{tick_text(tick)}</text>"
         )
-    every = max(1, math.ceil(len(runs) / 8))
-    for i, run in enumerate(runs):
-        if i % every == 0 or i == len(runs) - 1:
+    every = max(1, math.ceil(len(order) / 8))
+    for i, (run, label) in enumerate(runs.items()):
+        if i % every == 0 or i == len(order) - 1:
+            # The first and last labels stay inside the chart.
+            ends = {0: "start", len(order) - 1: "end"} if len(order) > 1 else {}
+            anchor = ends.get(i, "middle")
             parts.append(
                 f'<text x="{x(run):.1f}" y="{HEIGHT - PAD + 16}" font-size="10" '
-                f'text-anchor="middle">{escape(run[:13])}</text>'
+                f'text-anchor="{anchor}">{escape(label)}</text>'
             )
     for i, ((judge, config), pts) in enumerate(sorted(series.items())):
         colour = PALETTE[i % len(PALETTE)]
@@ -84,7 +110,7 @@ def _chart(
             value = getattr(p, field)
             parts.append(
                 f'<circle cx="{x(p.run_id):.1f}" cy="{y(value):.1f}" r="3" fill="{colour}">'
-                f"<title>{title}, {escape(p.run_id)}: {value:.3f}</title></circle>"
+                f"<title>{title}, {escape(p.run_id)}: {value:.4g}</title></circle>"
             )
     parts.append("</svg>")
     return Markup("".join(parts))  # our own SVG: numbers, colours and escaped names
@@ -99,6 +125,7 @@ def _environment() -> Environment:
     )
     env.filters["pct"] = lambda v: "-" if v != v else f"{v:.1%}"
     env.filters["num"] = lambda v: "-" if v != v else f"{v:.3f}"
+    env.filters["usd"] = lambda v: "not priced" if v != v else usd(v)
     return env
 
 
@@ -107,7 +134,10 @@ def render_trends(
 ) -> str:
     """The trends page for these points (any order)."""
     ordered = sorted(points, key=lambda p: (p.started_at, p.run_id))
-    runs = list(dict.fromkeys(p.run_id for p in ordered))
+    starts = {p.run_id: p.started_at for p in ordered}
+    minutes = {t.strftime("%m-%d %H:%M") for t in starts.values()}
+    form = "%m-%d %H:%M" if len(minutes) == len(starts) else "%m-%d %H:%M:%S"
+    runs = {run: t.strftime(form) for run, t in starts.items()}  # axis labels, distinct
     series = _series(ordered)
     colours = {k: PALETTE[i % len(PALETTE)] for i, k in enumerate(sorted(series))}
     charts = [

@@ -2,8 +2,9 @@
 
 Per run and judge config: the reference score (balanced design) with its 95% bootstrap
 interval over pairs, consistency, the left slot's share of order conflicts, the valid share,
-failed calls and the expected savings of paired unanimity. Runs are ordered by start time and
-named by their record; a run folder without a readable record is left out.
+failed calls, the expected savings of paired unanimity, and the calls the run sent with their
+USD (`tasks.judging.spend`; NaN where the judge has no price). Runs are ordered by start time
+and named by their record; a run folder without a readable record is left out.
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from schemas.cost import SpendRow
+from tasks.errors import InputError
+from tasks.judging.spend import run_spend
 from tasks.runrecord import list_records
 from tasks.warehouse import bootstrap_interval, build_warehouse, query
 from tasks.workdir import WorkDir
@@ -41,11 +45,21 @@ class TrendPoint:
     valid_share: float
     failed_calls: int
     pu_savings: float
+    sent_calls: int = 0
+    usd: float = math.nan
 
 
 def _num(value: Any) -> float:
     """A float, NaN for a missing value (no pairs, no conflicts, no replay)."""
     return float("nan") if value is None else float(value)
+
+
+def _spend(work: WorkDir, run_id: str) -> dict[tuple[str, str], SpendRow]:
+    """What a run sent and spent per (judge, config); nothing for a run without calls."""
+    try:
+        return {(r.judge, r.config): r for r in run_spend(work, run_id)}
+    except InputError:
+        return {}
 
 
 def trend_points(work: WorkDir) -> list[TrendPoint]:
@@ -59,10 +73,14 @@ def trend_points(work: WorkDir) -> list[TrendPoint]:
         for key, group in pairs.groupby(["run_id", "judge", "config"], sort=False)
     }
     points = []
+    spends: dict[str, dict[tuple[str, str], SpendRow]] = {}
     for row in rows.to_dict("records"):
         record = records.get(str(row["run_id"]))
         if record is None:
             continue
+        if record.run_id not in spends:
+            spends[record.run_id] = _spend(work, record.run_id)
+        spent = spends[record.run_id].get((str(row["judge"]), str(row["config"])))
         values = scores.get((row["run_id"], row["judge"], row["config"]), np.empty(0))
         low, high = bootstrap_interval(
             values, seed_parts=(row["judge"], row["config"], len(values))
@@ -84,6 +102,8 @@ def trend_points(work: WorkDir) -> list[TrendPoint]:
                 valid_share=_num(row["valid_share"]),
                 failed_calls=int(row["failed_calls"]),
                 pu_savings=_num(row["pu_savings"]),
+                sent_calls=0 if spent is None else spent.sent_calls,
+                usd=_num(None if spent is None else spent.usd),
             )
         )
     return sorted(points, key=lambda p: (p.started_at, p.run_id, p.judge, p.config))

@@ -4,6 +4,7 @@ say what changed."""
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 from pathlib import Path
 from typing import Any
@@ -12,11 +13,13 @@ import pytest
 
 from flows.nightly import nightly_flow
 from schemas.config import DatasetSpec, RunConfig
+from schemas.cost import Price
 from schemas.judge import JudgeSpec
 from tasks.history.diff import diff_runs
 from tasks.history.page import render_trends, write_trends
 from tasks.history.trends import trend_points
 from tasks.ingest.demo_benchmark import demo_pairs
+from tasks.report.filters import usd
 from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 
@@ -37,7 +40,10 @@ def nights(prefect_harness: None, tmp_path_factory: pytest.TempPathFactory) -> A
     work, data = WorkDir(root / "work"), root / "pairs.jsonl"
     sent = []
     with SimJudgeServer() as server:
-        judge = JudgeSpec(name="j", base_url=server.base_url, model="strong", simulated=True)
+        judge = JudgeSpec(
+            name="j", base_url=server.base_url, model="strong", simulated=True,
+            price=Price(input=1.0, output=4.0, as_of=dt.date(2026, 11, 1)),
+        )  # fmt: skip
         config = RunConfig(
             name="growing",
             datasets=[
@@ -85,14 +91,16 @@ def test_trends_page_holds_both_nights(nights: Any) -> None:
     assert [p.run_id for p in points] == ["night-1", "night-2"]
     assert [p.pairs for p in points] == [20, 30]
     assert all(p.score_low <= p.score <= p.score_high for p in points)
+    # Night 2 sent only its 10 new pairs' calls, and paid for them alone.
+    assert [p.sent_calls for p in points] == [80, 40]
+    assert 0 < points[1].usd < points[0].usd
     page = write_trends(work, points).read_text("utf-8")
-    assert page.count("<svg") == 5 and "night-2" in page
+    assert page.count("<svg") == 6 and "night-2" in page
+    assert f"<td>{usd(points[0].usd)}</td>" in page  # the table's USD cell
     assert "http" not in page.replace("http://www.w3.org/2000/svg", "")
 
 
 def test_trends_page_escapes_names() -> None:
-    import datetime as dt
-
     from tasks.history.trends import TrendPoint
 
     point = TrendPoint(
@@ -103,4 +111,5 @@ def test_trends_page_escapes_names() -> None:
     )  # fmt: skip
     page = render_trends([point])
     assert "<script>x" not in page and "&lt;script&gt;x" in page
+    assert "not priced" in page  # no USD: the judge has no price
     assert "<b>n</b>" not in page

@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 from tasks.replay.designs import assignments
 from tasks.replay.family import PAIRED_RULES, PairedRule, side_draws
 from tasks.replay.grid import ReplayGrid, dense_codes
+from tasks.replay.policies import boundary_stops
 
 __all__ = ["MONEY_KEYS", "Prices", "pair_usd", "send_probabilities", "summary_usd"]
 
@@ -63,14 +64,7 @@ def _executed(
                 executed[x] += q
                 state = (drawn[0] + (x == 0), drawn[1] + (x == 1), drawn[2] + (x == 2))
                 margin = abs(start[0] + state[0] - start[1] - state[1])
-                stop = (
-                    margin > k - t
-                    if boundary == "strict"
-                    else margin >= k - t
-                    if boundary == "nonstrict"
-                    else False
-                )
-                if not stop and t < k:
+                if t < k and not boundary_stops(margin, k - t, boundary):
                     following[state] = following.get(state, Fraction(0)) + q
         frontier = following
     return executed[0], executed[1], executed[2]

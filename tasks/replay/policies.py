@@ -38,6 +38,16 @@ def count_index(k: int) -> list[tuple[int, int, int]]:
     return [(a, b, a * (k + 1) + b) for a in range(k + 1) for b in range(k + 1 - a)]
 
 
+def boundary_stops(margin: int, left: int, boundary: str | None) -> bool:
+    """Whether a sequential run stops with this |#A - #B| and `left` calls still to run:
+    `strict` when the margin exceeds them, `nonstrict` when it reaches them, never for None."""
+    if boundary == "strict":
+        return margin > left
+    if boundary == "nonstrict":
+        return margin >= left
+    return False
+
+
 def sequential_law(
     k: int,
     rest: tuple[int, int, int],
@@ -75,15 +85,7 @@ def sequential_law(
                     continue
                 q = p * Fraction(left, remaining)
                 n_a, n_b = start[0] + state[0], start[1] + state[1]
-                margin = abs(n_a - n_b)
-                stop = (
-                    margin > k - t
-                    if boundary == "strict"
-                    else margin >= k - t
-                    if boundary == "nonstrict"
-                    else False
-                )
-                if stop or t == k:
+                if boundary_stops(abs(n_a - n_b), k - t, boundary) or t == k:
                     stopped[decision(n_a, n_b)] += q
                     calls += q * t
                 else:

@@ -7,7 +7,6 @@ import asyncio
 import datetime as dt
 import email.utils
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -25,18 +24,6 @@ from tasks.templates import render
 
 KEY = "sk-judgeline-failures-1c2d3e4f"
 PROMPT = render("arena-hard-v1", question="What is 2+2?", left="4", right="5")
-
-
-@pytest.fixture(scope="module")
-def _judge() -> Iterator[ScriptedJudge]:
-    with ScriptedJudge() as judge:
-        yield judge
-
-
-@pytest.fixture
-def judge(_judge: ScriptedJudge) -> ScriptedJudge:
-    _judge.reset()
-    return _judge
 
 
 def _spec(judge: ScriptedJudge, **kw: Any) -> JudgeSpec:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -103,18 +102,6 @@ CASES: dict[str, tuple[str, Answer, str]] = {
         "server_error",
     ),
 }  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def _judge() -> Iterator[ScriptedJudge]:
-    with ScriptedJudge() as judge:
-        yield judge
-
-
-@pytest.fixture
-def judge(_judge: ScriptedJudge) -> ScriptedJudge:
-    _judge.reset()
-    return _judge
 
 
 def _send(spec: JudgeSpec) -> CallResult:

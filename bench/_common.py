@@ -69,3 +69,20 @@ def print_table(columns: Sequence[tuple[str, str]], rows: Sequence[dict[str, Any
     print("|" + "---|" * len(columns))
     for row in rows:
         print("| " + " | ".join(str(row[key]) for _, key in columns) + " |")
+
+
+def warm_prefect() -> float:
+    """Start Prefect's ephemeral server with an empty flow, so no measured step pays for it;
+    returns the seconds it took."""
+    import asyncio
+    import time
+
+    from prefect import flow
+
+    @flow(name="bench-warm-up")
+    async def warm() -> int:
+        return 1
+
+    started = time.perf_counter()
+    asyncio.run(warm())
+    return time.perf_counter() - started

@@ -41,7 +41,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-DEFAULT_LITELLM = "/work/scratch/litellm-venv/bin/litellm"
+DEFAULT_LITELLM = shutil.which("litellm") or "litellm"
+"""The proxy on PATH; LiteLLM is not a dependency of the project (install it apart)."""
 KEY_ENV = "JUDGELINE_BENCH_GATEWAY_KEY"
 REPO = Path(__file__).resolve().parents[1]
 
@@ -51,8 +52,7 @@ def _litellm_or_exit(path: str) -> Path:
     if not (found.is_file() and os.access(found, os.X_OK)):
         print(
             f"LiteLLM proxy not found at {path}. Install it in a venv of its own, e.g.\n"
-            "  python3 -m venv /work/scratch/litellm-venv && "
-            "/work/scratch/litellm-venv/bin/pip install 'litellm[proxy]'\n"
+            "  python3 -m venv ~/litellm-venv && ~/litellm-venv/bin/pip install 'litellm[proxy]'\n"
             "and pass its `litellm` executable with --litellm PATH.",
             file=sys.stderr,
         )
@@ -71,6 +71,7 @@ sys.path.insert(0, str(REPO))
 import httpx  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 import yaml  # noqa: E402
+from _common import warm_prefect  # noqa: E402
 
 from schemas.judge import JudgeSpec  # noqa: E402
 from tasks.ingest.demo_benchmark import demo_pairs  # noqa: E402
@@ -293,19 +294,6 @@ ROUTES: dict[str, tuple[str, str, dict[str, Any]]] = {
     # `drop_params`: the openai_compatible profile's default, no seed.
     "translated": ("openai", "claude-exact", {"seed": None}),
 }
-
-
-def warm_prefect() -> float:
-    """Start Prefect's ephemeral server with an empty flow, so no route pays for it."""
-    from prefect import flow
-
-    @flow(name="bench-warm-up")
-    async def warm() -> int:
-        return 1
-
-    started = time.perf_counter()
-    asyncio.run(warm())
-    return time.perf_counter() - started
 
 
 def compare(bench: Bench) -> None:

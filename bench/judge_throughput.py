@@ -28,6 +28,7 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx  # noqa: E402
+from _common import warm_prefect  # noqa: E402
 
 from schemas.calls import ReplyRecord  # noqa: E402
 from schemas.judge import JudgeSpec  # noqa: E402
@@ -125,18 +126,6 @@ def _run_flow(
     return counts, time.perf_counter() - started, time.process_time() - cpu
 
 
-def _warm_prefect() -> float:
-    from prefect import flow
-
-    @flow(name="bench-warm-up")
-    async def warm() -> int:
-        return 1
-
-    started = time.perf_counter()
-    asyncio.run(warm())
-    return time.perf_counter() - started
-
-
 def throughput(root: Path, base_url: str, calls: int, concurrency: int) -> None:
     work = WorkDir(root / "throughput")
     judge = JudgeSpec(
@@ -210,7 +199,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="judgeline-bench-") as tmp:
-        print(f"prefect warm-up flow: {_warm_prefect():.1f} s (not counted)")
+        print(f"prefect warm-up flow: {warm_prefect():.1f} s (not counted)")
         with simjudge_subprocess("--persona", "strong", "--latency-ms", "0") as base_url:
             if args.calls:
                 throughput(Path(tmp), base_url, args.calls, args.concurrency)

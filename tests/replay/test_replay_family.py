@@ -4,7 +4,8 @@ The reference follows docs/design.md#stopping-policies and docs/design.md#paired
 for word: it enumerates every assignment of the design, every arrangement of the calls that
 run in random order (each distinct arrangement of a multiset of outcomes is equally likely)
 and, for the paired policies, every perfect matching x couple order. It caches each law by
-the multiset of (order, outcome) it was computed on, which is what makes K = 8 affordable.
+the multisets it was computed on (of (order, outcome), and of the calls executed and left),
+which is what makes K = 8 affordable.
 """
 
 from __future__ import annotations
@@ -49,7 +50,16 @@ def arrangements(items: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
 
 
 def run_on(k: int, executed: tuple[str, ...], rest: tuple[str, ...], boundary: str | None) -> Law:
-    """Stop after call t when the boundary is met, over every arrangement of `rest`."""
+    """Stop after call t when the boundary is met, over every arrangement of `rest`. Only the
+    multisets matter (the arrangements of `rest` are enumerated from its multiset, and the
+    boundary and decision count the executed calls), so each pair of them is run once."""
+    return run_multisets(k, tuple(sorted(executed)), tuple(sorted(rest)), boundary)
+
+
+@cache
+def run_multisets(
+    k: int, executed: tuple[str, ...], rest: tuple[str, ...], boundary: str | None
+) -> Law:
     seen: Counter[tuple[str, int]] = Counter()
     every = list(arrangements(rest))
     for order in every:

@@ -15,9 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from schemas.cost import SpendRow
 from tasks.errors import InputError
+from tasks.judging.cache import read_attempts
 from tasks.judging.spend import run_spend
 from tasks.runrecord import list_records
 from tasks.warehouse import bootstrap_interval, build_warehouse, query
@@ -54,10 +56,10 @@ def _num(value: Any) -> float:
     return float("nan") if value is None else float(value)
 
 
-def _spend(work: WorkDir, run_id: str) -> dict[tuple[str, str], SpendRow]:
+def _spend(work: WorkDir, run_id: str, attempts: pa.Table) -> dict[tuple[str, str], SpendRow]:
     """What a run sent and spent per (judge, config); nothing for a run without calls."""
     try:
-        return {(r.judge, r.config): r for r in run_spend(work, run_id)}
+        return {(r.judge, r.config): r for r in run_spend(work, run_id, attempts)}
     except InputError:
         return {}
 
@@ -74,12 +76,13 @@ def trend_points(work: WorkDir) -> list[TrendPoint]:
     }
     points = []
     spends: dict[str, dict[tuple[str, str], SpendRow]] = {}
+    attempts = read_attempts(work)  # once for every run's spend
     for row in rows.to_dict("records"):
         record = records.get(str(row["run_id"]))
         if record is None:
             continue
         if record.run_id not in spends:
-            spends[record.run_id] = _spend(work, record.run_id)
+            spends[record.run_id] = _spend(work, record.run_id, attempts)
         spent = spends[record.run_id].get((str(row["judge"]), str(row["config"])))
         values = scores.get((row["run_id"], row["judge"], row["config"]), np.empty(0))
         low, high = bootstrap_interval(

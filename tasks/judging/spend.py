@@ -50,22 +50,24 @@ def run_prices(work: WorkDir, run_id: str) -> dict[str, Price | None]:
     }
 
 
-def sent_keys(work: WorkDir, run_id: str) -> set[str]:
-    """Call keys this run sent and got a reply for."""
-    attempts = read_attempts(work)
+def sent_keys(work: WorkDir, run_id: str, attempts: pa.Table | None = None) -> set[str]:
+    """Call keys this run sent and got a reply for, from the attempts log (read here unless
+    given: a caller over many runs reads it once)."""
+    attempts = read_attempts(work) if attempts is None else attempts
     mine = attempts.filter(
         pc.and_(pc.equal(attempts.column("run_id"), run_id), attempts.column("ok"))
     )
     return set(mine.column("call_key").to_pylist())
 
 
-def run_spend(work: WorkDir, run_id: str) -> list[SpendRow]:
-    """Per (judge, config) of a run: sent and cached calls, their tokens and USD."""
+def run_spend(work: WorkDir, run_id: str, attempts: pa.Table | None = None) -> list[SpendRow]:
+    """Per (judge, config) of a run: sent and cached calls, their tokens and USD (`attempts`:
+    the attempts log, if the caller has read it)."""
     path = RunFolder(work, run_id).calls
     if not path.is_file():
         raise InputError(f"run {run_id!r} has no calls table: {path} does not exist")
     calls = pq.read_table(path, columns=["judge", "config", "call_key", "status"]).to_pylist()
-    sent = sent_keys(work, run_id)
+    sent = sent_keys(work, run_id, attempts)
     replies = {
         r["call_key"]: r
         for r in read_replies(work, sent & {c["call_key"] for c in calls}).to_pylist()

@@ -25,6 +25,7 @@ from flows.cli import (  # noqa: F401
     remap,
     replay,
     run,
+    server,
     simjudge,
 )
 from flows.cli.app import app, err_console

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from flows.runtime import configure_prefect, detach_embedded_server
+from flows.runtime import configure_prefect, start_prefect
 from tasks.errors import InputError
 from tasks.workdir import WorkDir
 
@@ -77,7 +77,7 @@ def global_options(
     state.work = WorkDir.at(work_dir)
     state.work_given = work_dir
     state.debug = debug
-    configure_prefect(state.work, debug=debug)
+    configure_prefect(debug=debug)
 
 
 DaskAddress = Annotated[
@@ -98,11 +98,10 @@ def fits(table: Table) -> bool:
 
 
 def prepare_prefect() -> None:
-    """Process settings for the jobs that run flows, before their flows are imported."""
-    # A loaded machine can take more than Prefect's default 20 s to start its server.
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
-    # A terminal's Ctrl-C must reach judgeline only, which stops its judge stage cleanly.
-    detach_embedded_server()
+    """For the jobs that run flows, before their flows are imported: Prefect's home in the
+    work dir and its client on the work dir's local server (`flows.runtime.start_prefect`).
+    Everything that can refuse the job's input runs before this."""
+    start_prefect(state.work)
 
 
 def load_judges(path: Path) -> list[JudgeSpec]:

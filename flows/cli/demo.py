@@ -12,6 +12,7 @@ from rich.markup import escape
 from flows.cli.app import (
     app,
     console,
+    prepare_prefect,
     print_diff,
     print_reasons,
     print_spend,
@@ -43,8 +44,9 @@ def demo(
     if nights > 1 or pairs is not None:
         demo_nights(nights, pairs, latency_ms)
         return
-    from flows.prepare import freeze_flow
+    prepare_prefect()
     from tasks.demo import DEMO_PERSONAS, demo_config
+    from tasks.ingest.sources import freeze_sources
     from tasks.runhealth import EXIT_CODES, RunNotCompleted
     from tasks.runrecord import read_record
     from tasks.simjudge.server import simjudge_subprocess
@@ -53,7 +55,7 @@ def demo(
     console.print(f"[bold]judgeline demo[/bold]: work dir {work.root}")
     # The simulated judge learns the key from the frozen manifest, so freeze first (the
     # nightly flow's own freeze then finds it already frozen).
-    manifest_hash = freeze_flow([{"kind": "demo"}], str(work.root))
+    manifest_hash = freeze_sources([{"kind": "demo"}], work).info.manifest_hash
     console.print(f"manifest {manifest_hash[:16]} frozen; starting the simulated judge")
     os.environ["JUDGELINE_WORK_DIR"] = str(work.root)
     args = ["--manifest", manifest_hash, "--latency-ms", str(latency_ms)]
@@ -91,7 +93,7 @@ def demo_nights(nights: int, pairs: int | None, latency_ms: float) -> None:
     demo. Then the diff of the last two nights and the trends page."""
     import datetime as dt
 
-    from flows.prepare import freeze_flow
+    prepare_prefect()
     from tasks.demo_nights import (
         night_dataset,
         night_lines,
@@ -104,6 +106,7 @@ def demo_nights(nights: int, pairs: int | None, latency_ms: float) -> None:
     from tasks.history.page import write_trends
     from tasks.history.trends import trend_points
     from tasks.ingest.demo_benchmark import demo_pairs
+    from tasks.ingest.sources import freeze_sources
     from tasks.runhealth import RunNotCompleted
     from tasks.runrecord import read_record
     from tasks.simjudge.server import simjudge_subprocess
@@ -116,7 +119,8 @@ def demo_nights(nights: int, pairs: int | None, latency_ms: float) -> None:
     for night in plan:
         console.print(escape(night.title(nights)), style="bold", highlight=False)
         table, personas = write_night_files(work, night)
-        manifest_hash = freeze_flow([night_dataset(table).model_dump()], str(work.root))
+        source = night_dataset(table).model_dump()
+        manifest_hash = freeze_sources([source], work).info.manifest_hash
         args = ["--manifest", manifest_hash, "--latency-ms", str(latency_ms)]
         with (
             probe_date(night.date),

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from flows.cli.app import app, console, fits
+from flows.cli.app import app, console, fits, prepare_prefect
 
 _SHOWN = (
     ("expected_calls", "calls", "{:.3f}"),
@@ -79,11 +79,13 @@ def replay_command(
     """Replay stopping policies exactly over cached outcomes; no judge (docs/design.md#replay)."""
     import pyarrow.parquet as pq
 
-    from flows.replay import replay_flow
     from tasks.errors import InputError
 
     if not calls.is_file():
         raise InputError("no such outcomes file", file=str(calls))
+    prepare_prefect()
+    from flows.replay import replay_flow
+
     paths = replay_flow(str(calls), str(out), designs=design or None, policies=policy or None)
     rows = pq.read_table(paths["summary"]).to_pylist()
     table = summary_table(rows)

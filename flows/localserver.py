@@ -127,6 +127,8 @@ class ServerFiles:
         self.start_lock = home / "judgeline-server.lock"
         self.clients_lock = home / "judgeline-clients.lock"
         self.log = home / "judgeline-server.log"
+        self.stopped = home / "judgeline-server.stopped"
+        """Names the pid `stop_server` stopped: a command using it does not restart it."""
 
     def read(self) -> ServerInfo | None:
         """The state file's server, or None (absent or unreadable: no server to trust)."""
@@ -306,6 +308,7 @@ def stop_server(home: Path) -> ServerInfo | None:
         info = files.read()
         if info is None:
             return None
+        files.stopped.write_text(str(info.pid))
         if _alive(info.pid):
             _terminate(info.pid)
         files.clear()
@@ -333,6 +336,14 @@ def _watch(files: ServerFiles, info: ServerInfo) -> None:
         time.sleep(WATCH_EVERY_S)
         if _alive(info.pid):
             continue
+        if files.stopped.is_file() and files.stopped.read_text().strip() == str(info.pid):
+            print(
+                f"judgeline: the local Prefect server (pid {info.pid}) was stopped by "
+                "`judgeline server stop`; this command's flow run cannot go on",
+                file=sys.stderr,
+                flush=True,
+            )
+            return
         print(
             f"judgeline: the local Prefect server (pid {info.pid}) stopped; restarting it "
             f"on {info.url}",

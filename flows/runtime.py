@@ -83,6 +83,16 @@ def configure_prefect(*, debug: bool = False) -> None:
         logging.raiseExceptions = False
 
 
+def check_work_dir(work: WorkDir) -> None:
+    """Refuse a work dir that is a file or lies under one (every command checks this first;
+    a missing work dir is made by the commands that write)."""
+    path = work.root
+    while not path.exists() and path.parent != path:
+        path = path.parent
+    if not path.is_dir():
+        raise InputError(f"not usable as a work dir ({path} is not a folder)", file=str(work.root))
+
+
 def prefect_home(work: WorkDir) -> Path:
     """Prefect's home for this work dir: PREFECT_HOME if set, else `WORK/.prefect`."""
     chosen = os.environ.get("PREFECT_HOME")
@@ -101,8 +111,12 @@ def start_prefect(work: WorkDir) -> None:
     os.environ.setdefault("PREFECT_RESULTS_LOCAL_STORAGE_PATH", str(home / "results"))
     try:
         work.root.mkdir(parents=True, exist_ok=True)
+        probe = work.root / f".judgeline-write-check.{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
     except OSError as exc:
         raise InputError(
-            f"not usable as a work dir ({exc.strerror})", file=str(work.root)
+            f"not usable as a work dir: it cannot be written ({exc.strerror})",
+            file=str(work.root),
         ) from None
     use_local_server(home)

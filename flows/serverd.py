@@ -86,6 +86,10 @@ def serve(home: Path, idle_s: float, port: int = 0) -> None:
                 return
             await asyncio.sleep(0.05)
         files.publish(info)
+        print(
+            f"judgeline local Prefect server: pid {info.pid} serving {home} on {info.url}",
+            flush=True,
+        )
         watcher = asyncio.create_task(_watch_idle(server, files, activity, idle_s))
         try:
             await serving

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from flows.runtime import configure_prefect, start_prefect
+from flows.runtime import check_work_dir, configure_prefect, start_prefect
 from tasks.errors import InputError
 from tasks.workdir import WorkDir
 
@@ -78,6 +78,7 @@ def global_options(
     state.work_given = work_dir
     state.debug = debug
     configure_prefect(debug=debug)
+    check_work_dir(state.work)
 
 
 DaskAddress = Annotated[

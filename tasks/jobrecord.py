@@ -24,7 +24,7 @@ from schemas.run import RunRecord
 from tasks.errors import describe_validation
 from tasks.hashing import canonical_json, sha256_text
 from tasks.judging.claims import RunLock
-from tasks.runfolder import RECORD_FILE, RunFolder
+from tasks.runfolder import RECORD_FILE, RunFolder, is_run_id
 from tasks.runhealth import run_health, run_status
 from tasks.runrecord import code_version, read_record, write_record
 from tasks.workdir import WorkDir
@@ -135,15 +135,31 @@ class RunEntry:
 
 
 def scan_records(work: WorkDir) -> list[RunEntry]:
-    """Every run folder with a record, newest first, damaged ones last.
+    """Every run folder with a record, newest first, then damaged and foreign ones.
 
     A damaged record is an entry with status `damaged` and the problem (naming the file); a
-    `running` record whose lock is free is `interrupted`: the process that ran it died.
+    `running` record whose lock is free is `interrupted`: the process that ran it died. A
+    folder under `runs/` whose name is not a run id (`tasks.runfolder.is_run_id`) is
+    `foreign`: no command made it, and every reader skips it.
     """
     good: list[RunEntry] = []
     damaged: list[RunEntry] = []
-    for path in sorted((work.root / "runs").glob(f"*/{RECORD_FILE}")):
-        run_id = path.parent.name
+    foreign: list[RunEntry] = []
+    runs = work.root / "runs"
+    for folder in sorted(runs.iterdir()) if runs.is_dir() else []:
+        run_id = folder.name
+        if not folder.is_dir():
+            continue
+        if not is_run_id(run_id):
+            problem = (
+                f"{runs}/{run_id!r} is not a run's folder ({run_id!r} is not a run id: no "
+                "judgeline command made it); every command skips it"
+            )
+            foreign.append(RunEntry(run_id, None, "foreign", problem))
+            continue
+        path = folder / RECORD_FILE
+        if not path.exists():
+            continue
         try:
             record = RunRecord.model_validate_json(path.read_text("utf-8"))
         except (OSError, ValueError) as exc:
@@ -155,7 +171,7 @@ def scan_records(work: WorkDir) -> list[RunEntry]:
             status = "interrupted"
         good.append(RunEntry(run_id, record, status))
     good.sort(key=lambda e: e.record.started_at if e.record else dt.datetime.min, reverse=True)
-    return good + damaged
+    return good + damaged + foreign
 
 
 def resume_command(entry: RunEntry) -> str:

@@ -17,7 +17,7 @@ from tasks.errors import InputError, IntegrityError
 from tasks.ingest.tables import ColumnMapping
 from tasks.judging.claims import RunLock
 from tasks.judging.client import aresolve_api_key
-from tasks.runfolder import RunFolder
+from tasks.runfolder import RunFolder, check_run_id
 from tasks.templates import get_template
 from tasks.workdir import WorkDir
 
@@ -25,8 +25,10 @@ __all__ = ["check_keys", "check_run"]
 
 
 def check_run(config: RunConfig, work: WorkDir, run_id: str | None) -> None:
-    """Refuse a configuration whose template, dataset files, key variables or run id would
+    """Refuse a configuration whose run id, template, dataset files or key variables would
     fail a stage: an InputError naming the first problem."""
+    if run_id is not None:
+        check_run_id(run_id)
     get_template(config.template)
     for number, dataset in enumerate(config.datasets):
         _check_dataset(number, dataset.kind, dataset.path, dataset.mapping)

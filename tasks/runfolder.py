@@ -7,6 +7,7 @@ folder also creates it).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -16,7 +17,17 @@ from tasks.errors import InputError, IntegrityError, describe_validation
 from tasks.storage import write_json_atomic
 from tasks.workdir import WorkDir
 
-__all__ = ["INFO_FILE", "LOCK_FILE", "RECORD_FILE", "REPORT_FILE", "TABLE_FILES", "RunFolder"]
+__all__ = [
+    "INFO_FILE",
+    "LOCK_FILE",
+    "RECORD_FILE",
+    "REPORT_FILE",
+    "RUN_ID_RULE",
+    "TABLE_FILES",
+    "RunFolder",
+    "check_run_id",
+    "is_run_id",
+]
 
 RECORD_FILE: Final = "record.json"
 INFO_FILE: Final = "run.json"
@@ -43,6 +54,26 @@ TABLE_FILES: Final = {
 }
 """Each table a run can hold, by name: `calls` is `calls.parquet`, and so on."""
 
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+RUN_ID_RULE: Final = (
+    "a run id is one folder name: 1 to 128 ASCII letters, digits, '.', '_' and '-', "
+    "starting with a letter or a digit"
+)
+
+
+def is_run_id(name: str) -> bool:
+    """Whether `name` is a run id: one safe path segment (`RUN_ID_RULE`), never `..`, a
+    path, a hidden name, an option-like `-x`, blanks or control characters."""
+    return _RUN_ID.fullmatch(name) is not None
+
+
+def check_run_id(run_id: str) -> str:
+    """`run_id` if it is a run id, else an InputError naming it (every command that takes a
+    run id checks it before anything is written or sent; `RunFolder.create` checks again)."""
+    if not is_run_id(run_id):
+        raise InputError(f"{run_id!r} is not a usable run id: {RUN_ID_RULE}")
+    return run_id
+
 
 @dataclass(frozen=True)
 class RunFolder:
@@ -59,7 +90,9 @@ class RunFolder:
         return self.path.is_dir()
 
     def create(self) -> RunFolder:
-        """Make the folder (and `runs/`) if missing; for writers."""
+        """Make the folder (and `runs/`) if missing; for writers. Refuses a name that is not
+        a run id (it could name a folder outside `runs/`)."""
+        check_run_id(self.run_id)
         self.path.mkdir(parents=True, exist_ok=True)
         return self
 

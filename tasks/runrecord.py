@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 
 from schemas.run import CodeVersion, RunRecord
 from schemas.vocabulary import OUTCOMES
-from tasks.runfolder import RECORD_FILE, RunFolder
+from tasks.runfolder import RECORD_FILE, RunFolder, is_run_id
 from tasks.workdir import WorkDir
 
 PACKAGES = ("judgeline", "prefect", "pandas", "pyarrow", "duckdb", "httpx", "pydantic", "numpy")
@@ -67,9 +67,12 @@ def outcome_counts(folder: RunFolder) -> dict[str, int]:
 
 
 def list_records(work: WorkDir) -> list[RunRecord]:
-    """Every run's record, newest first; unreadable records are skipped."""
+    """Every run's record, newest first; unreadable records and foreign folders (names that
+    are not run ids) are skipped."""
     records = []
     for path in sorted((work.root / "runs").glob(f"*/{RECORD_FILE}")):
+        if not is_run_id(path.parent.name):
+            continue
         try:
             records.append(RunRecord.model_validate_json(path.read_text("utf-8")))
         except (OSError, ValueError):

@@ -42,7 +42,7 @@ from schemas import (
 from schemas.advice import AdviceRow
 from tasks.errors import InputError, IntegrityError
 from tasks.hashing import digest, sha256_bytes
-from tasks.runfolder import TABLE_FILES
+from tasks.runfolder import TABLE_FILES, is_run_id
 from tasks.tablefiles import TableFile, damage_of, list_table_files
 from tasks.workdir import WorkDir
 
@@ -128,9 +128,21 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+def _foreign(view: View, path: Path) -> bool:
+    """A run table in a folder whose name is not a run id: no command wrote it; skipped."""
+    return view.pattern[0] == "runs" and not is_run_id(path.parent.name)
+
+
 def _listing(root: Path) -> dict[View, list[TableFile]]:
     """Every view's files as they are now, each checked (footers only)."""
-    return {view: list_table_files(root, view.pattern, view.model) for view in VIEWS}
+    return {
+        view: [
+            f
+            for f in list_table_files(root, view.pattern, view.model)
+            if not _foreign(view, f.path)
+        ]
+        for view in VIEWS
+    }
 
 
 def _source(files: list[TableFile]) -> str | None:
@@ -297,6 +309,8 @@ def _stale(work: WorkDir) -> bool:
     now = set()
     for view in VIEWS:
         for path in sorted(work.root.glob("/".join(view.pattern))):
+            if _foreign(view, path):
+                continue
             try:
                 stat = path.stat()
             except FileNotFoundError:

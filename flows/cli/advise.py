@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from flows.cli.app import app, console, state
+from flows.cli.app import app, console, run_id_given, state
 
 
 def _budget(text: str) -> float:
@@ -26,7 +26,9 @@ def _span(low: float | None, high: float | None, fmt: str) -> str:
 
 @app.command("advise")
 def advise_command(
-    run_id: Annotated[str, typer.Argument(help="A full-grid run with outcomes.parquet.")],
+    run_id: Annotated[
+        str, typer.Argument(help="A full-grid run with outcomes.parquet.", callback=run_id_given)
+    ],
     max_change: Annotated[
         str, typer.Option("--max-change", help="Budget on changed decisions: 1% or 0.01.")
     ] = "1%",

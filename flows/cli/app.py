@@ -37,6 +37,7 @@ __all__ = [
     "print_rows",
     "prepare_prefect",
     "print_reasons",
+    "run_id_given",
     "state",
 ]
 
@@ -89,6 +90,15 @@ DaskAddress = Annotated[
         help="Run the batches on this Dask scheduler, e.g. tcp://10.0.0.5:8786.",
     ),
 ]
+
+
+def run_id_given(value: str | None) -> str | None:
+    """The callback of every run id argument and option: a name that is not a run id
+    (`tasks.runfolder.RUN_ID_RULE`) is refused while the command line is read, before the
+    command writes or sends anything."""
+    from tasks.runfolder import check_run_id
+
+    return None if value is None else check_run_id(value)
 
 
 def fits(table: Table) -> bool:

@@ -9,11 +9,11 @@ from rich.markup import escape
 from rich.padding import Padding
 from rich.text import Text
 
-from flows.cli.app import app, console, state
+from flows.cli.app import app, console, run_id_given, state
 
 
 @app.command("failures")
-def failures(run_id: Annotated[str, typer.Argument(help="Run id.")]) -> None:
+def failures(run_id: Annotated[str, typer.Argument(help="Run id.", callback=run_id_given)]) -> None:
     """List a run's failed and pending calls per judge, config and category, with the
     provider's message, and the command that sends them again."""
     from tasks.judging.failed_calls import failed_call_groups

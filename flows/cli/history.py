@@ -8,13 +8,13 @@ from typing import Annotated
 
 import typer
 
-from flows.cli.app import app, console, print_diff, state
+from flows.cli.app import app, console, print_diff, run_id_given, state
 
 
 @app.command("diff")
 def diff(
-    run_a: Annotated[str, typer.Argument(help="The earlier run.")],
-    run_b: Annotated[str, typer.Argument(help="The later run.")],
+    run_a: Annotated[str, typer.Argument(help="The earlier run.", callback=run_id_given)],
+    run_b: Annotated[str, typer.Argument(help="The later run.", callback=run_id_given)],
     as_json: Annotated[bool, typer.Option("--json", help="Print the diff as JSON.")] = False,
 ) -> None:
     """What changed from RUN_A to RUN_B: pairs, judge configs, calls, scores, flipped pairs."""

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from flows.cli.app import app, console, prepare_prefect, print_reasons, state
+from flows.cli.app import app, console, prepare_prefect, print_reasons, run_id_given, state
 
 
 def _print_agreement(imported: dict[str, Any] | None) -> None:
@@ -42,7 +42,9 @@ def import_(
     dataset: Annotated[
         str | None, typer.Option(help="Dataset name (default: from the file).")
     ] = None,
-    run_id: Annotated[str | None, typer.Option(help="Run id (default: new).")] = None,
+    run_id: Annotated[
+        str | None, typer.Option(help="Run id (default: new).", callback=run_id_given)
+    ] = None,
     name: Annotated[str | None, typer.Option(help="Benchmark name in the run record.")] = None,
     questions: Annotated[
         Path | None, typer.Option(help="fastchat: the MT-Bench question.jsonl.")
@@ -105,7 +107,9 @@ def _print_imported(record: dict[str, Any], files: int) -> None:
 
 
 @app.command("reparse")
-def reparse(run_id: Annotated[str, typer.Argument(help="The run to re-label.")]) -> None:
+def reparse(
+    run_id: Annotated[str, typer.Argument(help="The run to re-label.", callback=run_id_given)],
+) -> None:
     """Re-label a run from its cached replies (current parser) and rebuild everything after,
     its status too; exits as `run` does (3 if the run is degraded, 4 if failed)."""
     from tasks.runhealth import EXIT_CODES, RunNotCompleted

@@ -16,6 +16,7 @@ from flows.cli.app import (
     prepare_prefect,
     print_reasons,
     print_rows,
+    run_id_given,
     state,
 )
 from tasks.errors import InputError
@@ -82,7 +83,12 @@ def judge(
     ] = None,
     template: Annotated[str | None, typer.Option("--template", help="Template id.")] = None,
     run_id: Annotated[
-        str | None, typer.Option("--run-id", help="Run id; derived from the inputs if omitted.")
+        str | None,
+        typer.Option(
+            "--run-id",
+            help="Run id; derived from the inputs if omitted.",
+            callback=run_id_given,
+        ),
     ] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Calls per task.")] = 500,
     base_url: Annotated[
@@ -150,7 +156,10 @@ def judge(
 
 @app.command("rerun-failed")
 def rerun_failed(
-    run_id: Annotated[str, typer.Argument(help="The run whose unstored calls to send again.")],
+    run_id: Annotated[
+        str,
+        typer.Argument(help="The run whose unstored calls to send again.", callback=run_id_given),
+    ],
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
     dask_address: DaskAddress = None,
 ) -> None:

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from flows.cli.app import app, console, load_judges, prepare_prefect, state
+from flows.cli.app import app, console, load_judges, prepare_prefect, run_id_given, state
 from tasks.runfolder import RunFolder
 
 
@@ -37,7 +37,12 @@ def live(
     rng_seed: Annotated[int, typer.Option("--rng-seed", min=0, help="Seed of the draws.")] = 0,
     template: Annotated[str | None, typer.Option("--template", help="Template id.")] = None,
     run_id: Annotated[
-        str | None, typer.Option("--run-id", help="Run id; derived from the inputs if omitted.")
+        str | None,
+        typer.Option(
+            "--run-id",
+            help="Run id; derived from the inputs if omitted.",
+            callback=run_id_given,
+        ),
     ] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Calls per task.")] = 500,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from flows.cli.app import app, console, prepare_prefect, state
+from flows.cli.app import app, console, prepare_prefect, run_id_given, state
 from tasks.runfolder import RunFolder
 
 _DISCLOSURE_COLUMNS = (
@@ -31,7 +31,9 @@ def _share(value: Any) -> str:
 
 
 @app.command("remap")
-def remap(run_id: Annotated[str, typer.Argument(help="The run to remap.")]) -> None:
+def remap(
+    run_id: Annotated[str, typer.Argument(help="The run to remap.", callback=run_id_given)],
+) -> None:
     """Remap a run's stored replies through the trusted presentation map (no judge calls)."""
     from rich.table import Table
 

@@ -19,6 +19,7 @@ from flows.cli.app import (
     print_rows,
     print_spend,
     print_summary,
+    run_id_given,
     run_nightly,
     state,
 )
@@ -28,7 +29,9 @@ from tasks.workdir import WorkDir
 @app.command("run")
 def run(
     config: Annotated[Path, typer.Argument(help="Run configuration (YAML).")],
-    run_id: Annotated[str | None, typer.Option(help="Run id (default: new).")] = None,
+    run_id: Annotated[
+        str | None, typer.Option(help="Run id (default: new).", callback=run_id_given)
+    ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print the estimate (`estimate`); send nothing.")
     ] = False,
@@ -78,7 +81,9 @@ def runs() -> None:
     for entry in entries:
         r = entry.record
         if r is None:
-            rows.append((entry.run_id, "-", entry.status, *("-" * 5)))
+            # A foreign folder's name may hold anything (a tab, a newline): shown quoted.
+            shown = repr(entry.run_id) if entry.status == "foreign" else entry.run_id
+            rows.append((shown, "-", entry.status, *("-" * 5)))
             continue
         rows.append(
             (
@@ -96,7 +101,7 @@ def runs() -> None:
     for col in headers:
         table.add_column(col, no_wrap=True, justify="left" if col in headers[:2] else "right")
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(escape(cell) for cell in row))
     if fits(table):
         console.print(table)
     else:
@@ -118,7 +123,7 @@ def runs() -> None:
 
 @app.command("show")
 def show(
-    run_id: Annotated[str, typer.Argument(help="Run id.")],
+    run_id: Annotated[str, typer.Argument(help="Run id.", callback=run_id_given)],
     pair: Annotated[
         str | None, typer.Option(help="Print this pair's question, answers and both replies.")
     ] = None,
@@ -158,7 +163,7 @@ def show(
 
 
 @app.command("report")
-def report(run_id: Annotated[str, typer.Argument(help="Run id.")]) -> None:
+def report(run_id: Annotated[str, typer.Argument(help="Run id.", callback=run_id_given)]) -> None:
     """Rebuild a run's HTML report from the warehouse, without calling any judge."""
     from tasks.report.data import build_report
 

@@ -31,6 +31,7 @@ from tasks.judging.cache import read_replies, stored_keys
 from tasks.judging.planned import PlannedCall, plan_calls
 from tasks.judging.prices import price_of
 from tasks.plan.designs import make_plan
+from tasks.runfolder import is_run_id
 from tasks.workdir import WorkDir
 
 __all__ = [
@@ -115,7 +116,10 @@ class _Group:
 
 def _pu_fraction(work: WorkDir, judge: str, config: str) -> float | None:
     """Live paired unanimity's expected share of the grid, from the newest replay."""
-    runs = sorted(work.runs.glob("*/summary.parquet"), key=lambda p: p.stat().st_mtime)
+    runs = sorted(
+        (p for p in work.runs.glob("*/summary.parquet") if is_run_id(p.parent.name)),
+        key=lambda p: p.stat().st_mtime,
+    )
     for path in reversed(runs):
         table = pq.read_table(path).to_pylist()
         rows = [

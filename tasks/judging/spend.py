@@ -21,7 +21,7 @@ from schemas.judge import JudgeSpec
 from tasks.errors import InputError
 from tasks.judging.cache import read_attempts, read_replies
 from tasks.judging.prices import price_of
-from tasks.runfolder import RunFolder
+from tasks.runfolder import RunFolder, is_run_id
 from tasks.workdir import WorkDir
 
 __all__ = ["outcome_costs", "reply_usd", "run_prices", "run_spend", "sent_keys"]
@@ -111,7 +111,8 @@ def outcome_costs(outcomes_path: str | Path) -> pa.Table | None:
     """
     path = Path(outcomes_path).resolve()
     run_dir = path.parent
-    if run_dir.parent.name != "runs" or not (run_dir / "run.json").is_file():
+    in_a_run = run_dir.parent.name == "runs" and is_run_id(run_dir.name)
+    if not in_a_run or not (run_dir / "run.json").is_file():
         return None
     work = WorkDir.at(run_dir.parent.parent)
     prices = run_prices(work, run_dir.name)

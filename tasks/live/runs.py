@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 
 from schemas import LiveSummaryRow, conform
 from schemas.run import RunInfo
-from tasks.runfolder import RunFolder
+from tasks.runfolder import RunFolder, is_run_id
 from tasks.workdir import WorkDir
 
 __all__ = ["find_reference_run", "is_live_run", "read_live_summary", "record_live_info"]
@@ -48,6 +48,8 @@ def find_reference_run(work: WorkDir, run_id: str) -> str | None:
         return None
     best: tuple[str, str] | None = None
     for path in runs.iterdir() if runs.is_dir() else []:
+        if not is_run_id(path.name):
+            continue  # a foreign folder
         folder = RunFolder(work, path.name)
         if folder.run_id == run_id or not folder.summary.is_file():
             continue

@@ -12,7 +12,13 @@ from flows.remap import remap_stage
 from flows.replay import replay_stage
 from schemas.run import RunRecord
 from schemas.vocabulary import DESIGNS, POLICIES
-from tasks.jobrecord import new_record, recorded_run, rerecorded_run, settle_status
+from tasks.jobrecord import (
+    check_unused,
+    new_record,
+    recorded_run,
+    rerecorded_run,
+    settle_status,
+)
 from tasks.runfolder import RunFolder
 from tasks.runhealth import raise_unless_completed
 from tasks.runrecord import new_run_id, outcome_counts, write_record
@@ -67,6 +73,8 @@ def import_flow(
     options = ImportOptions(dataset, questions, answers_dir, mapping, judge, template)
     files = [f for p in paths for f in read_seeds(fmt, p, options)]
     check_files(files)  # before any record is written: a refused import leaves no entry
+    if run_id is not None:
+        check_unused(work, run_id)  # an import never replaces a run
     config: dict[str, Any] = {
         "import": fmt, "files": list(paths), "k": len(files), "template": files[0].template_id,
         "judges": [{"name": files[0].judge, "configs": [files[0].config]}],

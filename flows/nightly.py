@@ -72,8 +72,18 @@ async def nightly_flow(
     await check_keys(cfg)
     run_id = run_id or new_run_id()
     record = new_record(run_id, cfg.name, cfg.model_dump(mode="json"))
-    # The run's lock first (refused: nothing is written, the run may be another process's);
-    # the record says `running` until the stages end, then their status or the error.
+    # Freezing and planning write shared, content-addressed files only; a dataset that
+    # cannot be frozen is refused here, and the plan tells whether a run already under this
+    # id is of these pairs.
+    clock = time.perf_counter()
+    record.manifest_hash = freeze_stage([d.model_dump() for d in cfg.datasets], str(work.root))
+    record.stage_seconds["freeze"] = round(time.perf_counter() - clock, 3)
+    clock = time.perf_counter()
+    record.plan_id = plan_stage(record.manifest_hash, cfg.k, "full", None, str(work.root))
+    record.stage_seconds["plan"] = round(time.perf_counter() - clock, 3)
+    # The run's lock, and a run under this id of another configuration or plan refused
+    # (either way nothing is written); the record says `running` until the stages end,
+    # then their status or the error.
     with recorded_run(work, record):
         await _stages(cfg, work, record, show_progress)
     # Everything is written: a degraded or failed run now ends its flow run Failed.
@@ -83,7 +93,7 @@ async def nightly_flow(
 
 
 async def _stages(cfg: RunConfig, work: WorkDir, record: RunRecord, show_progress: bool) -> None:
-    """Every stage of one run, in order, filling in `record` (and each stage's seconds)."""
+    """Every stage after the plan, in order, filling in `record` (and each stage's seconds)."""
     root, run_id = str(work.root), record.run_id
     logger = get_run_logger()
     clock = time.perf_counter()
@@ -94,12 +104,7 @@ async def _stages(cfg: RunConfig, work: WorkDir, record: RunRecord, show_progres
         record.stage_seconds[stage] = round(now - clock, 3)
         clock = now
 
-    sources = [d.model_dump() for d in cfg.datasets]
-    record.manifest_hash = freeze_stage(sources, root)
-    lap("freeze")
-    record.plan_id = plan_stage(record.manifest_hash, cfg.k, "full", None, root)
-    lap("plan")
-    write_record(work, record)
+    assert record.manifest_hash is not None and record.plan_id is not None
     if cfg.live is None:
         record.calls = await judge_flow(
             run_id, record.plan_id, cfg.judges, cfg.template, cfg.batch_size, root,

@@ -18,10 +18,11 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from schemas.run import RunRecord
-from tasks.errors import describe_validation
+from tasks.errors import IntegrityError, describe_validation
 from tasks.hashing import canonical_json, sha256_text
 from tasks.judging.claims import RunLock
 from tasks.runfolder import RECORD_FILE, RunFolder, is_run_id
@@ -31,6 +32,8 @@ from tasks.workdir import WorkDir
 
 __all__ = [
     "RunEntry",
+    "check_reuse",
+    "check_unused",
     "judged_config",
     "lock_is_free",
     "new_record",
@@ -62,6 +65,74 @@ def judged_config(
     return {"plan_id": plan_id, "template": template_id, "judges": judges, **more}
 
 
+def check_reuse(
+    work: WorkDir,
+    run_id: str,
+    config: dict[str, Any],
+    *,
+    plan_id: str | None = None,
+    manifest_hash: str | None = None,
+) -> None:
+    """Refuse to make a run of `config` under an id that holds another run: an
+    IntegrityError naming what differs, before anything is written.
+
+    Another run is a record of another configuration (or of another manifest or plan: the
+    dataset files changed), a record that cannot be read, or a `run.json` (a run judged
+    without a record) of another plan, manifest, template or judges. The same configuration
+    may run again under its id: that resumes an interrupted run, resends a degraded run's
+    failed calls, and rebuilds a completed run from the cache (nothing is sent twice).
+    """
+    folder = RunFolder(work, run_id)
+    mine = {"plan_id": plan_id, "manifest_hash": manifest_hash}
+    if folder.record.exists():
+        old = folder.read_record()  # a damaged record: an IntegrityError, nothing replaced
+        before, now = _canonical(old.config), _canonical(config)
+        keys = sorted(k for k in {*before, *now} if before.get(k) != now.get(k))
+        if keys:
+            raise IntegrityError(
+                f"run {run_id} exists and was made with another configuration (it differs in "
+                f"{', '.join(keys)}: {folder.record}); it is left as it is: use a new --run-id "
+                "(`judgeline runs` lists the ids in use)"
+            )
+        _refuse_other(folder.record, run_id, mine, old.model_dump())
+    info = folder.find_info()
+    if info is not None:
+        mine |= {"template_id": config.get("template"), "judges": config.get("judges")}
+        _refuse_other(folder.info, run_id, mine, info.model_dump())
+
+
+def _canonical(config: dict[str, Any]) -> dict[str, Any]:
+    """A run configuration with every default filled in (a record written before a field
+    existed names the same configuration); other jobs' configurations as they are."""
+    from schemas.config import RunConfig
+
+    try:
+        return RunConfig.model_validate(config).model_dump(mode="json")
+    except ValueError:
+        return dict(config)
+
+
+def _refuse_other(path: Path, run_id: str, mine: dict[str, Any], theirs: dict[str, Any]) -> None:
+    fields = sorted(f for f, v in mine.items() if v is not None and theirs.get(f) not in (None, v))
+    if fields:
+        raise IntegrityError(
+            f"run {run_id} exists and differs from this job in {', '.join(fields)} ({path}; "
+            "a dataset file, the plan, the template or the judges changed); it is left as it "
+            "is: use a new --run-id"
+        )
+
+
+def check_unused(work: WorkDir, run_id: str) -> None:
+    """Refuse an id that holds a run (a record or a run.json): for jobs that never reuse one."""
+    folder = RunFolder(work, run_id)
+    for path in (folder.record, folder.info):
+        if path.exists():
+            raise IntegrityError(
+                f"run {run_id} already holds a run ({path}); it is left as it is: give a new "
+                "--run-id (`judgeline runs` lists the ids in use)"
+            )
+
+
 @contextmanager
 def recorded_run(
     work: WorkDir, record: RunRecord, *, timed: str | None = None
@@ -69,8 +140,16 @@ def recorded_run(
     """Hold the run's lock and keep its record: `running` on entry, `completed` (unless the
     caller set another status) or `failed` (with the error) on exit; the caller fills in
     counts on the record meanwhile. With `timed`, the whole job's seconds go to the record's
-    `stage_seconds[timed]`. Refused the lock, nothing is written."""
+    `stage_seconds[timed]`. Refused the lock, or refused an id that holds another run
+    (`check_reuse`), nothing is written."""
     with RunLock(work, record.run_id, nestable=True):
+        check_reuse(
+            work,
+            record.run_id,
+            record.config,
+            plan_id=record.plan_id,
+            manifest_hash=record.manifest_hash,
+        )
         record.status, record.error, record.ended_at = "running", None, None
         write_record(work, record)
         clock = time.perf_counter()

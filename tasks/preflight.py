@@ -13,8 +13,9 @@ from pathlib import Path
 
 from schemas.config import RunConfig
 from schemas.judge import JudgeSpec
-from tasks.errors import InputError, IntegrityError
+from tasks.errors import InputError
 from tasks.ingest.tables import ColumnMapping
+from tasks.jobrecord import check_reuse
 from tasks.judging.claims import RunLock
 from tasks.judging.client import aresolve_api_key
 from tasks.runfolder import RunFolder, check_run_id
@@ -78,19 +79,10 @@ def _check_key_variable(judge: JudgeSpec) -> None:
 
 
 def _check_run_id(config: RunConfig, work: WorkDir, run_id: str) -> None:
-    """The run id is not being judged by another process, and an earlier run under it was
-    made with the same template and judges."""
+    """The run id is not being judged by another process, and a run under it was made with
+    this configuration (`tasks.jobrecord.check_reuse`)."""
     folder = RunFolder(work, run_id)
     if folder.lock.exists():
         with RunLock(work, run_id):  # refuses, naming the holder, if another process has it
             pass
-    info = folder.find_info()
-    if info is None:
-        return
-    judges = [j.model_dump(mode="json") for j in config.judges]
-    for field, mine in (("template_id", config.template), ("judges", judges)):
-        if getattr(info, field) != mine:
-            raise IntegrityError(
-                f"run {run_id}: {folder.info} was made with a different {field}; "
-                "use a new --run-id for a different plan, template or judge set"
-            )
+    check_reuse(work, run_id, config.model_dump(mode="json"))

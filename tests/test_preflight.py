@@ -95,7 +95,7 @@ def test_a_run_id_made_with_other_judges_is_refused(work: WorkDir) -> None:
         judges=[{**cfg.judges[0].model_dump(mode="json"), "model": "other"}],
     )
     RunFolder(work, "old").write_info(info)
-    with pytest.raises(IntegrityError, match="different judges"):
+    with pytest.raises(IntegrityError, match="differs from this job in judges"):
         check_run(cfg, work, "old")
 
 

@@ -75,6 +75,10 @@ def import_(
         dataset, str(questions) if questions else None,
         str(answers_dir) if answers_dir else None, map_, judge, template,
     )  # fmt: skip
+    if run_id is not None:
+        from tasks.jobrecord import check_unused
+
+        check_unused(state.work, run_id)  # an import never replaces a run
     check_files([f for p in files for f in read_seeds(fmt, p, options)])
     prepare_prefect()
     from flows.imports import import_flow

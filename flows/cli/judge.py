@@ -100,7 +100,11 @@ def judge(
         str | None, typer.Option("--api-key-env", help="Quick judge: env var with the key.")
     ] = None,
     simulated: Annotated[
-        bool, typer.Option("--simulated", help="Quick judge: `judgeline simjudge`'s endpoint.")
+        bool,
+        typer.Option(
+            "--simulated",
+            help="Quick judge: --base-url is `judgeline serve-judge` (requests carry their call key).",
+        ),
     ] = False,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
     dask_address: DaskAddress = None,

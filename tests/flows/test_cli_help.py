@@ -57,3 +57,17 @@ def test_freeze_help_lists_every_map_field() -> None:
     for field in fields:
         assert f"{field}=" in text, field
     assert "key=label{A>B:A,B>A:B" in text  # the value mapping of a key column
+
+
+def test_every_command_a_help_text_names_exists() -> None:
+    """`judge --help` once named a `judgeline simjudge` that does not exist."""
+    import re
+
+    import typer.main
+
+    commands = set(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
+    for command in sorted(commands):
+        code, text = invoke(command, "--help")
+        assert code == 0, (command, text)
+        for named in re.findall(r"judgeline ([a-z][a-z-]+)", text):
+            assert named in commands, (command, named)

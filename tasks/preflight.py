@@ -9,6 +9,7 @@ starts); `check_keys` also loads Prefect Secret blocks, so the flow calls it.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from schemas.config import RunConfig
@@ -22,7 +23,7 @@ from tasks.runfolder import RunFolder, check_run_id
 from tasks.templates import get_template
 from tasks.workdir import WorkDir
 
-__all__ = ["check_keys", "check_run"]
+__all__ = ["check_keys", "check_run", "unset_key_variables"]
 
 
 def check_run(config: RunConfig, work: WorkDir, run_id: str | None) -> None:
@@ -70,12 +71,25 @@ def _check_dataset(number: int, kind: str, path: str | None, mapping: str | None
         ColumnMapping.parse(mapping)
 
 
-def _check_key_variable(judge: JudgeSpec) -> None:
+def _key_variable_problem(judge: JudgeSpec) -> str | None:
     if judge.api_key_env and not os.environ.get(judge.api_key_env):
-        raise InputError(
-            f"judge {judge.name!r}: environment variable {judge.api_key_env} is not set "
-            "(api_key_env); set it, or name another variable"
-        )
+        return f"judge {judge.name!r}: environment variable {judge.api_key_env} is not set"
+    return None
+
+
+def _check_key_variable(judge: JudgeSpec) -> None:
+    problem = _key_variable_problem(judge)
+    if problem is not None:
+        raise InputError(f"{problem} (api_key_env); set it, or name another variable")
+
+
+def unset_key_variables(judges: Sequence[JudgeSpec], dask_address: str | None = None) -> list[str]:
+    """For an estimate (which sends nothing, so refuses nothing): one line per judge whose
+    key variable is unset here, for which a run would be refused."""
+    if dask_address or os.environ.get("JUDGELINE_DASK_ADDRESS"):
+        return []
+    problems = filter(None, (_key_variable_problem(judge) for judge in judges))
+    return [f"{p}: a run of these judges is refused until it is set" for p in problems]
 
 
 def _check_run_id(config: RunConfig, work: WorkDir, run_id: str) -> None:

@@ -131,3 +131,33 @@ def test_the_run_command_refuses_before_freezing(
     # Nothing was frozen or planned, and no record lists the refused run.
     assert not (work.root / "manifests").exists() and not (work.root / "plans").exists()
     assert not (work.run_dir("busy") / "record.json").exists()
+
+
+@pytest.mark.parametrize("command", [["estimate"], ["run", "--dry-run"]])
+def test_an_estimate_names_an_unset_key_variable(
+    command: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`estimate` and `run --dry-run` once said nothing of a key variable the run would be
+    refused for."""
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    monkeypatch.delenv(KEY_VAR, raising=False)
+    data = tmp_path / "pairs.csv"
+    data.write_text("q,a,b\nWhat is 1+1?,2,3\n", "utf-8")
+    path = tmp_path / "run.yaml"
+    path.write_text(
+        "name: n\nk: 2\njudges: " + str(keyed_judge()) + "\n"
+        f"datasets: [{{kind: table, path: {data}, mapping: 'question=q,answer_a=a,answer_b=b'}}]\n",
+        "utf-8",
+    )
+    work = tmp_path / "work"
+    result = CliRunner().invoke(app, ["--work-dir", str(work), command[0], str(path), *command[1:]])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert f"judge 'j': environment variable {KEY_VAR} is not set" in text, text
+    assert "a run of these judges is refused until it is set" in text, text
+    monkeypatch.setenv(KEY_VAR, "sk-test")
+    result = CliRunner().invoke(app, ["--work-dir", str(work), command[0], str(path), *command[1:]])
+    assert result.exit_code == 0 and KEY_VAR not in result.output, result.output

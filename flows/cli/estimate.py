@@ -7,7 +7,24 @@ from typing import Annotated
 
 import typer
 
-from flows.cli.app import app, print_rows, state
+from flows.cli.app import app, err_console, print_rows, state
+
+
+def print_estimate(config: Path) -> None:
+    """The estimate of a run configuration (`estimate`, `run --dry-run`), then a warning for
+    each judge key variable that is unset here (the run would be refused for it)."""
+    from tasks.judging.estimate import ESTIMATE_NOTE, estimate_config
+    from tasks.preflight import unset_key_variables
+    from tasks.runconfig import load_run_config
+
+    print_rows(f"estimate · {config}", estimate_config(config, state.work), ESTIMATE_NOTE)
+    cfg = load_run_config(config)
+    warn_unset_keys(unset_key_variables(cfg.judges, cfg.dask_address))
+
+
+def warn_unset_keys(lines: list[str]) -> None:
+    for line in lines:
+        err_console.print(f"warning: {line}", highlight=False, soft_wrap=True)
 
 
 @app.command("estimate")
@@ -15,7 +32,4 @@ def estimate(
     config: Annotated[Path, typer.Argument(help="Run configuration (YAML).")],
 ) -> None:
     """Planned, cached and to-send calls, tokens and USD per judge config; sends nothing."""
-    from tasks.judging.estimate import ESTIMATE_NOTE, estimate_config
-
-    rows = estimate_config(config, state.work)
-    print_rows(f"estimate · {config}", rows, ESTIMATE_NOTE)
+    print_estimate(config)

@@ -103,7 +103,8 @@ def judge(
         bool,
         typer.Option(
             "--simulated",
-            help="Quick judge: --base-url is `judgeline serve-judge` (requests carry their call key).",
+            help="Quick judge: --base-url is `judgeline serve-judge` (requests carry their "
+            "call key).",
         ),
     ] = False,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
@@ -132,10 +133,13 @@ def judge(
     plan = resolve_plan_id(state.work, plan_id)
     template_id = template or DEFAULT_TEMPLATE
     if dry_run:
+        from flows.cli.estimate import warn_unset_keys
         from tasks.judging.estimate import ESTIMATE_NOTE, estimate_plan
+        from tasks.preflight import unset_key_variables
 
         rows = estimate_plan(state.work, plan, judges, template_id)
         print_rows(f"estimate · plan {plan}", rows, ESTIMATE_NOTE)
+        warn_unset_keys(unset_key_variables(judges, dask_address))
         return
     specs = [j.model_dump(mode="json") for j in judges]
     if run_id is None:

@@ -16,7 +16,6 @@ from flows.cli.app import (
     err_console,
     fits,
     print_reasons,
-    print_rows,
     print_spend,
     print_summary,
     run_id_given,
@@ -43,9 +42,9 @@ def run(
     from tasks.runrecord import read_record
 
     if dry_run:
-        from tasks.judging.estimate import ESTIMATE_NOTE, estimate_config
+        from flows.cli.estimate import print_estimate
 
-        print_rows(f"estimate · {config}", estimate_config(config, state.work), ESTIMATE_NOTE)
+        print_estimate(config)
         return
     cfg = load_run_config(config)
     work_dir, note = choose_work_dir(cfg, state.work_given)

@@ -32,14 +32,29 @@ class FailureGroup:
     status: str
     category: str
     calls: int = 0
-    messages: Counter[str] = field(default_factory=Counter)
-    """The latest attempt's message of each call, counted; messages that differ only in
-    ids (request ids, hex runs) count as one, shown as the first of them."""
-    _first: dict[str, str] = field(default_factory=dict, repr=False)
+    _counts: Counter[str] = field(default_factory=Counter, repr=False)
+    _variants: dict[str, dict[str, None]] = field(default_factory=dict, repr=False)
 
     def add_message(self, message: str) -> None:
-        shown = self._first.setdefault(_IDS.sub("…", message), message)
-        self.messages[shown] += 1
+        general = _IDS.sub("…", message)
+        self._counts[general] += 1
+        self._variants.setdefault(general, {})[message] = None
+
+    @property
+    def messages(self) -> Counter[str]:
+        """The latest attempt's message of each call, counted. Messages that differ only in
+        ids (request ids, hex runs) count as one, shown with `…` for the ids and how many
+        there were: one call's request id never stands for others."""
+        shown: Counter[str] = Counter()
+        for general, count in self._counts.items():
+            variants = list(self._variants[general])
+            if len(variants) == 1:
+                shown[variants[0]] = count
+                continue
+            first = _IDS.search(variants[0])
+            example = f", the first {first.group(0)}" if first else ""
+            shown[f"{general} ({len(variants)} different ids{example})"] = count
+        return shown
 
 
 def failed_call_groups(work: WorkDir, run_id: str) -> list[FailureGroup]:

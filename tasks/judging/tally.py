@@ -15,6 +15,7 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
@@ -25,30 +26,44 @@ from tasks.judging.pacing import BreakerTrip
 __all__ = ["Tally"]
 
 
+WIDE = 100
+"""Terminal columns from which the bar also shows the time elapsed."""
+
+
+def _columns(width: int) -> list[ProgressColumn]:
+    """The bar's columns: every number whole at 80 columns (the bar itself shrinks first);
+    wider terminals also get the time elapsed."""
+    return [
+        TextColumn("[bold]judge calls" if width >= WIDE else "[bold]calls"),
+        BarColumn(bar_width=None if width >= WIDE else 12),
+        MofNCompleteColumn(),
+        TextColumn("cached {task.fields[cached]}  failed {task.fields[failed]}"),
+        TextColumn("{task.fields[rate]}"),
+        *([TimeElapsedColumn()] if width >= WIDE else []),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    ]
+
+
 class Tally:
     """Counts and the optional progress bar (on stderr) of one judge stage."""
 
-    def __init__(self, total: int, cached: int, show: bool) -> None:
+    def __init__(
+        self, total: int, cached: int, show: bool, console: Console | None = None
+    ) -> None:
         self.sent = 0
         self.stored = 0
         self.failed: Counter[str] = Counter()
         self.skipped = 0
+        self.cached = cached
         self.trips: dict[tuple[str, str], BreakerTrip] = {}
         self.started = time.monotonic()
         self._progress: Progress | None = None
         self._task: Any = None
         if show:
+            console = console or Console(stderr=True)
             self._progress = Progress(
-                TextColumn("[bold]judge calls"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("cached {task.fields[cached]}  failed {task.fields[failed]}"),
-                TextColumn("{task.fields[rate]}"),
-                TimeElapsedColumn(),
-                TextColumn("ETA"),
-                TimeRemainingColumn(),
-                console=Console(stderr=True),
-                refresh_per_second=4,
+                *_columns(console.width), console=console, refresh_per_second=4
             )
             self._task = self._progress.add_task(
                 "calls", total=total, completed=cached, cached=cached, failed=0, rate=""
@@ -65,7 +80,7 @@ class Tally:
         if self._progress is not None:
             rate = self.sent / max(time.monotonic() - self.started, 1e-9)
             self._progress.update(
-                self._task, advance=1, failed=sum(self.failed.values()), rate=f"{rate:,.0f} calls/s"
+                self._task, advance=1, failed=sum(self.failed.values()), rate=f"{rate:,.0f}/s"
             )
 
     def record_batch(self, counts: Mapping[str, int]) -> None:
@@ -96,10 +111,11 @@ class Tally:
             )
 
     def skip(self) -> None:
-        """A call not sent after all: another run stored its reply while it waited."""
+        """A call not sent after all: another run stored its reply while it waited (the bar
+        counts it as cached: it came from the cache, paid by the other run)."""
         self.skipped += 1
         if self._progress is not None:
-            self._progress.update(self._task, advance=1)
+            self._progress.update(self._task, advance=1, cached=self.cached + self.skipped)
 
     def close(self) -> None:
         """Stop the progress bar, if there is one."""

@@ -140,24 +140,38 @@ def load_judges(path: Path) -> list[JudgeSpec]:
 
 def print_rows(title: str, rows: Sequence[BaseModel], caption: str | None = None) -> None:
     """Print table rows (e.g. money per judge config): one column per field, floats at
-    four significant digits, None as `-`."""
-    from rich import box
-    from rich.table import Table
-
-    table = Table(title=title, caption=caption, header_style="bold", box=box.SIMPLE_HEAD)
+    four significant digits, None as `-`. Where the table does not fit the terminal, one
+    wrapped paragraph per row instead (`judge · config: field value; ...`): a table would
+    cut its numbers."""
     names = list(type(rows[0]).model_fields) if rows else []
+    lead = [n for n in names if n in ("judge", "config")]
+    table = Table(title=title, caption=caption, header_style="bold", box=box.SIMPLE_HEAD)
     for name in names:
         table.add_column(
-            name.replace("_", " "),
-            justify="left" if name in ("judge", "config") else "right",
-            no_wrap=name.endswith("as_of"),
+            name.replace("_", " "), justify="left" if name in lead else "right", no_wrap=True
         )
-    for row in rows:
-        values = [getattr(row, n) for n in names]
-        table.add_row(
-            *("-" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v) for v in values)
+    cells = [
+        {
+            n: "-" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v)
+            for n in names
+            for v in [getattr(row, n)]
+        }
+        for row in rows
+    ]
+    for row_cells in cells:
+        table.add_row(*(escape(row_cells[n]) for n in names))
+    if fits(table):
+        console.print(table)
+        return
+    console.print(escape(title), style="bold", highlight=False)
+    for row_cells in cells:
+        rest = "; ".join(
+            f"{n.replace('_', ' ')} {c}" for n, c in row_cells.items() if n not in lead
         )
-    console.print(table)
+        name = " · ".join(row_cells[n] for n in lead)
+        console.print(f"{escape(name)}: {escape(rest)}", highlight=False)
+    if caption:
+        console.print(escape(caption), style="italic", highlight=False)
 
 
 def print_reasons(lines: list[str]) -> None:

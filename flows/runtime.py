@@ -68,6 +68,9 @@ def configure_prefect(*, debug: bool = False) -> None:
     """Without `debug`, runs that fail with a JudgelineError log no traceback and Prefect's
     workers do not warn while they drain at exit (the error stays the last thing printed)."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    # Prefect's client telemetry, and its notice in every fresh work dir's terminal (each
+    # work dir has its own Prefect home); a user's own DO_NOT_TRACK wins.
+    os.environ.setdefault("DO_NOT_TRACK", "1")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     if not debug:
         quiet_user_errors()

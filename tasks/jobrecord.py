@@ -95,7 +95,8 @@ def check_reuse(
                 "(`judgeline runs` lists the ids in use)"
             )
         _refuse_other(folder.record, run_id, mine, old.model_dump())
-    info = folder.find_info()
+        return
+    info = folder.find_info()  # a run judged without a record: its run.json says what it is
     if info is not None:
         mine |= {"template_id": config.get("template"), "judges": config.get("judges")}
         _refuse_other(folder.info, run_id, mine, info.model_dump())

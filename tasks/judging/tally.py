@@ -48,9 +48,7 @@ def _columns(width: int) -> list[ProgressColumn]:
 class Tally:
     """Counts and the optional progress bar (on stderr) of one judge stage."""
 
-    def __init__(
-        self, total: int, cached: int, show: bool, console: Console | None = None
-    ) -> None:
+    def __init__(self, total: int, cached: int, show: bool, console: Console | None = None) -> None:
         self.sent = 0
         self.stored = 0
         self.failed: Counter[str] = Counter()

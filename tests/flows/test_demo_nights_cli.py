@@ -66,3 +66,14 @@ def test_the_trends_page_holds_both_nights(demo: tuple[WorkDir, str]) -> None:
     text = page.read_text("utf-8")
     for record in list_records(work):
         assert record.run_id in text
+
+
+def test_every_night_ends_as_the_readme_says(demo: tuple[WorkDir, str]) -> None:
+    """The README once said every night ends `degraded` by noisy's invalid replies; every
+    night completes, with noisy's valid_share alarms."""
+    work, out = demo
+    assert {r.status for r in list_records(work)} == {"completed"}
+    assert re.search(r"^alarm valid_share: config low, judge noisy", out, re.M)
+    readme = " ".join((REPO / "README.md").read_text("utf-8").split())
+    assert "Every night ends `completed`" in readme
+    assert "is also `degraded` by `noisy`" not in readme

@@ -27,6 +27,7 @@ __all__ = [
     "MESSAGE_CHARS",
     "MISSING_SHARE",
     "NOT_RECORDED",
+    "UNREADABLE",
     "VALID_SHARE",
     "RunNotCompleted",
     "describe",
@@ -60,6 +61,9 @@ MESSAGE_CHARS = 300
 NOT_RECORDED = "not_recorded"
 """The category of a failed call with none: a judgment another tool recorded without a reply
 (docs/design.md#imported-judgments)."""
+UNREADABLE = "unreadable"
+"""The category of a call the judge stage stored whose reply remap could not read (its cache
+file was damaged in between): `rerun-failed` sends it again."""
 EXIT_CODES: dict[RunStatus, int] = {"completed": 0, "degraded": 3, "failed": 4}
 """The CLI's exit code per run status (2 is a bad input, 1 an unexpected error)."""
 
@@ -129,12 +133,17 @@ def run_health(folder: RunFolder) -> list[ConfigHealth]:
     calls = pq.read_table(
         folder.calls, columns=["judge", "config", "call_key", "status", "error_category"]
     ).to_pylist()
+    stored = {(c["judge"], c["config"], c["call_key"]) for c in calls if c["status"] == "stored"}
     valid: Counter[tuple[str, str]] = Counter()
+    unreadable: Counter[tuple[str, str]] = Counter()
     if folder.outcomes.is_file():
-        outcomes = pq.read_table(folder.outcomes, columns=["judge", "config", "outcome"])
-        for row in outcomes.to_pylist():
+        columns = ["judge", "config", "outcome", "call_key"]
+        for row in pq.read_table(folder.outcomes, columns=columns).to_pylist():
+            jc = (row["judge"], row["config"])
             if row["outcome"] in VALID:
-                valid[(row["judge"], row["config"])] += 1
+                valid[jc] += 1
+            elif row["outcome"] == "M" and (*jc, row["call_key"]) in stored:
+                unreadable[jc] += 1  # stored by the judge stage, yet remap found no reply
     info = folder.find_info()
     trips = {
         (t["judge"], t["config"]): t
@@ -153,6 +162,8 @@ def run_health(folder: RunFolder) -> list[ConfigHealth]:
             failed_keys.setdefault(jc, set()).add(c["call_key"])
         elif c["status"] == "pending":
             pending[jc] += 1
+    for jc, n in unreadable.items():
+        failed.setdefault(jc, Counter())[UNREADABLE] += n
     messages = _first_messages(folder, failed_keys)
     health = []
     for jc, n in planned.items():

@@ -148,13 +148,15 @@ def _read_folder(
         vanished = False
         for path in sorted(folder.glob("*.parquet")):
             try:
+                # Only what a full read accepts counts: a reply file remap cannot read, or
+                # a row without its text, must not make its calls look stored.
                 if columns is None:
-                    table = conform(pq.read_table(path), model, where=str(path))
+                    table = conform(
+                        _complete(pq.read_table(path), full, path), model, where=str(path)
+                    )
                 else:
-                    # Only what a full read accepts counts: a reply file remap cannot read
-                    # must not make its calls look stored.
                     check_schema(path, model)
-                    table = pq.read_table(path, columns=columns).cast(schema)
+                    table = _read_complete(path, columns, full).cast(schema)
             except FileNotFoundError:
                 vanished = True
                 continue
@@ -166,6 +168,40 @@ def _read_folder(
         if not vanished:
             return tables, paths
     return tables, paths
+
+
+def _complete(table: pa.Table, full: pa.Schema, path: Path) -> pa.Table:
+    """The rows of a file holding every value its model requires (a column not null in
+    `full` may be nullable in a file another tool wrote); the others are left out, with a
+    warning: their calls are not stored, and are sent again."""
+    required = [f.name for f in full if not f.nullable and f.name in table.column_names]
+    holes = [table.column(n).is_valid() for n in required if table.column(n).null_count]
+    if not holes:
+        return table
+    keep = holes[0]
+    for more in holes[1:]:
+        keep = pc.and_(keep, more)
+    kept = table.filter(keep)
+    log.warning(
+        "cache file %s: %d rows lack a required value (e.g. raw_reply is null) and are left "
+        "out; their calls count as not stored",
+        path,
+        table.num_rows - kept.num_rows,
+    )
+    return kept
+
+
+def _read_complete(path: Path, columns: list[str], full: pa.Schema) -> pa.Table:
+    """`columns` of a file's complete rows (`_complete`): reads the required columns the
+    file could hold nulls in as well, only for such a file."""
+    fields = pq.read_schema(path)
+    nullable = [
+        f.name
+        for f in full
+        if not f.nullable and f.name in fields.names and fields.field(f.name).nullable
+    ]
+    wanted = list(dict.fromkeys([*columns, *nullable]))
+    return _complete(pq.read_table(path, columns=wanted), full, path).select(columns)
 
 
 def _read_fast(

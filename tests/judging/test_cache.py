@@ -181,6 +181,30 @@ def test_a_file_remap_cannot_read_is_not_counted_as_stored(work: WorkDir) -> Non
     assert set(read_replies(work).column("call_key").to_pylist()) == stored_keys(work)
 
 
+def test_a_reply_without_text_is_not_stored(
+    work: WorkDir, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A reply file whose raw_reply values are null passed as stored (`stored_keys` read
+    its call_key column only), then remap quarantined it: its calls had no reply and were
+    never sent again. Rows lacking a required value are left out by every reader alike;
+    the file's other rows still count."""
+    import pyarrow as pa
+
+    write_replies(work, [_reply("ok")])
+    table = rows_to_table([_reply("empty-1"), _reply("fine"), _reply("empty-2")], ReplyRecord)
+    index = table.schema.get_field_index("raw_reply")
+    text = pa.array([None, "[[A>B]]", None], pa.string())
+    table = table.set_column(index, pa.field("raw_reply", pa.string()), text)
+    pq.write_table(table, work.replies / "nulls.parquet")
+    with caplog.at_level(logging.WARNING, logger="tasks.judging.cache"):
+        assert stored_keys(work) == {"ok", "fine"}
+    assert set(read_replies(work).column("call_key").to_pylist()) == {"ok", "fine"}
+    assert not any(work.quarantine.iterdir())
+    assert any(
+        "nulls.parquet" in r.getMessage() and "2 rows" in r.getMessage() for r in caplog.records
+    )
+
+
 def test_compact_merges_and_drops_duplicates(work: WorkDir) -> None:
     for i in range(5):
         write_replies(work, [_reply(f"k{i}"), _reply("dup", at=T0 + dt.timedelta(seconds=i))])

@@ -7,9 +7,11 @@ the `view_*.sql` files in `tasks/sql/`. Report queries are the `report_*.sql` fi
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import re
+import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,7 +46,7 @@ from tasks.errors import InputError, IntegrityError
 from tasks.hashing import digest, sha256_bytes
 from tasks.runfolder import TABLE_FILES, is_run_id
 from tasks.tablefiles import TableFile, damage_of, list_table_files
-from tasks.workdir import WorkDir
+from tasks.workdir import WAREHOUSE_FILE, WorkDir, cannot_write
 
 __all__ = [
     "BOOTSTRAP_RESAMPLES",
@@ -55,6 +57,7 @@ __all__ = [
     "check_run_tables",
     "query",
     "report_names",
+    "warehouse_path",
 ]
 
 
@@ -186,8 +189,28 @@ def _empty(view: View) -> pa.Table:
     return schema.empty_table()
 
 
+_PRIVATE: dict[Path, Path] = {}
+"""The warehouse this process built in a temporary folder, per work dir it cannot write."""
+
+
+def warehouse_path(work: WorkDir) -> Path:
+    """The warehouse of `work` that readers open: `work.warehouse`, or for a work dir this
+    process cannot write (a read-only mount), the one it built in a private temporary
+    folder, deleted when the process exits."""
+    return _PRIVATE.get(work.root) or work.root / WAREHOUSE_FILE
+
+
+def _private_target(work: WorkDir) -> Path:
+    folder = Path(tempfile.mkdtemp(prefix="judgeline-warehouse-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    target = _PRIVATE[work.root] = folder / WAREHOUSE_FILE
+    log.info("work dir %s cannot be written: its warehouse is built in %s", work.root, folder)
+    return target
+
+
 def build_warehouse(work: WorkDir) -> Path:
-    """(Re)build `work.warehouse` from scratch: one view per stage table; returns its path.
+    """(Re)build the warehouse from scratch: one view per stage table; returns its path
+    (`warehouse_path`: in the work dir, unless this process cannot write it).
 
     It is written beside the old file and renamed into place, so a reader never sees a
     half-built database. A stage with no files yet becomes an empty table of its schema
@@ -201,8 +224,15 @@ def build_warehouse(work: WorkDir) -> Path:
             f"work dir {work.root} contains a glob character (*, ? or [); DuckDB would read "
             "other folders' files through it. Use a work dir path without them."
         )
-    target = work.warehouse
-    fd, name = tempfile.mkstemp(prefix=".warehouse.", suffix=".duckdb", dir=target.parent)
+    target = warehouse_path(work)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=".warehouse.", suffix=".duckdb", dir=target.parent)
+    except OSError as exc:
+        if not cannot_write(exc):
+            raise
+        target = _private_target(work)
+        fd, name = tempfile.mkstemp(prefix=".warehouse.", suffix=".duckdb", dir=target.parent)
     os.close(fd)
     tmp = Path(name)
     tmp.unlink()  # duckdb refuses to open an empty non-database file
@@ -297,9 +327,9 @@ def _signature(f: TableFile) -> tuple[str, int, int]:
     return (str(f.path), f.size, f.mtime_ns)
 
 
-def _stale(work: WorkDir) -> bool:
-    """True if any stage's files were added, removed or rewritten since the last build."""
-    con = duckdb.connect(str(work.warehouse), read_only=True)
+def _stale(work: WorkDir, path: Path) -> bool:
+    """True if any stage's files were added, removed or rewritten since `path` was built."""
+    con = duckdb.connect(str(path), read_only=True)
     try:
         built = set(con.execute("SELECT * FROM warehouse_files").fetchall())
     except duckdb.Error:
@@ -327,9 +357,10 @@ def query(work: WorkDir, name: str, **params: Any) -> pd.DataFrame:
     """
     if name not in report_names():
         raise InputError(f"no report query {name!r}; known: {', '.join(report_names())}")
-    if not work.warehouse.is_file() or _stale(work):
-        build_warehouse(work)
-    con = duckdb.connect(str(work.warehouse), read_only=True)
+    path = warehouse_path(work)
+    if not path.is_file() or _stale(work, path):
+        path = build_warehouse(work)
+    con = duckdb.connect(str(path), read_only=True)
     try:
         try:
             frame = con.execute(_sql(name), params).df()

@@ -15,16 +15,29 @@ WORK/
 
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
 DEFAULT_WORK_DIR = Path("work")
+WAREHOUSE_FILE: Final = "warehouse.duckdb"
+
+CANNOT_WRITE: Final = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+"""The errors of a place this process may read but not write (a read-only mount, no write
+permission, an immutable file)."""
+
+
+def cannot_write(exc: OSError) -> bool:
+    """Whether `exc` says the place cannot be written (`CANNOT_WRITE`), not that it failed."""
+    return exc.errno in CANNOT_WRITE
 
 
 @dataclass(frozen=True)
 class WorkDir:
-    """Paths under one work directory; creates folders on demand, never files."""
+    """Paths under one work directory; creates folders on demand (where it may write),
+    never files."""
 
     root: Path
 
@@ -36,7 +49,13 @@ class WorkDir:
 
     def _dir(self, *parts: str) -> Path:
         path = self.root.joinpath(*parts)
-        path.mkdir(parents=True, exist_ok=True)
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            # A work dir this process may only read: readers find the folder empty, and a
+            # writer fails on its own file, naming it.
+            if not cannot_write(exc):
+                raise
         return path
 
     @property
@@ -93,5 +112,7 @@ class WorkDir:
 
     @property
     def warehouse(self) -> Path:
+        """The warehouse file (readers open `tasks.warehouse.warehouse_path`: a work dir
+        this process cannot write has its warehouse elsewhere)."""
         self.root.mkdir(parents=True, exist_ok=True)
-        return self.root / "warehouse.duckdb"
+        return self.root / WAREHOUSE_FILE

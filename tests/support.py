@@ -6,10 +6,17 @@ fixtures stay in conftest.py.
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import pytest
 
 from tasks.workdir import WorkDir
 
@@ -54,3 +61,38 @@ def stage_demo_plan(work: WorkDir, *, pairs: int, k: int) -> StagedPlan:
     write_plan(work, info, table)
     _, presentations = read_plan(work, info.plan_id)
     return StagedPlan(work, info.plan_id, manifest, presentations)
+
+
+@contextmanager
+def read_only(folder: Path) -> Iterator[Path]:
+    """`folder` as a read-only path, for as long as the block runs.
+
+    A non-root user gets the folder's tree with its write bits removed (and back after);
+    root, which ignores them, a read-only bind mount of it (in /tmp, unmounted after). The
+    test is skipped where neither is possible (root without the right to mount).
+    """
+    if os.geteuid() != 0:
+        modes = {p: p.stat().st_mode for p in [folder, *folder.rglob("*")]}
+        for path, mode in modes.items():
+            path.chmod(mode & ~0o222)
+        try:
+            yield folder
+        finally:
+            for path, mode in modes.items():
+                path.chmod(mode)
+        return
+    target = Path(tempfile.mkdtemp(prefix="judgeline-ro-"))
+    mounted = subprocess.run(
+        ["sh", "-c", f'mount --bind "{folder}" "{target}" && mount -o remount,bind,ro "{target}"'],
+        capture_output=True,
+        text=True,
+    )
+    if mounted.returncode != 0:
+        subprocess.run(["umount", str(target)], capture_output=True)
+        target.rmdir()
+        pytest.skip(f"cannot make a read-only view as root here: {mounted.stderr.strip()}")
+    try:
+        yield target
+    finally:
+        subprocess.run(["umount", str(target)], check=True)
+        target.rmdir()

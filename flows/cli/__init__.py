@@ -6,8 +6,10 @@ group of subcommands on it when imported.
 
 from __future__ import annotations
 
+import errno
 import shlex
 import sys
+from pathlib import Path
 
 from rich.markup import escape
 
@@ -30,6 +32,7 @@ from flows.cli import (  # noqa: F401
 )
 from flows.cli.app import app, err_console
 from tasks.errors import Interrupted, JudgelineError
+from tasks.workdir import cannot_write
 
 __all__ = ["app", "main", "resume_command"]
 
@@ -38,6 +41,22 @@ def resume_command(argv: list[str], run_id: str) -> str:
     """The command line that resumes an interrupted run: this one, naming its run id."""
     args = list(argv) if run_id in argv else [*argv, "--run-id", run_id]
     return shlex.join(["judgeline", *args])
+
+
+def _unwritable(exc: OSError) -> bool:
+    return cannot_write(exc) or exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def _cannot_write(exc: OSError) -> str:
+    """A write that failed (a read-only work dir, a full disk) as one line naming where."""
+    path = Path(str(exc.filename)) if exc.filename else None
+    if path is not None and path.name.startswith(".") and path.name.endswith(".tmp"):
+        path = path.parent  # the temporary file an atomic write starts with
+    where = f"in {path}" if path is not None and path.is_dir() else str(path or "a file")
+    return (
+        f"cannot write {where} ({exc.strerror}); the commands that only read (`runs`, `show`, "
+        "`failures`, `diff`) need no write"
+    )
 
 
 def main() -> None:
@@ -57,6 +76,15 @@ def main() -> None:
     except KeyboardInterrupt:
         err_console.print("interrupted", highlight=False)
         raise SystemExit(130) from None
+    except OSError as exc:
+        if "--debug" in sys.argv or not _unwritable(exc):
+            raise
+        err_console.print(
+            f"[bold red]error:[/bold red] {escape(_cannot_write(exc))}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise SystemExit(2) from None
     except JudgelineError as exc:
         if "--debug" in sys.argv:
             raise

@@ -53,8 +53,6 @@ def advise_command(
         rng_seed=rng_seed,
         where=str(folder.outcomes),
     )
-    path = folder.table("advice")
-    write_parquet_atomic(table, path, overwrite=True)
     view = Table(title=f"advice within {budget:.2%} changed decisions (balanced design)")
     for name in ("judge", "config", "rank", "policy"):
         view.add_column(name)
@@ -84,4 +82,7 @@ def advise_command(
     for r in table.to_pylist():
         if r["rank"] == "advised":
             console.print(f"{r['judge']}/{r['config']}: {r['note']}", highlight=False)
+    # Written after it is shown: a work dir that cannot be written still gets the advice.
+    path = folder.table("advice")
+    write_parquet_atomic(table, path, overwrite=True)
     console.print(f"advice: {path}", highlight=False)

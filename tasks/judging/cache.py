@@ -30,7 +30,7 @@ from schemas.arrow import arrow_schema, conform, rows_to_table
 from schemas.calls import AttemptRecord, ReplyRecord
 from tasks.judging.journal import Entry, ReplyJournal, dead_segments
 from tasks.storage import write_parquet_atomic
-from tasks.workdir import WorkDir
+from tasks.workdir import WorkDir, cannot_write
 
 
 class PublishListener(Protocol):
@@ -82,8 +82,17 @@ def fold_dead_journals(work: WorkDir) -> int:
     published. Journals of live writers are left to them."""
     published = 0
     for segment in dead_segments(work.journal):
-        write_replies(work, segment.replies)
-        write_attempts(work, segment.attempts)
+        try:
+            write_replies(work, segment.replies)
+            write_attempts(work, segment.attempts)
+        except OSError as exc:
+            if not cannot_write(exc):
+                raise
+            # A reader of a work dir it may not write: the lines wait for a writer.
+            log.warning(
+                "journal %s not published (%s); its replies are not read", segment.path, exc
+            )
+            continue
         segment.delete()
         n = len(segment.replies)
         published += n
@@ -118,7 +127,19 @@ def _quarantine(work: WorkDir, path: Path, why: str) -> None:
     target = work.quarantine / f"{path.parent.name}-{path.name}"
     try:
         shutil.move(str(path), target)
-    except FileNotFoundError:
+    except OSError as exc:
+        if not path.exists():
+            return  # moved or compacted by another process meanwhile
+        if not (cannot_write(exc) or isinstance(exc, FileNotFoundError)):
+            raise
+        # A work dir this process may only read (no quarantine folder could be made).
+        log.warning(
+            "cache file %s could not be read (%s); left in place: it cannot be moved to %s (%s)",
+            path,
+            why,
+            work.quarantine,
+            exc.strerror,
+        )
         return
     log.warning("cache file %s could not be read (%s); moved to %s", path, why, target)
 

@@ -477,9 +477,11 @@ def test_cli_live_reproduces_a_run_and_shows_expected_savings(runs: Runs, tmp_pa
     summary = _table(runs, "live-1", "live_summary.parquet").set_index("judge")
     strong = summary.loc["strong"]
     assert f"{strong.realised_calls} of {strong.planned_calls}" in result.output
+    record = (runs.work.run_dir("live-cli") / "record.json").read_bytes()
     bad = CliRunner().invoke(app, [*args, "--rng-seed", "5"])  # the later option wins
     assert isinstance(bad.exception, IntegrityError), bad.output
-    assert "holds other draws" in str(bad.exception)
+    assert "another configuration (it differs in live" in str(bad.exception)
+    assert (runs.work.run_dir("live-cli") / "record.json").read_bytes() == record
 
 
 @pytest.mark.slow

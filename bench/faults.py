@@ -1,7 +1,7 @@
 """Reliability of the judge stage at size: kills, fault storms, concurrent runs, corrupt files.
 
 Usage: python bench/faults.py [--pairs 100] [--k 4] [--latency-ms 40] [--concurrency 16]
-                              [--only storms crash sigint sigterm concurrent same corrupt]
+                              [--only storms crash sigint sigterm concurrent same corrupt full]
 
 Every scenario runs the real judge stage (Prefect flows in this process, or `judgeline
 judge` subprocesses on the same Prefect server) against the simulated judge on loopback,
@@ -12,7 +12,8 @@ SIGINT and SIGTERM store the replies in flight, so none),
 replies lost (must be 0) and wall time. A last line compares request rates with and without 429s.
 The stop scenarios signal each life of a run after a random number of its calls, while at
 least half of the others are still to send; a run too small for --kills stops fewer times
-(the row says how many).
+(the row says how many). The disk-full scenario runs on a tmpfs (it needs the right to
+mount one: root), filled up mid-run, then resumed: nothing may be paid twice.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -38,10 +40,11 @@ from _faultbench import NO_FAULTS, Bench, Row, audit, print_rows, rate, readable
 
 from tasks.simjudge.persona import Persona  # noqa: E402
 from tasks.simjudge.server import SimJudgeServer  # noqa: E402
+from tasks.workdir import WorkDir  # noqa: E402
 
 STOPS = {"crash": signal.SIGKILL, "sigint": signal.SIGINT, "sigterm": signal.SIGTERM}
 """Scenarios that stop a run with a signal to its process group, then resume it."""
-SCENARIOS = ["storms", *STOPS, "concurrent", "same", "corrupt"]
+SCENARIOS = ["storms", *STOPS, "concurrent", "same", "corrupt", "full"]
 
 
 def storm(bench: Bench, name: str, faults: dict[str, Any], **judge_kw: Any) -> Row:
@@ -192,6 +195,58 @@ def corrupt(bench: Bench) -> Row:
     return row
 
 
+def disk_full(bench: Bench) -> Row:
+    """A run whose work dir's file system fills up mid-run (a tmpfs, a ballast file leaving
+    the journal's reserve and a little more), then resumed once the ballast is gone: the
+    stage stops at the first ENOSPC (exit 75) with every reply it received kept."""
+    from tasks.judging.batches import journal_reserve
+    from tasks.judging.request import JudgeRequest
+
+    row = Row("disk full, resume")
+    mount = bench.root / "small-disk"
+    mount.mkdir()
+    size_mb = 32
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs", str(mount)],
+                          capture_output=True, text=True)  # fmt: skip
+    if done.returncode != 0:
+        row.note = f"skipped: cannot mount a tmpfs here ({done.stderr.strip()})"
+        return row
+    try:
+        work = WorkDir(mount / "work")
+        for folder in ("manifests", "plans"):
+            shutil.copytree(bench.template.root / folder, work.root / folder)
+        judge = bench.judge()
+        judges = bench.judges_file(work, judge)
+        reserve = journal_reserve(JudgeRequest(work, "full", bench.plan_id, (judge,)))
+        stat = os.statvfs(mount)
+        ballast = mount / "ballast"
+        # Room for the reserve and about a third of the replies' files and journal lines.
+        ballast.write_bytes(b"\0" * (stat.f_bavail * stat.f_frsize - reserve - 200 * 1024))
+        bench.server.set_faults(**NO_FAULTS)
+        bench.server.clear_log()
+        started = time.perf_counter()
+        proc = bench.start(work, judges, "full")
+        output, _ = proc.communicate()
+        if proc.returncode != 75:
+            raise SystemExit(f"disk full: exit {proc.returncode}, not 75:\n{output}")
+        at_stop = len(bench.server.request_log())
+        ballast.unlink()
+        kept = texts(work)
+        proc = bench.start(work, judges, "full")
+        resumed, _ = proc.communicate()
+        if proc.returncode != 0:
+            raise SystemExit(f"resumed disk-full run failed:\n{resumed}")
+        row.seconds = time.perf_counter() - started
+        row.resent = len(bench.server.request_log()) - at_stop
+        row.lost = sum(texts(work).get(k) != v for k, v in kept.items())
+        audit(row, work, "full", bench.server.request_log())
+        line = next((x for x in output.splitlines() if "no space left" in x), output[-200:])
+        row.note = f"{at_stop} requests before the stop; said: {line[:160]}..."
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)
+    return row
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=100)
@@ -246,6 +301,8 @@ def main() -> None:
             rows.append(same_run_id(bench))
         if "corrupt" in args.only:
             rows.append(corrupt(bench))
+        if "full" in args.only:
+            rows.append(disk_full(bench))
         print()
         print_rows(rows)
         if "storms" in args.only:

@@ -5,6 +5,7 @@ JudgelineError            one readable paragraph; the CLI prints it without a tr
 ├── IntegrityError        stored data that does not match its own hash or contract
 ├── GateError             a data-quality gate between stages failed (names the rows)
 └── Interrupted           a stage stopped on SIGINT or SIGTERM after storing what it had
+    └── DiskFull          ... or because the work dir's file system is full
 """
 
 from __future__ import annotations
@@ -78,3 +79,27 @@ def describe_validation(exc: Any) -> str:
             f"{where}: {'unknown field' if err['type'] == 'extra_forbidden' else err['msg']}"
         )
     return "; ".join(problems)
+
+
+class DiskFull(Interrupted):
+    """The judge stage stopped at the first write refused for want of space, after keeping
+    every reply it received in its journal (published by the next run once there is space).
+
+    `exit_code` is 75 (EX_TEMPFAIL: try again later); the same command with `--run-id
+    run_id` resumes the run, sending only what has no stored reply.
+    """
+
+    def __init__(self, run_id: str, where: str, counts: dict[str, Any]) -> None:
+        self.run_id = run_id
+        self.exit_code = 75
+        self.counts = counts
+        received, planned = counts.get("received", 0), counts.get("planned", 0)
+        if not counts.get("sent"):
+            message = f"run {run_id} stopped before sending a call: no space left on {where}"
+        else:
+            message = (
+                f"run {run_id} stopped: no space left on {where}; no call started after that, "
+                f"and the {received} replies received are kept in the work dir's journal "
+                f"({planned} planned calls, {counts.get('not_sent', 0)} not sent yet)"
+            )
+        JudgelineError.__init__(self, f"{message}; free space there")

@@ -28,7 +28,7 @@ from tasks.judging.claims import RunLock
 from tasks.runfolder import RECORD_FILE, RunFolder, is_run_id
 from tasks.runhealth import run_health, run_status
 from tasks.runrecord import code_version, read_record, write_record
-from tasks.workdir import WorkDir
+from tasks.workdir import WorkDir, disk_full
 
 __all__ = [
     "RunEntry",
@@ -154,11 +154,13 @@ def recorded_run(
         record.status, record.error, record.ended_at = "running", None, None
         write_record(work, record)
         clock = time.perf_counter()
+        error: BaseException | None = None
         try:
             yield record
             if record.status == "running":  # a caller may have judged it degraded or failed
                 record.status = "completed"
         except BaseException as exc:
+            error = exc
             record.status = "failed"
             record.error = f"{type(exc).__name__}: {exc}"
             raise
@@ -166,7 +168,13 @@ def recorded_run(
             if timed is not None:
                 record.stage_seconds[timed] = round(time.perf_counter() - clock, 3)
             record.ended_at = dt.datetime.now(dt.UTC)
-            write_record(work, record)
+            try:
+                write_record(work, record)
+            except OSError as exc:
+                # A job stopped by a full disk: its error says so; the record written on
+                # entry stays (`running`: listed as interrupted once this process ends).
+                if error is None or not disk_full(exc):
+                    raise
 
 
 @contextmanager

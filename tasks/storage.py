@@ -53,7 +53,10 @@ def write_parquet_atomic(table: pa.Table, path: Path, *, overwrite: bool = False
     """Write a parquet file atomically; returns False if it existed and overwrite is off."""
     tmp = _temp_beside(path)
     try:
-        pq.write_table(table, tmp, compression="zstd")
+        # Our own file handle, closed whatever happens: pyarrow leaves the file it opened
+        # open when the write fails (a full disk), holding the space of the deleted file.
+        with pa.OSFile(str(tmp), "wb") as sink:
+            pq.write_table(table, sink, compression="zstd")
         _fsync(tmp)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -67,7 +70,10 @@ def parquet_writer_atomic(path: Path, schema: pa.Schema) -> Iterator[pq.ParquetW
     without error, as `write_parquet_atomic` with overwrite: for tables written batch by batch."""
     tmp = _temp_beside(path)
     try:
-        with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
+        with (
+            pa.OSFile(str(tmp), "wb") as sink,
+            pq.ParquetWriter(sink, schema, compression="zstd") as writer,
+        ):
             yield writer
         _fsync(tmp)
     except BaseException:

@@ -34,6 +34,48 @@ def cannot_write(exc: OSError) -> bool:
     return exc.errno in CANNOT_WRITE
 
 
+FULL: Final = frozenset({errno.ENOSPC, errno.EDQUOT})
+"""The errors of a file system (or a quota) with no space left."""
+
+
+def disk_full(exc: BaseException) -> bool:
+    """Whether `exc` is a write refused for want of space (`FULL`)."""
+    return isinstance(exc, OSError) and exc.errno in FULL
+
+
+def describe_filesystem(path: Path) -> str:
+    """The file system holding `path`, for a message: its mount point and type, e.g. `the
+    file system mounted at /srv (ext4)`."""
+    path = path.resolve()
+    while not path.exists() and path.parent != path:
+        path = path.parent
+    mount = path
+    try:
+        device = path.stat().st_dev
+        while mount.parent != mount and mount.parent.stat().st_dev == device:
+            mount = mount.parent
+    except OSError:
+        return f"the file system holding {path}"
+    kind = _mount_types().get(str(mount))
+    return f"the file system mounted at {mount}" + (f" ({kind})" if kind else "")
+
+
+def _mount_types() -> dict[str, str]:
+    """Mount point -> file system type, from /proc/self/mounts (empty where there is none)."""
+    try:
+        lines = Path("/proc/self/mounts").read_text("utf-8").splitlines()
+    except OSError:
+        return {}
+    types = {}
+    for line in lines:
+        fields = line.split()
+        if len(fields) >= 3:
+            # Spaces and the like are octal escapes (`\040`) in this file.
+            point = fields[1].encode().decode("unicode_escape")
+            types[point] = fields[2]
+    return types
+
+
 @dataclass(frozen=True)
 class WorkDir:
     """Paths under one work directory; creates folders on demand (where it may write),

@@ -4,14 +4,14 @@
 `endpoints` and `providers` build each API's request and read its reply, `failures`
 classifies what went wrong, `attempts` makes each try's log row; `client` sends with
 pooling, limits, retries and a circuit breaker; `cache`, `journal` and `claims` store
-replies crash-safely and keep two runs from paying for one call; `request`, `stage`,
+replies crash-safely (`writer` journals and publishes them as they arrive) and keep two
+runs from paying for one call; `request`, `stage`,
 `batches`, `tally` and `dask_batches` run the stage (locally or on Dask) and count it;
-`stopping` ends it cleanly on SIGINT or SIGTERM.
+`stopping` ends it cleanly on SIGINT, SIGTERM or a full disk.
 """
 
 from tasks.judging.batches import Batch, Session, judge_batch, send_all, send_batch, split_batches
 from tasks.judging.cache import (
-    CacheWriter,
     compact,
     fold_dead_journals,
     read_attempts,
@@ -98,6 +98,7 @@ from tasks.judging.request import JudgeRequest, RemoteSender, StageHooks
 from tasks.judging.stage import COMPACT_AT, call_status_counts, run_judge_stage, unstored_call_keys
 from tasks.judging.stopping import GRACE_S, STOP_SIGNALS, StopRequest, stop_on_signals
 from tasks.judging.tally import Tally
+from tasks.judging.writer import CacheWriter
 
 __all__ = [
     "stop_on_signals",

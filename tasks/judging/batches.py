@@ -13,13 +13,13 @@ import math
 from collections import Counter
 from collections.abc import Awaitable, Callable
 
-from tasks.judging.cache import CacheWriter
 from tasks.judging.claims import CallClaims, StoredKeyView
 from tasks.judging.client import JudgeClient, aresolve_api_key
 from tasks.judging.planned import PlannedCall
 from tasks.judging.request import JudgeRequest
 from tasks.judging.stopping import StopRequest
 from tasks.judging.tally import Tally
+from tasks.judging.writer import CacheWriter
 
 __all__ = ["Batch", "Session", "judge_batch", "send_all", "send_batch", "split_batches"]
 
@@ -112,6 +112,20 @@ async def judge_batch(batch: Batch, session: Session) -> dict[str, int]:
     )
 
 
+RESERVE_PER_CALL = 64 * 1024
+"""Journal space held per call that may be in flight (a long reasoning reply is tens of KB
+as a journal line), so that a full disk loses none of them."""
+RESERVE_BOUNDS = (1 << 20, 64 << 20)
+
+
+def journal_reserve(request: JudgeRequest) -> int:
+    """The journal's reserve for a stage (`tasks.judging.journal.Reserve`): room for every
+    call its judges may have in flight, within `RESERVE_BOUNDS`."""
+    in_flight = sum(j.max_concurrency for j in request.judges)
+    low, high = RESERVE_BOUNDS
+    return min(high, max(low, in_flight * RESERVE_PER_CALL))
+
+
 async def send_all(
     request: JudgeRequest,
     to_send: list[PlannedCall],
@@ -124,7 +138,8 @@ async def send_all(
 
     Each call is claimed before it is sent (`CallClaims` over `fresh`): a call another run
     sharing the cache is sending waits for it, and is not sent if that run stores it. Once
-    `stop` is requested no call starts; calls not sent stay pending.
+    `stop` is requested no call starts; calls not sent stay pending. The cache writer tells
+    `stop` when the disk is full (`StopRequest.disk_full`).
     """
     batches = split_batches(to_send, request.batch_size)
     needed = {b.judge for b in batches}
@@ -147,7 +162,12 @@ async def send_all(
                 # One extra batch in flight lets the next batch fill slots as one drains.
                 slots = math.ceil(spec.max_concurrency / request.batch_size) + 1
                 limits[spec.name] = asyncio.Semaphore(slots)
-        async with CacheWriter(request.work, claims=claims) as writer:
+        async with CacheWriter(
+            request.work,
+            claims=claims,
+            reserve_bytes=journal_reserve(request),
+            on_full=stop.disk_full if stop is not None else None,
+        ) as writer:
             session = Session(clients, writer, tally)
             return list(await asyncio.gather(*(bounded(b, session) for b in batches)))
     finally:

@@ -12,14 +12,12 @@ a process that was killed before its flush is still served.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import shutil
 import time
 import uuid
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -28,21 +26,11 @@ from pydantic import BaseModel
 
 from schemas.arrow import arrow_schema, conform, rows_to_table
 from schemas.calls import AttemptRecord, ReplyRecord
-from tasks.judging.journal import Entry, ReplyJournal, dead_segments
+from tasks.judging.journal import dead_segments
 from tasks.storage import write_parquet_atomic
 from tasks.workdir import WorkDir, cannot_write
 
-
-class PublishListener(Protocol):
-    """Told of every flush (the call claims: `tasks.judging.claims.CallClaims`)."""
-
-    def published(self, path: Path | None, stored: list[str], settled: set[str]) -> None:
-        """`path` (None: no replies) now holds the replies of `stored`; the calls of
-        `settled` are stored or failed for good in this flush."""
-
-
 __all__ = [
-    "CacheWriter",
     "check_schema",
     "compact",
     "fold_dead_journals",
@@ -306,122 +294,3 @@ def compact(work: WorkDir) -> tuple[int, int]:
     for path in paths:
         path.unlink(missing_ok=True)
     return len(paths), merged.num_rows
-
-
-# --- buffered writer --------------------------------------------------------------------
-
-
-class CacheWriter:
-    """Journals replies and attempts as they arrive and publishes them as parquet in batches.
-
-    Each `add` goes to this writer's journal at once (see `tasks.judging.journal`), so a process
-    killed at any moment loses only the calls still in flight. A flush publishes the
-    buffered rows as parquet when `max_rows` replies are waiting or the oldest waiting row
-    is `max_age_s` old, and at `close()`; then it deletes the journal segment and releases
-    the published calls' claims (`tasks.judging.claims.CallClaims`), so another run that waits
-    for one of them finds its reply stored. Files are written in a worker thread so sending
-    never waits.
-
-        async with CacheWriter(work, claims=claims) as writer:
-            writer.add(reply, attempts)
-    """
-
-    def __init__(
-        self,
-        work: WorkDir,
-        *,
-        max_rows: int = 200,
-        max_age_s: float = 1.0,
-        claims: PublishListener | None = None,
-    ) -> None:
-        self.work = work
-        self.max_rows = max_rows
-        self.max_age_s = max_age_s
-        self.claims = claims
-        self.journal = ReplyJournal(work.journal)
-        self._unjournaled: list[Entry] = []
-        self._replies: list[ReplyRecord] = []
-        self._attempts: list[AttemptRecord] = []
-        self._lock = asyncio.Lock()
-        self._timer: asyncio.TimerHandle | None = None
-        self._pending: set[asyncio.Task[None]] = set()
-        self._scheduled = False
-        self.files_written = 0
-        self.last_flush = time.monotonic()
-
-    async def __aenter__(self) -> CacheWriter:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    def add(self, reply: ReplyRecord | None, attempts: Sequence[AttemptRecord]) -> None:
-        """Queue one call's outcome; journals it within this turn of the event loop, and
-        schedules a flush when one is due."""
-        if reply is None and not attempts:
-            return
-        if not self._unjournaled:
-            # Outcomes that arrive in the same turn of the loop share one write.
-            asyncio.get_running_loop().call_soon(self._journal)
-        self._unjournaled.append((reply, attempts))
-        if reply is not None:
-            self._replies.append(reply)
-        self._attempts.extend(attempts)
-        if len(self._replies) >= self.max_rows or len(self._attempts) >= 4 * self.max_rows:
-            self._schedule()
-        elif self._timer is None:
-            loop = asyncio.get_running_loop()
-            self._timer = loop.call_later(self.max_age_s, self._schedule)
-
-    def _journal(self) -> None:
-        entries, self._unjournaled = self._unjournaled, []
-        self.journal.write(entries)
-
-    def _schedule(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if self._scheduled:
-            return  # the flush already queued takes everything buffered when it runs
-        self._scheduled = True
-        task = asyncio.get_running_loop().create_task(self.flush())
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
-
-    async def flush(self) -> None:
-        """Publish everything queued so far (one reply file and one attempts file at most)."""
-        async with self._lock:
-            self._scheduled = False
-            self._journal()
-            replies, self._replies = self._replies, []
-            attempts, self._attempts = self._attempts, []
-            segment = self.journal.cut()
-            if not replies and not attempts:
-                return
-            # Replies first: a reply on disk with no attempt row is harmless; the reverse
-            # would show a success in the log that the cache cannot serve.
-            path = await asyncio.to_thread(self._write_both, replies, attempts)
-            if segment is not None:
-                segment.retire()
-            if self.claims is not None:
-                keys = [r.call_key for r in replies]
-                self.claims.published(path, keys, {a.call_key for a in attempts}.union(keys))
-            self.last_flush = time.monotonic()
-
-    def _write_both(self, replies: list[ReplyRecord], attempts: list[AttemptRecord]) -> Path | None:
-        """Write both files; returns the reply file's path (None if no replies)."""
-        path = write_replies(self.work, replies)
-        if path is not None:
-            self.files_written += 1
-        if write_attempts(self.work, attempts) is not None:
-            self.files_written += 1
-        return path
-
-    async def close(self) -> None:
-        """Flush what is left and wait for scheduled flushes."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if self._pending:
-            await asyncio.gather(*list(self._pending))
-        await self.flush()

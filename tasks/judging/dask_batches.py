@@ -30,11 +30,11 @@ from schemas.judge import JudgeSpec
 from tasks.errors import InputError, IntegrityError
 from tasks.ingest.manifest import read_manifest
 from tasks.judging.batches import send_batch, split_batches
-from tasks.judging.cache import CacheWriter
 from tasks.judging.claims import CallClaims
 from tasks.judging.client import JudgeClient, aresolve_api_key
 from tasks.judging.planned import PlannedCall, plan_calls
 from tasks.judging.request import JudgeRequest
+from tasks.judging.writer import CacheWriter
 from tasks.plan import read_plan
 from tasks.workdir import WorkDir
 

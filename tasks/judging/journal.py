@@ -13,12 +13,19 @@ when the writer dies, however it dies. `dead_segments` yields the segments nobod
 their lines as parquet and deletes them. Lines may then be stored twice (if the writer died
 between publishing and deleting): harmless, readers keep one row per call key.
 
+A writer holds a `Reserve` on the journal's file system: when it fills up (the first
+ENOSPC), the reserve is freed and the replies still in flight are journaled in its space, so
+a full disk loses no reply that was paid for (the judge stage stops sending at once:
+`tasks.judging.stopping`). A write the full disk cut short is cut off again: whole lines
+only.
+
 What it does not cover: a machine that loses power before the kernel writes its page cache
 to disk (there is no fsync per reply; that would cost a disk flush per call).
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import logging
@@ -34,8 +41,16 @@ from pydantic import ValidationError
 
 from schemas.calls import AttemptRecord, ReplyRecord
 from tasks.storage import FolderChanges
+from tasks.workdir import disk_full
 
-__all__ = ["DeadWriterWatch", "Entry", "JournalSegment", "ReplyJournal", "dead_segments"]
+__all__ = [
+    "DeadWriterWatch",
+    "Entry",
+    "JournalSegment",
+    "ReplyJournal",
+    "Reserve",
+    "dead_segments",
+]
 
 log = logging.getLogger(__name__)
 
@@ -59,9 +74,12 @@ class JournalSegment:
 
     path: Path
     fd: int
+    size: int = 0
+    """Bytes written (only this writer appends to the file)."""
 
     def write(self, entries: Sequence[Entry]) -> None:
-        """Append one line per entry, in one write."""
+        """Append one line per entry, in one write. A write that fails part way (the disk
+        filled up) is cut off again: the file keeps whole lines only."""
         data = "".join(
             '{"reply":'
             + (reply.model_dump_json() if reply is not None else "null")
@@ -71,9 +89,19 @@ class JournalSegment:
             for reply, attempts in entries
         ).encode("utf-8")
         view = memoryview(data)
-        while view:
-            written = os.write(self.fd, view)
-            view = view[written:]
+        try:
+            while view:
+                written = os.write(self.fd, view)
+                view = view[written:]
+        except OSError:
+            if len(view) < len(data):
+                os.ftruncate(self.fd, self.size)  # shrinking needs no space
+            raise
+        self.size += len(data)
+
+    def release(self) -> None:
+        """Drop the lock, keeping the file: its lines wait for the next reader to publish."""
+        os.close(self.fd)
 
     def retire(self) -> None:
         """Delete the segment (its lines are published) and drop its lock."""
@@ -81,19 +109,99 @@ class JournalSegment:
         os.close(self.fd)
 
 
+RESERVE_SUFFIX = ".reserve"
+
+
+@dataclass
+class Reserve:
+    """Space held on the journal's file system, freed when it fills up so that the replies
+    still in flight can be journaled. A locked file `.<id>.reserve`; `dead_segments`
+    deletes a dead writer's."""
+
+    path: Path
+    fd: int
+
+    @classmethod
+    def take(cls, folder: Path, size: int) -> Reserve:
+        """Allocate `size` bytes (an OSError, ENOSPC if there is not that much space)."""
+        path = folder / f".{uuid.uuid4().hex}{RESERVE_SUFFIX}"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            _allocate(fd, size)
+        except BaseException:
+            path.unlink(missing_ok=True)
+            os.close(fd)
+            raise
+        return cls(path, fd)
+
+    def release(self) -> None:
+        self.path.unlink(missing_ok=True)
+        os.close(self.fd)
+
+
+def _allocate(fd: int, size: int) -> None:
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as exc:
+        if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+            raise
+        # No fallocate here (ZFS): written blocks, of random bytes so that a compressing
+        # file system cannot store them in nothing.
+        chunk = os.urandom(1 << 16)
+        done = 0
+        while done < size:
+            done += os.write(fd, chunk[: size - done])
+
+
 @dataclass
 class ReplyJournal:
-    """This writer's journal: a current segment, started on the first line after a cut."""
+    """This writer's journal: a current segment, started on the first line after a cut, and
+    a `Reserve` of `reserve_bytes` (none if 0) for when the file system fills up."""
 
     folder: Path
+    reserve_bytes: int = 0
     current: JournalSegment | None = field(default=None, init=False)
+    reserve: Reserve | None = field(default=None, init=False)
+    full: OSError | None = field(default=None, init=False)
+    """The first write refused for want of space (ENOSPC), if any."""
+
+    def __post_init__(self) -> None:
+        if self.reserve_bytes:
+            self.reserve = Reserve.take(self.folder, self.reserve_bytes)
 
     def write(self, entries: Sequence[Entry]) -> None:
+        """Append the entries; a full file system frees the reserve, and they are written
+        into its space (an OSError if even that fails)."""
         if not entries:
             return
+        try:
+            self._write(entries)
+        except OSError as exc:
+            if not (disk_full(exc) and self.release_reserve(exc)):
+                raise
+            self._write(entries)
+
+    def _write(self, entries: Sequence[Entry]) -> None:
         if self.current is None:
             self.current = self._start()
         self.current.write(entries)
+
+    def release_reserve(self, exc: OSError) -> bool:
+        """The file system is full (`exc`): free the reserve for the lines still to come;
+        False if it was freed before (or there was none)."""
+        self.full = self.full or exc
+        reserve, self.reserve = self.reserve, None
+        if reserve is None:
+            return False
+        reserve.release()
+        return True
+
+    def close(self) -> None:
+        """Free the reserve (the writer is done)."""
+        if self.reserve is not None:
+            self.reserve.release()
+            self.reserve = None
 
     def cut(self) -> JournalSegment | None:
         """End the current segment (a flush is about to publish its lines) and return it."""
@@ -204,9 +312,10 @@ def dead_segments(folder: Path) -> Iterator[DeadSegment]:
     """The segments whose writers died, each read and still locked while the caller uses it.
 
     A line that does not parse (a torn last line) is named in `bad_lines` and skipped.
-    Half-started segments (`.*.tmp`, killed before their first line) are deleted.
+    Half-started segments (`.*.tmp`, killed before their first line) and dead writers'
+    reserves are deleted.
     """
-    for tmp in folder.glob(".*.tmp"):
+    for tmp in [*folder.glob(".*.tmp"), *folder.glob(f".*{RESERVE_SUFFIX}")]:
         _remove_if_dead(tmp)
     for path in sorted(folder.glob(f"*{SUFFIX}")):
         with _locked_if_dead(path) as fd:

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from schemas.run import RunInfo
-from tasks.errors import InputError, IntegrityError, Interrupted
+from tasks.errors import DiskFull, InputError, IntegrityError, Interrupted
 from tasks.ingest.manifest import read_manifest
 from tasks.judging.batches import judge_batch, send_all
 from tasks.judging.cache import compact, read_attempts, recover, stored_keys
@@ -38,7 +38,7 @@ from tasks.plan import read_plan
 from tasks.runfolder import RunFolder
 from tasks.storage import write_parquet_atomic
 from tasks.templates import get_template
-from tasks.workdir import WorkDir
+from tasks.workdir import WorkDir, describe_filesystem, disk_full
 
 __all__ = ["COMPACT_AT", "call_status_counts", "run_judge_stage", "unstored_call_keys"]
 
@@ -162,9 +162,21 @@ async def _judge_planned(
                 with stop_on_signals(stop):
                     run_batch = hooks.run_batch or judge_batch
                     await send_all(request, to_send, tally, fresh, run_batch, stop=stop)
+    except OSError as exc:
+        if not disk_full(exc):
+            raise
+        stop.full = stop.full or exc  # e.g. no room for the journal's reserve: nothing sent
     finally:
         tally.close()
     elapsed = time.perf_counter() - started
+    if stop.full is not None:
+        # No room for the run's tables either: the replies wait in the journal.
+        raise DiskFull(
+            request.run_id,
+            describe_filesystem(work.journal),
+            {"planned": len(planned), "received": tally.stored, "sent": tally.sent,
+             "not_sent": len(to_send) - tally.sent - tally.skipped},
+        )  # fmt: skip
 
     if to_send and sum(1 for _ in work.replies.glob("*.parquet")) > COMPACT_AT:
         compact(work)

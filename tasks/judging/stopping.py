@@ -1,4 +1,4 @@
-"""Stopping the judge stage on SIGINT or SIGTERM without paying for a call twice.
+"""Stopping the judge stage on SIGINT, SIGTERM or a full disk without paying for a call twice.
 
 While the stage sends, the first SIGINT (Ctrl-C) or SIGTERM stops it cleanly: no new call
 starts (calls not started stay pending, with no attempt recorded), the requests in flight
@@ -6,6 +6,10 @@ may finish for up to `grace_s` seconds and their replies are stored like any oth
 the stage writes the run's tables and raises `tasks.errors.Interrupted`. Requests still in
 flight at the deadline are abandoned (sent again on resume). A second signal exits at once; replies
 already received are in the journal, which the next run publishes.
+
+A full file system stops the stage the same way (`StopRequest.disk_full`, told by the
+cache writer at its first write refused for want of space); the stage then raises
+`tasks.errors.DiskFull`, without writing the run's tables: there is no room for them.
 """
 
 from __future__ import annotations
@@ -39,12 +43,23 @@ class StopRequest:
     def __init__(self, grace_s: float = GRACE_S) -> None:
         self.grace_s = grace_s
         self.signum: int | None = None
+        self.full: OSError | None = None
+        """The write refused for want of space that stopped the stage (`disk_full`)."""
         self.cut_off = False
         self._inflight: set[asyncio.Task[object]] = set()
 
     @property
     def requested(self) -> bool:
-        return self.signum is not None
+        return self.signum is not None or self.full is not None
+
+    def disk_full(self, exc: OSError) -> None:
+        """The work dir's file system is full: stop as on a signal (the replies in flight
+        go to the journal's reserve), silently: the stage's error says it once."""
+        if self.requested:
+            self.full = self.full or exc
+            return
+        self.full = exc
+        asyncio.get_running_loop().call_later(self.grace_s, self._abandon)
 
     def request(self, signum: int) -> None:
         """Stop starting calls; abandon those in flight after the grace period."""

@@ -18,7 +18,6 @@ import pytest
 
 from schemas.calls import ReplyRecord
 from tasks.judging.cache import (
-    CacheWriter,
     fold_dead_journals,
     read_attempts,
     read_replies,
@@ -27,6 +26,7 @@ from tasks.judging.cache import (
     write_replies,
 )
 from tasks.judging.claims import CallClaims, Claim, StoredKeyView
+from tasks.judging.writer import CacheWriter
 from tasks.workdir import WorkDir
 
 REPO = Path(__file__).resolve().parents[2]
@@ -59,7 +59,7 @@ def _die_in_child(work: WorkDir, body: str) -> str:
         """
         import asyncio, os, signal
         from pathlib import Path
-        from tasks.judging.cache import CacheWriter
+        from tasks.judging.writer import CacheWriter
         from tasks.judging.claims import CallClaims
         from tasks.workdir import WorkDir
         work = WorkDir(Path({root!r}))

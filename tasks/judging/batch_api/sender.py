@@ -30,13 +30,13 @@ from tasks.judging.batch_api.api import BatchApi, BatchApiError, Outcome
 from tasks.judging.batch_api.journal import BatchEntry, BatchJournal
 from tasks.judging.batch_api.openai import OpenAIBatches
 from tasks.judging.batches import Batch, Session, judge_batch, send_all
-from tasks.judging.cache import CacheWriter
 from tasks.judging.claims import StoredKeyView
 from tasks.judging.client import aresolve_api_key
 from tasks.judging.failures import CallFailure
 from tasks.judging.planned import PlannedCall
 from tasks.judging.request import JudgeRequest, RemoteSender
 from tasks.judging.tally import Tally
+from tasks.judging.writer import CacheWriter
 
 __all__ = [
     "PollSchedule",

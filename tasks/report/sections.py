@@ -249,26 +249,19 @@ def bias_section(frame: pd.DataFrame) -> Section:
 def reversal_note(summary: pd.DataFrame, ks: list[int]) -> str:
     """The half bound at its scope, and the paired policies that reverse decisions in this run
     (docs/design.md#scope-of-the-half-bound)."""
-    scope = (
+    note = (
         "Per pair, paired unanimity changes at most half as many decisions as nonstrict when "
-        "K <= 4; the bound fails beyond (at K = 6, seeds AA AA AA AA AB BA: nonstrict changes "
+        "K ≤ 4; the bound fails beyond (at K = 6, seeds AA AA AA AA AB BA: nonstrict changes "
         "nothing, paired unanimity 1/30, all of it reversal), and from K = 6 a paired policy "
         "can reverse a decision, which nonstrict never does."
-    )
-    if ks:
-        scope += f" This run has K = {', '.join(str(k) for k in ks)}."
+    ) + (f" This run has K = {', '.join(str(k) for k in ks)}." if ks else "")
     paired = summary[summary["policy"].astype(str).str.startswith("paired")]
-    reversing = paired[paired["p_reversal"] > 0]
-    if reversing.empty:
-        return scope
-    parts = []
-    for policy, rows in reversing.groupby("policy", sort=True, observed=True):
-        groups = len(rows)
-        parts.append(
-            f"{policy} in {groups} group{'s' if groups > 1 else ''} "
-            f"(up to {pct(float(rows['p_reversal'].max()), 2)})"
-        )
-    return f"{scope} Reversals above zero in this run: {'; '.join(parts)}."
+    parts = [
+        f"{policy} in {len(rows)} group{'s' * (len(rows) > 1)} "
+        f"(up to {pct(float(rows['p_reversal'].max()), 2)})"
+        for policy, rows in paired[paired["p_reversal"] > 0].groupby("policy", observed=True)
+    ]
+    return f"{note} Reversals above zero in this run: {'; '.join(parts)}." if parts else note
 
 
 def changes_section(summary: pd.DataFrame, ks: list[int] | None = None) -> Section:

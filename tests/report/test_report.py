@@ -419,10 +419,12 @@ def test_changes_section_states_the_half_bound_at_its_scope_and_flags_reversals(
     counterexample; a paired policy reversing decisions in the run is flagged."""
     data = synthetic_report_data()
     summary = data.summary.assign(
-        p_reversal=data.summary["p_reversal"].where(data.summary["policy"] != "paired_unanimity", 0.0)
+        p_reversal=data.summary["p_reversal"].where(
+            data.summary["policy"] != "paired_unanimity", 0.0
+        )
     )
     quiet = _section(render_report(replace(data, summary=summary)), "changes")
-    assert "K &lt;= 4" in quiet or "K <= 4" in quiet
+    assert "K ≤ 4" in quiet
     assert "AA AA AA AA AB BA" in quiet and "This run has K = 4." in quiet
     assert "Reversals above zero" not in quiet
     flagged = _section(render_report(data), "changes")  # synthetic: paired reversals above zero

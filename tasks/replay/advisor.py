@@ -39,7 +39,6 @@ __all__ = [
     "ConfigValues",
     "advise",
     "advise_config",
-    "advised_policies",
     "per_pair",
     "shown",
 ]
@@ -61,8 +60,16 @@ def per_pair(outcomes: pa.Table, where: str) -> dict[tuple[str, str], ConfigValu
     (dataset, pair_id) order, from the exact replay under `balanced`."""
     result = replay(outcomes, designs=["balanced"], policies=POLICIES, where=where)
     rows = result.replay.select(
-        ["judge", "config", "dataset", "pair_id", "policy", "expected_calls", "p_change"]
-        + ["p_reversal"]
+        [
+            "judge",
+            "config",
+            "dataset",
+            "pair_id",
+            "policy",
+            "expected_calls",
+            "p_change",
+            "p_reversal",
+        ]
     ).to_pandas()
     wide = rows.pivot_table(
         index=["judge", "config", "dataset", "pair_id"],
@@ -253,14 +260,8 @@ def advise(
     return pa.Table.from_pylist(rows, schema=arrow_schema(AdviceRow))
 
 
-def advised_policies(advice: pa.Table) -> dict[tuple[str, str], str]:
-    """The advised policy per (judge, config) of an advice table."""
-    return {
-        (r["judge"], r["config"]): r["policy"] for r in advice.to_pylist() if r["rank"] == "advised"
-    }
-
-
 SHOWN_RANKS = ("advised", "runner_up", "candidate")
+"""The ranks the terminal and the report show, in this order."""
 
 
 def shown(advice: pd.DataFrame) -> pd.DataFrame:

@@ -13,7 +13,8 @@ inequality it reaches 1 / alpha with probability at most alpha. The bets follow 
 approximate growth-rate-adaptive rule (aGRAPA) from the running mean and variance of the
 earlier pairs. The wealth is averaged over `ORDERS` fixed orders of the pairs (an average of
 such wealths is one too), so the answer does not hang on the order the pairs were read in.
-The bound shown is the least budget the same test would certify.
+The bound shown is the least rate of a fixed grid from which the same test rejects every
+rate up: a one-sided upper confidence bound.
 """
 
 from __future__ import annotations
@@ -31,11 +32,11 @@ from tasks.replay.policies import decision
 __all__ = [
     "CHANGE_RULES",
     "ORDERS",
+    "certification_order",
     "change_law",
     "change_range",
     "log_wealth",
     "pairs_needed",
-    "certification_order",
     "upper_bound",
 ]
 

@@ -66,30 +66,20 @@ def test_enough_pairs_certify_and_the_bound_holds_the_budget() -> None:
 
 
 def test_a_policy_whose_bound_is_over_the_budget_is_never_advised() -> None:
-    """The point estimates of paired_strict and paired_unanimity sit within the budget, their
-    bound does not: the advice is strict, with the reason."""
-    table = persona_grids([(PERSONAS["strong"], "high")], pairs=150, k=4, seed=4)
-    advice = by_policy(advise(table, max_change=0.02))
-    paired = advice["paired_strict"]
-    assert paired["change"] < 0.02 < paired["change_bound"] or paired["certificate"] == "certified"
-    for seed in range(12):  # many runs: whatever is advised holds its bound
+    """Where a policy's observed change is within the budget but its bound is not, it is the
+    candidate, never the advice; whatever is advised holds its bound within the budget."""
+    refused = 0
+    for seed in range(24):
         table = persona_grids([(PERSONAS["strong"], "high")], pairs=60, k=4, seed=seed)
         for row in advise(table, max_change=0.02).to_pylist():
-            if row["change"] <= 0.02 and row["certificate"] == "over":
-                assert row["rank"] != "advised"
             if row["rank"] == "advised":
                 assert row["certificate"] in ("certified", "construction")
                 assert row["change_bound"] <= 0.02
-    over = next(
-        r
-        for seed in range(40)
-        for r in advise(
-            persona_grids([(PERSONAS["strong"], "high")], pairs=60, k=4, seed=seed),
-            max_change=0.02,
-        ).to_pylist()
-        if r["policy"] == "paired_strict" and 0 < r["change"] <= 0.02
-    )
-    assert over["certificate"] == "over" and over["rank"] == "candidate"
+            if row["certificate"] == "over" and row["change"] <= 0.02:
+                assert row["rank"] in ("candidate", "other")
+                assert row["change_bound"] > 0.02
+                refused += row["policy"] == "paired_strict" and row["change"] > 0
+    assert refused > 0  # paired_strict changed some decisions, within the budget, and was refused
 
 
 def test_the_fixed_sequence_stops_at_the_first_law_not_certified() -> None:

@@ -80,9 +80,15 @@ def replay_command(
     import pyarrow.parquet as pq
 
     from tasks.errors import InputError
+    from tasks.replay.coded import require_columns
 
     if not calls.is_file():
         raise InputError("no such outcomes file", file=str(calls))
+    try:  # refused before Prefect starts
+        schema = pq.read_schema(calls)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"not a readable parquet file ({exc})", file=str(calls)) from None
+    require_columns(schema.names, str(calls))
     prepare_prefect()
     from flows.replay import replay_flow
 

@@ -15,6 +15,7 @@ from flows.cli.app import (
     console,
     err_console,
     fits,
+    prepare_prefect,
     print_reasons,
     print_rows,
     print_spend,
@@ -171,15 +172,19 @@ def serve(
 ) -> None:
     """Serve the nightly-benchmark, rerun-failed and replay-policies deployments.
 
-    Needs a Prefect server (PREFECT_API_URL); schedules only fire against a real server.
+    On the server PREFECT_API_URL names, else on the work dir's local Prefect server (which
+    stays up while it serves); schedules fire there.
     """
-    from flows.deploy import build_deployments
-    from flows.serving import serve_deployments
     from tasks.runconfig import choose_work_dir, load_run_config
 
     work_dir, note = choose_work_dir(load_run_config(config), state.work_given)
     if note:
         err_console.print(f"note: {note}", highlight=False, soft_wrap=True)
+    state.work = WorkDir(work_dir)
+    prepare_prefect()
+    from flows.deploy import build_deployments
+    from flows.serving import serve_deployments
+
     deployments = build_deployments(config, work_dir)
     console.print(f"serving {', '.join(d.name for d in deployments)} (Ctrl-C stops)")
     serve_deployments(deployments)

@@ -100,7 +100,9 @@ def recorded_label(
         return None
     if not isinstance(value, str):
         raise InputError(
-            f"field {field!r} must be a string or null, got {shorten(value)}", file=str(file), row=row
+            f"field {field!r} must be a string or null, got {shorten(value)}",
+            file=str(file),
+            row=row,
         )
     return verdicts.get(value)
 

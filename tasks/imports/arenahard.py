@@ -173,8 +173,10 @@ def read_arenahard(path: str | Path, *, dataset: str | None = None) -> ImportedF
             )
         ((question, answer_a, answer_b),) = seen
         metadata = {
-            "model": model,
-            "baseline": record.get("baseline"),
+            "model_a": model,
+            "role_a": "judged model",
+            "model_b": record.get("baseline"),  # v0.1 lines do not name the baseline
+            "role_b": "baseline",
             "category": record.get("category"),
         }
         pairs.append(

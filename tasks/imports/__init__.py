@@ -4,8 +4,9 @@ One module per format reads a file into pairs and judgments placed by display or
 (`judgebench`, `arenahard`, `fastchat`, and `table` for a generic judgments table);
 `records` holds what they hand over, `build` turns the files of one judge (one per seed)
 into a manifest, a plan, cached replies marked as imported and the run's calls, and
-`agreement` compares judgeline's labels with the verdicts the files record. Remap, replay
-and report then run as for any run.
+`agreement` compares judgeline's labels with the verdicts the files record, and `summary`
+counts what the import prints per judge config. Remap, replay and report then run as for any
+run.
 """
 
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from tasks.imports.build import (
 from tasks.imports.fastchat import read_fastchat
 from tasks.imports.judgebench import read_judgebench_output
 from tasks.imports.records import ImportedFile, Judgment
+from tasks.imports.summary import import_summary, summary_lines
 from tasks.imports.table import read_judgment_table
 
 __all__ = [
@@ -36,10 +38,12 @@ __all__ = [
     "agreement",
     "build_import",
     "check_files",
+    "import_summary",
     "imported_table",
     "read_imported",
     "read_judgebench_output",
     "read_seeds",
+    "summary_lines",
 ]
 
 FORMATS = ("judgebench", "arena-hard", "fastchat", "table")

@@ -72,7 +72,7 @@ IDENTITY_CLAIM_PATTERNS: tuple[tuple[str, re.Pattern[str], tuple[str, ...]], ...
             r"(?:identities|identity|presentation\s+map|answer\s+labels)\b",
             re.I,
         ),
-        ("identit", "presentation", "answer"),
+        ("identit", "presentation", "labels"),
     ),
 )
 """Patterns of identity metadata outside the trusted map, each with the name a gate reports.

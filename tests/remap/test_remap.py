@@ -576,11 +576,21 @@ def test_failed_remap_modifies_nothing(real_run: RealRun, prefect_harness: None)
 _FOLDED = str.maketrans({"i": "ı", "I": "İ", "s": "ſ", "k": "K"})
 
 
-@pytest.mark.parametrize("text", [*CLAIMS, *ORDINARY, *(t.translate(_FOLDED) for t in CLAIMS)])
+MORE_CLAIMS = [
+    "Override the answer\tlabels.",
+    "SWITCH THE PRESENTATION\nMAP",
+    "right => identity B",
+]
+
+
+@pytest.mark.parametrize(
+    "text", [*CLAIMS, *MORE_CLAIMS, *ORDINARY, *(t.translate(_FOLDED) for t in CLAIMS)]
+)
 def test_detector_prefilter_never_hides_a_match(text: str) -> None:
     """The cheap substring test before each pattern only skips texts the pattern cannot match."""
     plain = [name for name, pattern, _ in IDENTITY_CLAIM_PATTERNS if pattern.search(text)]
     assert identity_claims(text) == plain
+    assert plain or text in ORDINARY
 
 
 def test_detector_fires_on_case_folded_claims() -> None:

@@ -87,13 +87,14 @@ without any are not searched, which keeps the gate cheap on long replies.
 # Case-insensitive regexes also match these letters to ASCII i, s and k: fold them first, so
 # that a needle test never skips a text its pattern would match.
 _FOLD = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
+_FOLDED_LETTERS = re.compile("[\u0130\u0131\u017f\u212a]")
 
 
 def identity_claims(text: str | None) -> list[str]:
     """Names of the identity-claim patterns that match `text` (empty: no claim)."""
     if not text:
         return []
-    folded = text.translate(_FOLD).lower()
+    folded = (text.translate(_FOLD) if _FOLDED_LETTERS.search(text) else text).lower()
     return [
         name
         for name, pattern, needles in IDENTITY_CLAIM_PATTERNS

@@ -99,3 +99,19 @@ def test_a_k1_report_says_why_it_has_no_scores(tmp_path: Path) -> None:
     write_record(work, record)
     html = build_report(work, "k1").read_text("utf-8")
     assert "No scores in this run (not replayed: K = 1 (one file" in html
+
+
+def test_the_real_o1_mini_file_summary(tmp_path: Path, shared_data: Path) -> None:
+    """The README's figures for the real JudgeBench file of o1-mini's replies."""
+    from tests.test_parsing import O1_MINI
+
+    work = WorkDir.at(tmp_path / "work")
+    build_import(work, [read_imported("judgebench", shared_data / O1_MINI)], "o1")
+    write_remap(work, remap_run(work, "o1"))
+    (summary,) = import_summary(RunFolder(work, "o1"))
+    assert (summary["pairs"], summary["replies"], summary["without_reply"]) == (350, 700, 0)
+    assert summary["without_verdict"] == {}
+    assert summary["agreement"] == {"compared": 700, "agree": 700}
+    assert summary["dispositions"] == {
+        "stable_A": 121, "stable_B": 114, "order_conflict": 76, "mixed": 34, "stable_tie": 5,
+    }  # fmt: skip

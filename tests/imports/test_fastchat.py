@@ -115,7 +115,7 @@ def test_missing_question_or_answer_files_are_refused(tmp_path: Path) -> None:
         )
 
 
-def test_cli_refuses_fastchat_without_its_text_files_in_one_paragraph(
+def test_cli_refuses_fastchat_whose_prompts_hold_no_texts_in_one_paragraph(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path, _, _ = mt_bench(tmp_path)

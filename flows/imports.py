@@ -18,22 +18,28 @@ from tasks.runhealth import raise_unless_completed
 from tasks.runrecord import new_run_id, outcome_counts, write_record
 from tasks.workdir import WorkDir
 
-NO_REPLAY_K1 = (
-    "not replayed: K = 1 (one judgment file per order). Stopping policies choose among K "
-    "seeds per order, so they need K >= 2 (an even K); import repeated runs of this judge "
-    "as seeds to replay them"
-)
 
-
-def _replayable(k: int) -> bool:
-    return k >= 2 and k % 2 == 0
+def no_replay_reason(k: int) -> str | None:
+    """Why an imported run of K seeds is not replayed (None: it is)."""
+    if k >= 2 and k % 2 == 0:
+        return None
+    if k == 1:
+        return (
+            "not replayed: K = 1 (one file: each pair judged once in each order). Stopping "
+            "policies choose among the K judgments of each order, so they need an even K >= 2: "
+            "import the files of repeated runs of this judge, one file per run, to replay them"
+        )
+    return (
+        f"not replayed: K = {k} (one file per run) is odd. Stopping policies need an even K "
+        "(balanced references use K/2 seeds in each order): import one run's file more or fewer"
+    )
 
 
 def _finish(work: WorkDir, record: RunRecord, k: int) -> None:
     """Agreement with the files, the replay when K allows, the report; record updated."""
     import pyarrow.parquet as pq
 
-    from tasks.imports import agreement, imported_table
+    from tasks.imports import agreement, import_summary, imported_table
 
     folder = RunFolder(work, record.run_id)
     record.outcomes = outcome_counts(folder)
@@ -42,8 +48,9 @@ def _finish(work: WorkDir, record: RunRecord, k: int) -> None:
         record.imported["agreement"] = agreement(
             table, pq.read_table(folder.table("labels")), pq.read_table(folder.calls)
         )
-        record.imported["replay"] = None if _replayable(k) else NO_REPLAY_K1
-    if _replayable(k):
+        record.imported["summary"] = import_summary(folder)
+        record.imported["replay"] = no_replay_reason(k)
+    if no_replay_reason(k) is None:
         replay_stage(str(folder.outcomes), str(folder.path), list(DESIGNS), list(POLICIES))
     record.report = report_task(str(work.root), record.run_id)
 

@@ -162,3 +162,40 @@ def test_state_file_names_pid_port_and_version(tmp_path: Path) -> None:
                                        "idle_seconds": 3.0, "started_at": 4.0}))  # fmt: skip
     info = files.read()
     assert info is not None and info.api_url == "http://127.0.0.1:2/api"
+
+
+@pytest.fixture
+def read_only_dir(tmp_path: Path) -> Iterator[Path]:
+    """A work dir used before (its Prefect home exists), now on a read-only bind mount
+    (skipped where mounting is not allowed)."""
+    source, target = tmp_path / "source", tmp_path / "read-only"
+    (source / ".prefect").mkdir(parents=True)
+    target.mkdir()
+    mounted = subprocess.run(["mount", "--bind", str(source), str(target)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot bind-mount here: {mounted.stderr.decode().strip()}")
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(target)], check=True)
+        yield target
+    finally:
+        subprocess.run(["umount", str(target)], check=False)
+
+
+def test_a_read_only_work_dir_is_refused_at_once(
+    tmp_path: Path, home: Path, read_only_dir: Path
+) -> None:
+    config = tmp_path / "run.yaml"
+    judge = "{name: j, base_url: 'http://127.0.0.1:9/v1', model: m}"
+    config.write_text(f"name: x\ndatasets: [{{kind: demo}}]\njudges: [{judge}]\n")
+    env = _env(home)
+    env.pop("PREFECT_HOME")  # Prefect's home would be in the work dir, too
+    started = time.monotonic()
+    command = [JUDGELINE, "--work-dir", str(read_only_dir), "run", str(config)]
+    result = subprocess.run(command, env=env, capture_output=True, text=True)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.startswith(f"error: {read_only_dir}: not usable as a work dir"), (
+        result.stderr
+    )
+    assert "Read-only file system" in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert time.monotonic() - started < 30

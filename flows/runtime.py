@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 from pathlib import Path
+from types import FrameType
 
 from flows.localserver import use_local_server
 from tasks.errors import InputError, JudgelineError
@@ -86,6 +88,32 @@ def configure_prefect(*, debug: bool = False) -> None:
         logging.raiseExceptions = False
 
 
+class StopSignal(BaseException):
+    """SIGTERM outside the judge stage, raised where the main thread is (as KeyboardInterrupt
+    is for SIGINT); `tasks.jobrecord.recorded_run` records the run `interrupted`."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signal = signum
+
+
+def _raise_stop(signum: int, frame: FrameType | None) -> None:
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise StopSignal(signum)
+
+
+def raise_on_stop_signals() -> None:
+    """SIGINT and SIGTERM raise in the main thread at once, wherever it is.
+
+    Without this, `asyncio.run` turns Ctrl-C into a cancellation that waits for the next
+    await (a stage running synchronously ran to its end first) and SIGTERM kills the process
+    with its record still `running`. The judge stage routes both to its own clean stop
+    (`tasks.judging.stopping`) while it sends."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _raise_stop)
+
+
 def check_work_dir(work: WorkDir) -> None:
     """Refuse a work dir that is a file or lies under one (every command checks this first;
     a missing work dir is made by the commands that write)."""
@@ -123,3 +151,4 @@ def start_prefect(work: WorkDir) -> None:
             file=str(work.root),
         ) from None
     use_local_server(home)
+    raise_on_stop_signals()

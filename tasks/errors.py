@@ -57,14 +57,25 @@ class Interrupted(JudgelineError):
 
     def __init__(self, run_id: str, signum: int, counts: dict[str, Any]) -> None:
         self.run_id = run_id
+        self.resume: str | None = None
+        """The command that resumes it, when it is not `rerun-failed RUN` (the demo's)."""
+        self.signum = signum
         self.exit_code = 128 + signum
         self.counts = counts
-        super().__init__(
-            f"run {run_id} interrupted by {signal.Signals(signum).name}: "
-            f"{counts.get('stored', 0)} of {counts.get('planned', 0)} planned calls stored "
-            f"(replies in flight were kept), {counts.get('failed', 0)} failed, "
-            f"{counts.get('pending', 0)} not sent yet"
-        )
+        name = signal.Signals(signum).name
+        if "planned" not in counts:
+            said = (
+                f"run {run_id} interrupted by {name} before its judge stage ended; every "
+                "reply stored so far is kept"
+            )
+        else:
+            said = (
+                f"run {run_id} interrupted by {name}: "
+                f"{counts.get('stored', 0)} of {counts.get('planned', 0)} planned calls stored "
+                f"(replies in flight were kept), {counts.get('failed', 0)} failed, "
+                f"{counts.get('pending', 0)} not sent yet"
+            )
+        super().__init__(said)
 
 
 def describe_validation(exc: Any) -> str:
@@ -85,21 +96,22 @@ class DiskFull(Interrupted):
     """The judge stage stopped at the first write refused for want of space, after keeping
     every reply it received in its journal (published by the next run once there is space).
 
-    `exit_code` is 75 (EX_TEMPFAIL: try again later); the same command with `--run-id
-    run_id` resumes the run, sending only what has no stored reply.
+    `exit_code` is 75 (EX_TEMPFAIL: try again later); `counts` has the run's `planned`
+    calls, the replies it `stored` (in the journal) and the calls `pending` (not sent).
     """
 
     def __init__(self, run_id: str, where: str, counts: dict[str, Any]) -> None:
         self.run_id = run_id
+        self.resume = None
         self.exit_code = 75
         self.counts = counts
-        received, planned = counts.get("received", 0), counts.get("planned", 0)
         if not counts.get("sent"):
             message = f"run {run_id} stopped before sending a call: no space left on {where}"
         else:
             message = (
                 f"run {run_id} stopped: no space left on {where}; no call started after that, "
-                f"and the {received} replies received are kept in the work dir's journal "
-                f"({planned} planned calls, {counts.get('not_sent', 0)} not sent yet)"
+                f"and the {counts.get('stored', 0)} replies received are kept in the work "
+                f"dir's journal ({counts.get('planned', 0)} planned calls, "
+                f"{counts.get('pending', 0)} not sent yet)"
             )
         JudgelineError.__init__(self, f"{message}; free space there")

@@ -7,7 +7,6 @@ group of subcommands on it when imported.
 from __future__ import annotations
 
 import errno
-import shlex
 import sys
 from pathlib import Path
 
@@ -30,17 +29,11 @@ from flows.cli import (  # noqa: F401
     server,
     simjudge,
 )
-from flows.cli.app import app, err_console
+from flows.cli.app import app, err_console, resume_line
 from tasks.errors import Interrupted, JudgelineError
 from tasks.workdir import cannot_write
 
-__all__ = ["app", "main", "resume_command"]
-
-
-def resume_command(argv: list[str], run_id: str) -> str:
-    """The command line that resumes an interrupted run: this one, naming its run id."""
-    args = list(argv) if run_id in argv else [*argv, "--run-id", run_id]
-    return shlex.join(["judgeline", *args])
+__all__ = ["app", "main"]
 
 
 def _unwritable(exc: OSError) -> bool:
@@ -68,7 +61,7 @@ def main() -> None:
         if "--debug" in sys.argv:
             raise
         err_console.print(
-            f"{escape(str(exc))}; resume with: {escape(resume_command(sys.argv[1:], exc.run_id))}",
+            f"{escape(str(exc))}; resume with: {escape(exc.resume or resume_line(exc.run_id))}",
             highlight=False,
             soft_wrap=True,
         )

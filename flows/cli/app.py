@@ -115,6 +115,20 @@ def prepare_prefect() -> None:
     start_prefect(state.work)
 
 
+def resume_line(run_id: str) -> str:
+    """The command line that resumes an interrupted run (`rerun-failed`, whatever stage it
+    stopped in), with the work dir it ran in unless that is the default."""
+    import shlex
+
+    from tasks.jobrecord import resume_command
+
+    command = resume_command(run_id)
+    if state.work.root != WorkDir.at().root:
+        where = shlex.quote(str(state.work.root))
+        command = command.replace("judgeline ", f"judgeline --work-dir {where} ", 1)
+    return command
+
+
 def load_judges(path: Path) -> list[JudgeSpec]:
     """Judges from a YAML file: a run configuration, a `judges:` mapping or a bare list."""
     from pydantic import ValidationError
@@ -346,3 +360,25 @@ def run_nightly(**params: Any) -> dict[str, Any]:
 
     result: dict[str, Any] = asyncio.run(nightly_flow(**params))
     return result
+
+
+def run_and_show_nightly(**params: Any) -> dict[str, Any]:
+    """The nightly flow, then what `run` prints: the summary, spend and report; a degraded
+    or failed run prints its reasons first and exits 3 or 4."""
+    import typer
+
+    from tasks.runhealth import EXIT_CODES, RunNotCompleted
+    from tasks.runrecord import read_record
+
+    try:
+        record = run_nightly(**params)
+    except RunNotCompleted as exc:
+        print_reasons(exc.lines)
+        print_summary(exc.run_id)
+        report = read_record(state.work, exc.run_id).report
+        console.print(f"report: {report}", highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_CODES[exc.status]) from None
+    print_summary(record["run_id"])
+    print_spend(record["run_id"])
+    console.print(f"report: {record['report']}", highlight=False, soft_wrap=True)
+    return record

@@ -4,6 +4,8 @@ for one night or several (a growing benchmark, a drifting judge, a probe that ca
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated
 
 import typer
@@ -20,6 +22,21 @@ from flows.cli.app import (
     run_nightly,
     state,
 )
+from tasks.workdir import WorkDir
+
+
+@contextmanager
+def demo_resumes() -> Iterator[None]:
+    """An interrupted demo is resumed by the demo again (its simulated judge is gone with it):
+    a new run that reuses every reply stored and sends the rest."""
+    from tasks.errors import Interrupted
+
+    try:
+        yield
+    except Interrupted as exc:
+        where = "" if state.work.root == WorkDir.at().root else f" --work-dir {state.work.root}"
+        exc.resume = f"judgeline{where} demo (a new run: it reuses the {exc.run_id} replies)"
+        raise
 
 
 @app.command("demo")
@@ -61,7 +78,7 @@ def demo(
     args = ["--manifest", manifest_hash, "--latency-ms", str(latency_ms)]
     for persona in DEMO_PERSONAS:
         args += ["--persona", persona]
-    with simjudge_subprocess(*args) as base_url:
+    with simjudge_subprocess(*args) as base_url, demo_resumes():
         console.print(f"simulated judge at {base_url} with personas {', '.join(DEMO_PERSONAS)}")
         config = demo_config(base_url)
         try:
@@ -125,6 +142,7 @@ def demo_nights(nights: int, pairs: int | None, latency_ms: float) -> None:
         with (
             probe_date(night.date),
             simjudge_subprocess(*args, "--personas", str(personas)) as base_url,
+            demo_resumes(),
         ):
             config = nights_config(base_url, table).model_dump(mode="json")
             try:

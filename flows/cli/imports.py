@@ -11,14 +11,21 @@ from flows.cli.app import app, console, prepare_prefect, print_reasons, run_id_g
 
 
 def _print_agreement(imported: dict[str, Any] | None) -> None:
+    from tasks.imports import summary_lines
+
     if not imported or not imported.get("agreement"):
         return
+    for summary in imported.get("summary") or []:
+        for line in summary_lines(summary):
+            console.print(line, highlight=False, soft_wrap=True)
     agree = imported["agreement"]
-    console.print(
-        f"judgeline's parser agrees with the files' recorded verdicts on {agree['agree']} of "
-        f"{agree['compared']} replies",
-        highlight=False,
-    )
+    if agree["disagreements"]:
+        shown = min(20, len(agree["disagreements"]))
+        console.print(
+            f"where the parser and a file disagree ({shown} of {agree['disagree']}; the file's "
+            "verdict in its own slot letters, then as a slot label):",
+            highlight=False,
+        )
     for d in agree["disagreements"][:20]:
         console.print(
             f"  {d['source_file']}:{d['source_line']} judgment {d['judgment']}: file says "
@@ -75,11 +82,14 @@ def import_(
         dataset, str(questions) if questions else None,
         str(answers_dir) if answers_dir else None, map_, judge, template,
     )  # fmt: skip
+    seeds = [f for p in files for f in read_seeds(fmt, p, options)]
+    check_files(seeds)
     if run_id is not None:
-        from tasks.jobrecord import check_unused
+        from tasks.imports import import_config
+        from tasks.jobrecord import check_import_id
 
-        check_unused(state.work, run_id)  # an import never replaces a run
-    check_files([f for p in files for f in read_seeds(fmt, p, options)])
+        # An import never replaces a finished run.
+        check_import_id(state.work, run_id, import_config(fmt, [str(f) for f in files], seeds))
     prepare_prefect()
     from flows.imports import import_flow
 
@@ -100,9 +110,9 @@ def import_(
 def _print_imported(record: dict[str, Any], files: int) -> None:
     calls = record["calls"]
     console.print(
-        f"run [bold]{record['run_id']}[/bold] imported from {files} file(s): "
-        f"{calls['imported']} replies, {calls['failed']} recorded without a reply, "
-        f"{calls['planned']} planned slots, 0 sent",
+        f"run [bold]{record['run_id']}[/bold] imported from {files} file(s), K = "
+        f"{record['config'].get('k')}: {calls['imported']} replies, {calls['failed']} recorded "
+        f"without a reply, {calls['planned']} planned slots, 0 sent",
         highlight=False,
         soft_wrap=True,
     )

@@ -174,8 +174,9 @@ async def _judge_planned(
         raise DiskFull(
             request.run_id,
             describe_filesystem(work.journal),
-            {"planned": len(planned), "received": tally.stored, "sent": tally.sent,
-             "not_sent": len(to_send) - tally.sent - tally.skipped},
+            {"planned": len(planned), "stored": tally.stored, "sent": tally.sent,
+             "failed": sum(tally.failed.values()),
+             "pending": len(to_send) - tally.sent - tally.skipped},
         )  # fmt: skip
 
     if to_send and sum(1 for _ in work.replies.glob("*.parquet")) > COMPACT_AT:

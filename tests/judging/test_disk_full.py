@@ -55,6 +55,7 @@ def test_no_room_for_the_reserve_sends_nothing(monkeypatch: pytest.MonkeyPatch) 
 def test_the_command_says_it_in_one_line_and_resumes(monkeypatch: pytest.MonkeyPatch) -> None:
     """`judgeline judge` on a disk that fills up: one line naming the file system and the
     command that resumes, exit 75; that command then completes, paying for no call twice."""
+    from tasks.jobrecord import scan_records
     from tests.flows.test_hostile_input import run_main
 
     with small_disk(monkeypatch) as disk, SimJudgeServer() as server:
@@ -69,15 +70,18 @@ def test_the_command_says_it_in_one_line_and_resumes(monkeypatch: pytest.MonkeyP
         (line,) = stopped.err.strip().splitlines()
         where = f" {disk.root} (tmpfs)" if isinstance(disk, Tmpfs) else ""
         assert line.startswith(f"run F stopped: no space left on the file system mounted at{where}")
-        assert line.endswith(f"free space there; resume with: judgeline {' '.join(args)}")
+        resume = f"judgeline --work-dir {work.root} rerun-failed F"
+        assert line.endswith(f"free space there; resume with: {resume}"), line
         assert "Traceback" not in stopped.out + stopped.err
         kept = re.search(r"the (\d+) replies received are kept", line)
         assert kept is not None and 0 < int(kept.group(1)) < 320, line
         # Stopped at once: the calls in flight when the disk filled up, no more.
         assert len(server.request_log()) <= int(kept.group(1)) + 16
 
+        assert [(e.run_id, e.status) for e in scan_records(work)] == [("F", "interrupted")]
+
         disk.free()
-        resumed = run_main(monkeypatch, *args)
+        resumed = run_main(monkeypatch, *resume.split()[1:], "--no-progress")
         assert resumed.code == 0, (resumed.out, resumed.err)
         assert f"{kept.group(1)} cached" in " ".join(resumed.out.split()), resumed.out
         log = server.request_log()

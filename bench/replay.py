@@ -208,12 +208,13 @@ def bench_k(k: int, args: argparse.Namespace, folder: Path) -> dict[str, float]:
         line("duckdb: write 4 files", duck.wall, duck.cpu)
         del result
         row |= {"scan": scan.wall, "engine": total.wall, "engine_x": total.wall / scan.wall}
-        row |= {"duck_rw": scan.wall + duck.wall}
+        row |= {"duck_rw": scan.wall + duck.wall, "duck_rw_cpu": scan.cpu + duck.cpu}
 
     child = streamed(path, folder / "stream")
     line("replay_file (own process)", child["wall"], child["cpu"], "read, engine and writes")
     if "duck_rw" in row:
-        ratio("replay_file / duckdb", child["wall"] / row["duck_rw"], 0.0, 1.5)
+        cpu = child["cpu"] / row["duck_rw_cpu"]
+        ratio("replay_file / duckdb", child["wall"] / row["duck_rw"], cpu, 1.5)
         print(f"  {'':24s}(duckdb: scan + write 4 files {row['duck_rw']:.2f} s)")
     print(f"  {'peak RSS replay_file':24s}{child['peak_gb']:8.2f} GB  (target < 4)")
     print(f"  load {load()}")

@@ -1,7 +1,8 @@
 """The replay's Arrow tables, built from the compact result (`tasks.replay.compact`).
 
 Per-pair tables (replay, design) are made of one record batch per label (design, or design
-and policy) of a one-group result, in row order label -> pair. Text columns are slices of
+and policy) of a one-group result, in row order label -> pair; a design's expected agreement
+is a column of its own per pair. Text columns are slices of
 constant arrays or of the pair ids. A float column that is the same for every pattern row
 (e.g. the full policy's 0 chance of a change) is a slice of a constant array; any other is
 one vectorised gather of the pattern rows by the pairs' codes, made once and shared by every
@@ -71,8 +72,10 @@ def _batches(
     floats: np.ndarray,
     schema: pa.Schema,
     constant: Constants,
+    per_pair: np.ndarray | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Record batches in row order label -> pair; `floats` is (columns, labels, rows)."""
+    """Record batches in row order label -> pair; `floats` is (columns, labels, rows), and
+    `per_pair` (labels, pairs), if given, is the last column."""
     grid = compact.grid
     n = len(compact.code)
     sources = _sources(floats)
@@ -87,6 +90,8 @@ def _batches(
         for c in range(floats.shape[0]):
             source = sources[(c, li)]
             columns.append(gathered[source] if isinstance(source, tuple) else constant(source, n))
+        if per_pair is not None:
+            columns.append(pa.array(per_pair[li]))
         yield pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
@@ -101,9 +106,10 @@ def replay_batches(
 def design_batches(
     compact: Compact, designs: list[str], constant: Constants
 ) -> Iterator[pa.RecordBatch]:
-    """DesignRow batches."""
+    """DesignRow batches (expected_agreement, the last column, is kept per pair)."""
     labels = [(d,) for d in designs]
-    return _batches(compact, labels, compact.design, arrow_schema(DesignRow), constant)
+    schema = arrow_schema(DesignRow)
+    return _batches(compact, labels, compact.design, schema, constant, compact.agreement)
 
 
 def summary_table(

@@ -93,7 +93,8 @@ def independent_expectation(counts: np.ndarray, k: int, table: np.ndarray) -> np
         [counts[:, 0, 0], counts[:, 1, 1], counts[:, 0, 1] + counts[:, 1, 0],
          counts[:, 0, 2] + counts[:, 2, 0], counts[:, 1, 2] + counts[:, 2, 1]], axis=1,
     )  # fmt: skip
-    keys, back = np.unique(reduced, axis=0, return_inverse=True)
+    codes, back = np.unique(reduced @ (k + 1) ** np.arange(5), return_inverse=True)
+    keys = codes[:, None] // (k + 1) ** np.arange(5) % (k + 1)
     alike = np.zeros((len(keys), 3, 3), dtype=np.int64)
     alike[:, 0, 0], alike[:, 1, 1], alike[:, 0, 1], alike[:, 0, 2], alike[:, 1, 2] = keys.T
     out = np.empty((len(keys), table.shape[-1]))

@@ -82,8 +82,8 @@ def make_input(n_pairs: int, n_groups: int, k: int, first: int = 0) -> pa.Table:
     return pa.table(
         {
             "judge": judges.take(pa.array(group[rows])),
-            "config": pa.array(["default"] * len(rows)),
-            "dataset": pa.array(["synthetic"] * len(rows)),
+            "config": pa.repeat(pa.scalar("default"), len(rows)),
+            "dataset": pa.repeat(pa.scalar("synthetic"), len(rows)),
             "pair_id": pair_ids.take(pa.array(rows)),
             "seed": pa.array(seed_col, pa.int64()),
             "order": pa.array(["AB", "BA"]).take(pa.array(order_ba)),

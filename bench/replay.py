@@ -167,11 +167,10 @@ def duckdb_write(con: duckdb.DuckDBPyConnection, result: ReplayResult, out: Path
 def streamed(path: Path, out: Path) -> dict[str, float]:
     """`replay_file` in a fresh process (bench/_replay_child.py): wall, CPU and peak RSS."""
     done = subprocess.run(
-        [sys.executable, str(CHILD), str(path), str(out)],
-        check=True,
-        capture_output=True,
-        text=True,
+        [sys.executable, str(CHILD), str(path), str(out)], capture_output=True, text=True
     )
+    if done.returncode:
+        raise SystemExit(f"replay_file failed (exit {done.returncode}):\n{done.stderr}")
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 

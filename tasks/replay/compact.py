@@ -119,7 +119,7 @@ class _Tables:
 
 
 _KEPT = 1 << 17
-"""Patterns whose tables are kept for later groups (about 1.3 KB each with the core policies):
+"""Patterns whose tables are kept for later groups (about 2 KB each with the core policies):
 every pattern up to K = 12 (at most C(K + 8, 8)), and memory bounded beyond."""
 
 

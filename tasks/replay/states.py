@@ -40,12 +40,12 @@ _CHUNK = 1024
 
 @lru_cache(maxsize=16)
 def _binomial_pmf(k: int) -> np.ndarray:
-    """pmf[m, j] = C(m, j) / 2^m, padded with zeros to j in -K..2K (index j + K): exact
-    dyadic floats."""
-    pmf = np.zeros((k + 1, 3 * k + 1))
+    """pmf[m, j + 2K] = C(m, j) / 2^m for j in -2K..3K (zero outside 0..m): exact dyadic
+    floats."""
+    pmf = np.zeros((k + 1, 5 * k + 1))
     for m in range(k + 1):
         for j in range(m + 1):
-            pmf[m, j + k] = comb(m, j) / 2**m
+            pmf[m, j + 2 * k] = comb(m, j) / 2**m
     return pmf
 
 
@@ -77,10 +77,10 @@ def ab_distribution(counts: np.ndarray, k: int) -> np.ndarray:
     m3 = counts[:, 1, 2] + counts[:, 2, 1]
     values = np.arange(k + 1)
     for x in range(k + 1):  # x of the m1 (A, B)-type seeds give an A
-        first = pmf[m1, x + k]
+        first = pmf[m1, x + 2 * k]
         # a = d_a + x + (A from m2), b = d_b + (m1 - x) + (B from m3)
-        pa = pmf[m2[:, None], (values[None, :] - d_a[:, None] - x) + k]
-        pb = pmf[m3[:, None], (values[None, :] - d_b[:, None] - m1[:, None] + x) + k]
+        pa = pmf[m2[:, None], (values[None, :] - d_a[:, None] - x) + 2 * k]
+        pb = pmf[m3[:, None], (values[None, :] - d_b[:, None] - m1[:, None] + x) + 2 * k]
         out += first[:, None, None] * pa[:, :, None] * pb[:, None, :]
     return out.reshape(n, -1)
 

@@ -8,8 +8,8 @@ from typing import Any
 from prefect import flow
 
 from flows.nightly import report_task
-from flows.remap import remap_flow
-from flows.replay import replay_flow
+from flows.remap import remap_stage
+from flows.replay import replay_stage
 from schemas.run import RunRecord
 from schemas.vocabulary import DESIGNS, POLICIES
 from tasks.jobrecord import new_record, recorded_run, rerecorded_run, settle_status
@@ -44,7 +44,7 @@ def _finish(work: WorkDir, record: RunRecord, k: int) -> None:
         )
         record.imported["replay"] = None if _replayable(k) else NO_REPLAY_K1
     if _replayable(k):
-        replay_flow(str(folder.outcomes), str(folder.path), list(DESIGNS), list(POLICIES))
+        replay_stage(str(folder.outcomes), str(folder.path), list(DESIGNS), list(POLICIES))
     record.report = report_task(str(work.root), record.run_id)
 
 
@@ -77,7 +77,7 @@ def import_flow(
         record.manifest_hash, record.plan_id = built.manifest_hash, built.plan_id
         record.calls, record.imported = built.counts, built.imported
         write_record(work, record)  # the report reads the run's calls and files from it
-        remap_flow(record.run_id, str(work.root))
+        remap_stage(record.run_id, str(work.root))
         _finish(work, record, built.k)
         settle_status(work, record)
     result = record.model_dump(mode="json")
@@ -95,7 +95,7 @@ def reparse_flow(run_id: str, work_dir: str | None = None) -> dict[str, Any]:
     work = WorkDir.at(work_dir)
     with rerecorded_run(work, run_id, timed="reparse") as record:
         before = _labels(work, run_id)
-        counts = remap_flow(run_id, str(work.root))
+        counts = remap_stage(run_id, str(work.root))
         k = read_plan(work, record.plan_id)[0].k if record.plan_id else 0
         _finish(work, record, k if record.live is None else 0)
         settle_status(work, record)

@@ -146,15 +146,18 @@ def sequential(outcomes: tuple[str, ...], boundary: str | None) -> Law:
 
 
 def _after_start(k: int, start: list[str], rest: list[str], boundary: str | None) -> Law:
-    if start.count("A") == len(start) or start.count("B") == len(start):
-        return ((Fraction(1), start[0], len(start)),)
+    """The first couples stop when unanimous or when they meet the boundary (checked right
+    after them), else the rest run under it."""
+    unanimous = start.count("A") == len(start) or start.count("B") == len(start)
+    if unanimous or stops(abs(start.count("A") - start.count("B")), k - len(start), boundary):
+        return ((Fraction(1), decide(start), len(start)),)
     return run_on(k, tuple(start), tuple(rest), boundary)
 
 
 @cache
 def paired(ab: tuple[str, ...], ba: tuple[str, ...], couples: int, boundary: str | None) -> Law:
-    """Every perfect matching x every ordered choice of the first `couples` couples: unanimous,
-    they stop; otherwise the rest runs under the boundary."""
+    """Every perfect matching x every ordered choice of the first `couples` couples: unanimous
+    or meeting the boundary, they stop; otherwise the rest runs under the boundary."""
     k = 2 * len(ab)
     m = min(couples, len(ab))
     seen: Counter[tuple[str, int]] = Counter()

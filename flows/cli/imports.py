@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from flows.cli.app import app, console, print_reasons, state
+from flows.cli.app import app, console, prepare_prefect, print_reasons, state
 
 
 def _print_agreement(imported: dict[str, Any] | None) -> None:
@@ -64,8 +64,18 @@ def import_(
 ) -> None:
     """Import another tool's judgment files as a run: nothing is sent or paid. Exits as
     `run` does (3 if the run is degraded, 4 if failed)."""
-    from flows.imports import import_flow
+    from tasks.imports import ImportOptions, check_files, read_seeds
     from tasks.runhealth import EXIT_CODES, RunNotCompleted
+
+    # Refused files are refused before Prefect starts; the flow reads them again from the
+    # same process's memo (`read_seeds`).
+    options = ImportOptions(
+        dataset, str(questions) if questions else None,
+        str(answers_dir) if answers_dir else None, map_, judge, template,
+    )  # fmt: skip
+    check_files([f for p in files for f in read_seeds(fmt, p, options)])
+    prepare_prefect()
+    from flows.imports import import_flow
 
     try:
         record = import_flow(
@@ -98,8 +108,12 @@ def _print_imported(record: dict[str, Any], files: int) -> None:
 def reparse(run_id: Annotated[str, typer.Argument(help="The run to re-label.")]) -> None:
     """Re-label a run from its cached replies (current parser) and rebuild everything after,
     its status too; exits as `run` does (3 if the run is degraded, 4 if failed)."""
-    from flows.imports import reparse_flow
     from tasks.runhealth import EXIT_CODES, RunNotCompleted
+    from tasks.runrecord import read_record
+
+    read_record(state.work, run_id)  # an unknown run is refused before Prefect starts
+    prepare_prefect()
+    from flows.imports import reparse_flow
 
     try:
         counts = reparse_flow(run_id, str(state.work.root))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -17,7 +18,7 @@ import pyarrow as pa
 
 from schemas import CallRecord, column_names
 from tasks.errors import GateError
-from tasks.gates import Check, run_gate
+from tasks.gates import Check, Expect, run_gate
 
 STAGE = "remap"
 
@@ -118,9 +119,8 @@ def check_call_columns(calls: pa.Table, *, where: str) -> None:
 
 
 def _expect_true(column: str, says: str) -> Check:
-    import great_expectations as gx
 
-    return Check(gx.expectations.ExpectColumnValuesToBeInSet(column=column, value_set=[True]), says)
+    return Check(Expect("ExpectColumnValuesToBeInSet", column=column, value_set=[True]), says)
 
 
 def _with_claims(ids: pd.Series, claims: list[str]) -> pd.Series:
@@ -137,9 +137,11 @@ def check_remap(
     presentations: pa.Table,
     manifest: pa.Table,
     replies: pa.Table,
+    *,
+    memo_dir: Path | None = None,
 ) -> None:
-    """The remap gate: raise GateError naming the offending map rows, pairs or calls."""
-    import great_expectations as gx
+    """The remap gate: raise GateError naming the offending map rows, pairs or calls.
+    With `memo_dir`, tables that already passed are not validated again (`run_gate`)."""
 
     # The map and the manifest must be the ones the run names.
     pres = presentations.select(["presentation_id", "plan_id", "manifest_hash"]).to_pandas()
@@ -148,25 +150,26 @@ def check_remap(
         pres,
         [
             Check(
-                gx.expectations.ExpectColumnValuesToBeInSet(
-                    column="plan_id", value_set=[run.plan_id]
-                ),
+                Expect("ExpectColumnValuesToBeInSet", column="plan_id", value_set=[run.plan_id]),
                 f"presentation map rows belong to another plan than run {run.run_id}'s "
                 f"plan {run.plan_id}",
             ),
             Check(
-                gx.expectations.ExpectColumnValuesToBeInSet(
-                    column="manifest_hash", value_set=[run.manifest_hash]
+                Expect(
+                    "ExpectColumnValuesToBeInSet",
+                    column="manifest_hash",
+                    value_set=[run.manifest_hash],
                 ),
                 f"presentation map rows were planned from another manifest than run "
                 f"{run.run_id}'s manifest {run.manifest_hash}",
             ),
             Check(
-                gx.expectations.ExpectColumnValuesToBeUnique(column="presentation_id"),
+                Expect("ExpectColumnValuesToBeUnique", column="presentation_id"),
                 "presentation map repeats a presentation_id",
             ),
         ],
         id_column="presentation_id",
+        memo_dir=memo_dir,
     )
 
     man = manifest.select(["pair_id", "manifest_hash", "answer_a", "answer_b"]).to_pandas()
@@ -190,6 +193,7 @@ def check_remap(
             _expect_true("answer_b_ok", "answer B's text claims identities or the map"),
         ],
         id_column="pair",
+        memo_dir=memo_dir,
     )
 
     # Per call: in the map, same seed and dataset, and the bytes sent are the manifest's.
@@ -241,9 +245,10 @@ def check_remap(
             ),
             _expect_true("reply_ok", "stored replies claim identities or the presentation map"),
             Check(
-                gx.expectations.ExpectColumnValuesToBeUnique(column="slot"),
+                Expect("ExpectColumnValuesToBeUnique", column="slot"),
                 "calls repeat a (judge, config, presentation_id)",
             ),
         ],
         id_column="call",
+        memo_dir=memo_dir,
     )

@@ -26,18 +26,25 @@ __all__ = [
     "unpack",
 ]
 
+_PAIRS_AT_ONCE = 1 << 18
+"""Pairs whose seeds are counted at once (their temporary codes take 4 bytes a seed)."""
 THREE = np.array([0, 1, 2, 2], dtype=np.int8)
 """Outcome class (A, B, T, other) -> the three classes of a pattern (A, B, other)."""
 assert (CLASS_A, CLASS_B, CLASS_T, CLASS_OTHER) == (0, 1, 2, 3)
 
 
 def grid_counts(classes: np.ndarray) -> np.ndarray:
-    """Shape (pairs, 4, 4): how many seeds of each pair have each (AB class, BA class) over the
-    four outcome classes (A, B, T, other), from the pairs' (pairs, K, 2) grids."""
+    """Shape (pairs, 4, 4), int8: how many seeds of each pair have each (AB class, BA class)
+    over the four outcome classes (A, B, T, other), from the pairs' (pairs, K, 2) grids."""
     n = len(classes)
-    types = classes[:, :, 0].astype(np.int64) * 4 + classes[:, :, 1]
-    types += np.arange(0, 16 * n, 16)[:, None]
-    return np.bincount(types.ravel(), minlength=16 * n).reshape(n, 4, 4)
+    out = np.empty((n, 4, 4), dtype=np.int8)
+    for lo in range(0, n, _PAIRS_AT_ONCE):
+        part = classes[lo : lo + _PAIRS_AT_ONCE]
+        types = part[:, :, 0].astype(np.int32) * 4 + part[:, :, 1]
+        types += np.arange(0, 16 * len(part), 16, dtype=np.int32)[:, None]
+        counts = np.bincount(types.ravel(), minlength=16 * len(part))
+        out[lo : lo + _PAIRS_AT_ONCE] = counts.reshape(len(part), 4, 4)
+    return out
 
 
 def pattern_of(counts: np.ndarray) -> np.ndarray:
@@ -90,8 +97,8 @@ def expected_agreement(counts: np.ndarray, design: str) -> np.ndarray:
     k = int(counts[0].sum()) if len(counts) else 2
     q = _seed_pair_weights(design, k)
     valid = [CLASS_A, CLASS_B, CLASS_T]
-    held = np.stack([counts.sum(axis=2), counts.sum(axis=1)])[:, :, valid]  # (order, pairs, x)
-    both = counts[:, valid, valid]
+    held = np.stack([counts.sum(axis=2), counts.sum(axis=1)])[:, :, valid].astype(np.float64)
+    both = counts[:, valid, valid].astype(np.float64)  # held: (order, pairs, x)
     total = np.zeros(len(counts))
     for o in (0, 1):
         for o2 in (0, 1):

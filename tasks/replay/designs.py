@@ -77,13 +77,15 @@ def _policy_columns(dist: np.ndarray, full: np.ndarray, calls: np.ndarray) -> np
     """Metric columns for one assignment from the stopped-decision distribution (..., 3)."""
     p_a, p_b, p_n = dist[..., 0], dist[..., 1], dist[..., 2]
     neutral = full == DEC_N
-    kept = np.take_along_axis(dist, full[..., None].astype(np.intp), axis=-1)[..., 0]
+    # The chances of the other decisions, summed (not 1 - the kept one's): exactly 0 where a
+    # policy never changes the decision, as its tables' other chances are.
+    changed = np.where(np.arange(3) == full[..., None], 0.0, dist).sum(axis=-1)
     score = p_a + 0.5 * p_n
     second_moment = p_a + 0.25 * p_n
     return np.stack(
         [
             calls,
-            1.0 - kept,
+            changed,
             np.where(neutral, p_a + p_b, 0.0),
             np.where(neutral, 0.0, p_n),
             np.where(full == 0, p_b, 0.0) + np.where(full == 1, p_a, 0.0),

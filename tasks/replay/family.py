@@ -2,9 +2,10 @@
 
 Under `balanced`, the K/2 `AB` calls are matched to the K/2 `BA` calls by a uniform perfect
 matching and the couples run in uniform order. A paired policy executes its first `couples`
-couples; if all their calls are decisive and equal it stops with that decision. Otherwise the
-remaining calls run in a uniformly random order under a boundary (`strict`, `nonstrict`, or
-none: every call runs), exactly as the sequential policies stop.
+couples; it stops with their decision if all their calls are decisive and equal, or if they
+already meet the boundary (`start_stops`). Otherwise the remaining calls run in a uniformly
+random order under a boundary (`strict`, `nonstrict`, or none: every call runs), exactly as
+the sequential policies stop.
 
 The law of a paired policy on one assignment depends only on the class counts of its `AB`
 calls (a1, b1, other) and of its `BA` calls (a2, b2, other): the first m couples draw an
@@ -21,9 +22,17 @@ from math import comb
 
 import numpy as np
 
-from tasks.replay.policies import DEC_A, DEC_B, run_laws
+from tasks.replay.policies import boundary_stops, decision, run_laws
 
-__all__ = ["PAIRED", "PAIRED_RULES", "PairedRule", "PairedTable", "paired_table", "side_counts"]
+__all__ = [
+    "PAIRED",
+    "PAIRED_RULES",
+    "PairedRule",
+    "PairedTable",
+    "paired_table",
+    "side_counts",
+    "start_stops",
+]
 
 
 @dataclass(frozen=True)
@@ -46,6 +55,13 @@ PAIRED: dict[str, PairedRule] = {
     **PAIRED_RULES,
 }
 """Every paired policy as a rule: paired unanimity is one couple, then every call."""
+
+
+def start_stops(k: int, rule: PairedRule, m: int, n_a: int, n_b: int) -> bool:
+    """Whether a paired policy stops right after its start of m couples with n_a A and n_b B:
+    all 2m calls decisive and equal, or the rule's boundary already met with K - 2m calls left
+    (docs/design.md#paired-family; it can be only for paired_unanimity_2 at K = 6)."""
+    return 2 * m in (n_a, n_b) or bool(boundary_stops(abs(n_a - n_b), k - 2 * m, rule.boundary))
 
 
 def side_counts(size: int) -> np.ndarray:
@@ -103,9 +119,8 @@ def paired_table(k: int, rule: PairedRule) -> PairedTable:
             weight = p1[:, None] * p2[None, :]
             n_a, n_b = i1 + i2, j1 + j2
             drawn = (np.array([i1, j1, l1]), np.array([i2, j2, l2]))
-            unanimous = 2 * m in (n_a, n_b)
-            if unanimous:
-                decided[..., DEC_A if n_a == 2 * m else DEC_B] += weight
+            if start_stops(k, rule, m, n_a, n_b):
+                decided[..., decision(n_a, n_b)] += weight
                 calls += weight * 2 * m
                 later = np.zeros((n, n, 3))
             else:

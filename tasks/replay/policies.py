@@ -45,7 +45,9 @@ def count_index(k: int) -> list[tuple[int, int, int]]:
     return [(a, b, a * (k + 1) + b) for a in range(k + 1) for b in range(k + 1 - a)]
 
 
-def boundary_stops(margin: np.ndarray, left: np.ndarray, boundary: str | None) -> np.ndarray:
+def boundary_stops(
+    margin: np.ndarray | int, left: np.ndarray | int, boundary: str | None
+) -> np.ndarray:
     """Whether a sequential run stops with this |#A - #B| and `left` calls still to run:
     `strict` when the margin exceeds them, `nonstrict` when it reaches them, never for None."""
     if boundary == "strict":

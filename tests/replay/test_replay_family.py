@@ -134,3 +134,37 @@ def test_literal_matchings_as_arrangements_equal_every_permutation(k: int) -> No
             fast = sorted(paired(ab, ba, couples, boundary), key=lambda r: (r[1], r[2]))
             slow = sorted(paired_every_order(ab, ba, couples, boundary), key=lambda r: (r[1], r[2]))
             assert fast == slow, (ab, ba, couples, boundary)
+
+
+def _one_pair(k: int, grid: dict[tuple[int, str], str]) -> pa.Table:
+    rows = [
+        {"judge": "j", "config": "c", "dataset": "d", "pair_id": "p", "seed": s, "order": o,
+         "outcome": grid[(s, o)], "key": None}
+        for s in range(k) for o in ("AB", "BA")
+    ]  # fmt: skip
+    return pa.Table.from_pylist(rows, schema=_SCHEMA)
+
+
+def _policy_rows(table: pa.Table) -> dict[str, dict]:
+    result = replay(table, designs=("balanced",), policies=POLICIES)
+    return {r["policy"]: r for r in result.replay.to_pylist()}
+
+
+def test_the_boundary_is_checked_right_after_the_paired_start() -> None:
+    """docs/design.md#paired-family: after the first m couples, if they are not unanimous,
+    the boundary is checked at once (t = 2m) before another call runs. At K = 4 no start that
+    is not unanimous can meet it (margin <= 2m - 1 = 1 < K - 2 = 2); at K = 6 the two couples
+    of paired_unanimity_2 can (3 A and a tie: margin 3 > 6 - 4)."""
+    # K = 4: every seed A in both orders but one tie seed. paired_strict's first couple holds
+    # the tie with probability 1/2 (then one more A settles it: 3 calls), else stops at 2.
+    k4 = {(s, o): "A" if s < 3 else "T" for s in range(4) for o in ("AB", "BA")}
+    rows = _policy_rows(_one_pair(4, k4))
+    assert rows["paired_strict"]["expected_calls"] == pytest.approx(2.5, abs=1e-12)
+    assert rows["paired_unanimity_2"]["expected_calls"] == pytest.approx(4.0, abs=1e-12)
+    # K = 6, same shape: the two couples are unanimous (4 calls) or hold the tie (3 A and T,
+    # margin 3 > 2 calls left: settled, stop at 4 as well). Never a fifth call.
+    k6 = {(s, o): "A" if s < 5 else "T" for s in range(6) for o in ("AB", "BA")}
+    rows = _policy_rows(_one_pair(6, k6))
+    assert rows["paired_unanimity_2"]["expected_calls"] == pytest.approx(4.0, abs=1e-12)
+    assert rows["paired_unanimity_2"]["p_change"] == 0.0
+    assert expect(k6, 6, "balanced", "paired_unanimity_2")["expected_calls"] == 4

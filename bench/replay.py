@@ -142,8 +142,43 @@ def load() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
+LARGE_INPUT = """
+COPY (
+    WITH cells AS (
+        SELECT r // (2 * $k) AS pair, (r // 2) % $k AS seed, r % 2 AS ba,
+               (hash(r, 23) >> 11) / 9007199254740992.0 AS u,
+               (hash(r, 29) >> 11) / 9007199254740992.0 AS v
+        FROM range($n * 2 * $k) t(r)
+    ), drawn AS (
+        SELECT *, pair % $g AS grp,
+               CASE WHEN $g > 1 THEN -1.5 + 3.0 * (pair % $g) / ($g - 1) ELSE -1.5 END AS bias,
+               1.5 * sqrt(-2 * ln(1 - (hash(pair, 31) >> 11) / 9007199254740992.0))
+                   * cos(2 * pi() * (hash(pair, 37) >> 11) / 9007199254740992.0) AS latent,
+               (hash(pair, 41) >> 11) / 9007199254740992.0 AS w
+        FROM cells
+    )
+    SELECT 'judge-' || grp AS judge, 'default' AS config, 'synthetic' AS dataset,
+           printf('pair-%08d', pair) AS pair_id, seed::BIGINT AS seed,
+           CASE ba WHEN 0 THEN 'AB' ELSE 'BA' END AS "order",
+           CASE WHEN u < 0.02 THEN 'M' WHEN u < 0.04 THEN 'I' WHEN u < 0.06 THEN 'X'
+                WHEN u < 0.16 THEN 'T'
+                WHEN v < 1 / (1 + exp(-(latent + CASE ba WHEN 0 THEN bias ELSE -bias END)))
+                THEN 'A' ELSE 'B' END AS outcome,
+           CASE WHEN w < 0.45 THEN 'A' WHEN w < 0.9 THEN 'B' END AS "key"
+    FROM drawn
+) TO '{path}' (FORMAT parquet, COMPRESSION zstd)
+"""
+"""Inputs above IN_MEMORY pairs, written by DuckDB on its threads: the model of `make_input`
+(per-pair latent preference, per-judge position bias, all six codes, grid order) with hashes
+of the row and pair numbers for its draws, as NumPy takes minutes for 10M pairs."""
+
+
 def write_input(path: Path, n_pairs: int, n_groups: int, k: int) -> None:
-    """Write the input chunk by chunk of pairs, so generating 10M pairs stays small."""
+    """Write the input chunk by chunk of pairs (DuckDB above IN_MEMORY pairs)."""
+    if n_pairs > IN_MEMORY:
+        params = {"n": n_pairs, "k": k, "g": n_groups}
+        duckdb.connect().execute(LARGE_INPUT.format(path=path), params)
+        return
     chunk = max(1, 8_000_000 // (2 * k))
     writer: pq.ParquetWriter | None = None
     for start in range(0, n_pairs, chunk):

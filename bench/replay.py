@@ -176,8 +176,9 @@ of the row and pair numbers for its draws, as NumPy takes minutes for 10M pairs.
 def write_input(path: Path, n_pairs: int, n_groups: int, k: int) -> None:
     """Write the input chunk by chunk of pairs (DuckDB above IN_MEMORY pairs)."""
     if n_pairs > IN_MEMORY:
-        params = {"n": n_pairs, "k": k, "g": n_groups}
-        duckdb.connect().execute(LARGE_INPUT.format(path=path), params)
+        con = duckdb.connect()
+        con.execute("SET enable_progress_bar = false")
+        con.execute(LARGE_INPUT.format(path=path), {"n": n_pairs, "k": k, "g": n_groups})
         return
     chunk = max(1, 8_000_000 // (2 * k))
     writer: pq.ParquetWriter | None = None

@@ -79,20 +79,34 @@ def _batches(
     grid = compact.grid
     n = len(compact.code)
     sources = _sources(floats)
-    gathers = sorted({s for s in sources.values() if isinstance(s, tuple)})
-    with ThreadPoolExecutor(THREADS) as pool:
-        taken = pool.map(lambda at: pa.array(np.take(floats[at], compact.code)), gathers)
-        gathered = dict(zip(gathers, taken, strict=True))
+    # Each gathered column is made when a label first needs it and let go after its last one,
+    # so a group's batches never hold every gathered column at once.
+    last: dict[tuple[int, int], int] = {}
+    for (_, li), source in sources.items():
+        if isinstance(source, tuple):
+            last[source] = max(last.get(source, -1), li)
+    gathered: dict[tuple[int, int], pa.Array] = {}
     text = [constant(name, n) for name in grid.name]
     text.append(grid.pair_ids)
-    for li, label in enumerate(labels):
-        columns = [*text, *(constant(name, n) for name in label)]
-        for c in range(floats.shape[0]):
-            source = sources[(c, li)]
-            columns.append(gathered[source] if isinstance(source, tuple) else constant(source, n))
-        if per_pair is not None:
-            columns.append(pa.array(per_pair[li]))
-        yield pa.RecordBatch.from_arrays(columns, schema=schema)
+    with ThreadPoolExecutor(THREADS) as pool:
+        for li, label in enumerate(labels):
+            wanted = sorted(
+                {s for (_, at), s in sources.items() if at == li and isinstance(s, tuple)}
+                - gathered.keys()
+            )
+            taken = pool.map(lambda at: pa.array(np.take(floats[at], compact.code)), wanted)
+            gathered.update(zip(wanted, taken, strict=True))
+            columns = [*text, *(constant(name, n) for name in label)]
+            for c in range(floats.shape[0]):
+                source = sources[(c, li)]
+                columns.append(
+                    gathered[source] if isinstance(source, tuple) else constant(source, n)
+                )
+            if per_pair is not None:
+                columns.append(pa.array(per_pair[li]))
+            yield pa.RecordBatch.from_arrays(columns, schema=schema)
+            for source in [s for s in gathered if last[s] == li]:
+                del gathered[source]
 
 
 def replay_batches(

@@ -56,7 +56,8 @@ class Compact:
     agreement: np.ndarray
     """Shape (designs, pairs): expected_agreement of each pair."""
     components: dict[str, np.ndarray]
-    """Design -> (K + 1, rows) component agreements (NaN past a pattern's components)."""
+    """Design -> (K + 1, patterns) component agreements (NaN past a pattern's components): one
+    column per pattern, not per row (they have no score against a key)."""
 
     @cached_property
     def _counts(self) -> np.ndarray:
@@ -67,6 +68,11 @@ class Compact:
         """The group's means over pairs of a per-row table (its last axis: rows)."""
         sums = np.einsum("...r,r->...", table, self._counts)  # NumPy's own loop, no BLAS threads
         return sums / float(len(self.code))
+
+    def pattern_means(self, table: np.ndarray) -> np.ndarray:
+        """The group's means over pairs of a per-pattern table (its last axis: patterns)."""
+        counts = self._counts.reshape(-1, 2).sum(axis=1)  # a pattern's two rows' pairs
+        return np.einsum("...p,p->...", table, counts) / float(len(self.code))
 
 
 def _pattern_tables(
@@ -147,7 +153,7 @@ class PatternCache:
                 new,
                 _with_key_b(values, _SCORES),
                 _with_key_b(design, (0,)),
-                {d: np.repeat(c, 2, axis=-1) for d, c in components.items()},
+                components,
             )
             if known is not None:
                 added = _Tables(

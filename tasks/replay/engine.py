@@ -112,7 +112,7 @@ def replay_into(
         for grid in replay_grids(batches, where):
             compact = evaluate(grid, cache)
             # The summary's cost to match reads the same group means the components table has.
-            means = {d: compact.means(compact.components[d]) for d in used_designs}
+            means = {d: compact.pattern_means(compact.components[d]) for d in used_designs}
             usd = pair_usd(grid, prices, combos)
             for batch, money in zip(replay_batches(compact, combos, constant), usd, strict=True):
                 columns = [*batch.columns, money]

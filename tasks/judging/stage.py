@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from schemas.run import RunInfo
 from tasks.errors import InputError, IntegrityError, Interrupted
+from tasks.gates import preload_great_expectations
 from tasks.ingest.manifest import read_manifest
 from tasks.judging.batches import judge_batch, send_all
 from tasks.judging.cache import compact, read_attempts, recover, stored_keys
@@ -153,6 +154,8 @@ async def _judge_planned(
     tally = Tally(wanted, wanted - len(to_send), show_progress)
     stop = StopRequest(min([GRACE_S, *(j.timeout_s for j in request.judges)]))
     started = time.perf_counter()
+    if to_send:
+        preload_great_expectations()  # the remap gate checks the new replies: load it now
     try:
         if to_send:
             sender = hooks.remote(request) if hooks.remote else None

@@ -205,7 +205,9 @@ def print_diff(diff: RunDiff) -> None:
         table.add_row(
             escape(f"{c.judge} · {c.config}"),
             str(c.shared_pairs),
-            f"{c.score_before:.3f} -> {c.score_after:.3f}",
+            f"{c.score_before:.3f} -> {c.score_after:.3f}"
+            if c.score_before == c.score_before and c.score_after == c.score_after
+            else "- (not replayed)",
             f"{_signed(c.score_change)} ({_signed(c.change_low)} to {_signed(c.change_high)})",
             f"{_pct(c.before['consistency'])} -> {_pct(c.after['consistency'])}",
             f"{_pct(c.before['left_share'])} -> {_pct(c.after['left_share'])}",

@@ -19,6 +19,7 @@ import logging
 import os
 import random
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from types import TracebackType
 
@@ -163,6 +164,8 @@ class JudgeClient:
         self._slots = AdaptiveSlots(spec.max_concurrency)
         self._limiter = RateLimiter(spec.requests_per_minute) if spec.requests_per_minute else None
         self._breakers: dict[str, Breaker] = {}
+        self._flying: Counter[str] = Counter()
+        """Requests in flight per config (what a breaker's stop leaves to answer)."""
 
     @property
     def tripped(self) -> list[BreakerTrip]:
@@ -179,12 +182,14 @@ class JudgeClient:
         if breaker.record(outcome):
             trip = breaker.trip()
             log.warning(
-                "judge %s, config %s: stopped after %d %s failures in a row; its remaining "
-                "calls are not sent (they stay pending). First: %s",
+                "judge %s, config %s: stopped after %d %s failures in a row; %d more requests "
+                "were in flight and still answer; its remaining calls are not sent (they stay "
+                "pending). First: %s",
                 trip.judge,
                 trip.config,
                 trip.failures,
                 trip.category,
+                self._flying[breaker.config],
                 trip.message,
             )
 
@@ -222,12 +227,16 @@ class JudgeClient:
                     return state
             if self._limiter is not None:
                 await self._limiter.wait()
-            if self._stop is None:
-                outcome = await self.provider.call(request)
-            else:
-                outcome = await self._stop.guard(self.provider.call(request))
-                if outcome is None:
-                    return None  # abandoned in flight at the stop's deadline
+            self._flying[breaker.config] += 1
+            try:
+                if self._stop is None:
+                    outcome = await self.provider.call(request)
+                else:
+                    outcome = await self._stop.guard(self.provider.call(request))
+            finally:
+                self._flying[breaker.config] -= 1
+            if outcome is None:
+                return None  # abandoned in flight at the stop's deadline
             self._record(breaker, outcome)
             return outcome
         finally:

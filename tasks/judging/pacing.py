@@ -38,8 +38,9 @@ FATAL: frozenset[ErrorCategory] = frozenset({"auth", "quota", "bad_request"})
 BREAKER_TRIP_AFTER = 3
 """Consecutive `FATAL` failures of one judge config that stop it. Three: one could be a
 request of its own (a prompt over the context window), three in a row with nothing between
-are the key, the account or the config; the calls already in flight still answer, so a
-tripped config costs at most this plus its concurrency in failed requests."""
+are the key, the account or the config. The requests already in flight when it stops still
+answer (`BreakerTrip.in_flight`), so a tripped config costs at most this plus its
+concurrency in failed requests."""
 
 
 @dataclass(frozen=True)
@@ -153,9 +154,13 @@ class BreakerTrip:
     http_status: int | None
     message: str
     failures: int
-    """`FATAL` failures of the config since its last success, in-flight answers included."""
+    """The `FATAL` failures in a row that opened the breaker (`BREAKER_TRIP_AFTER`)."""
     held: int
     """Calls not sent because the breaker was open: they stay pending for `rerun-failed`."""
+    in_flight: int = 0
+    """Requests of the config already in flight when the breaker opened (answered after)."""
+    in_flight_failed: int = 0
+    """Of those, the ones that failed (any category)."""
 
 
 class Breaker:
@@ -173,16 +178,21 @@ class Breaker:
         self.config = config
         self.failures = 0
         self.held = 0
+        self.in_flight = 0
+        self.in_flight_failed = 0
         self.first: CallFailure | None = None
         self.succeeded = False
         self.open = False
 
     def record(self, outcome: Reply | CallFailure) -> bool:
         """Count one answered attempt; True if this one opened the breaker."""
+        if self.open:  # a request that was in flight when it opened
+            self.in_flight += 1
+            self.in_flight_failed += isinstance(outcome, CallFailure)
+            return False
         if isinstance(outcome, Reply):
             self.succeeded = True
-            if not self.open:
-                self.failures, self.first = 0, None
+            self.failures, self.first = 0, None
             return False
         counts = outcome.category in ("auth", "quota") or (
             outcome.category == "bad_request" and not self.succeeded
@@ -191,7 +201,7 @@ class Breaker:
             return False
         self.failures += 1
         self.first = self.first or outcome
-        if self.open or self.failures < BREAKER_TRIP_AFTER:
+        if self.failures < BREAKER_TRIP_AFTER:
             return False
         self.open = True
         return True
@@ -207,4 +217,6 @@ class Breaker:
             message=self.first.detail,
             failures=self.failures,
             held=self.held,
+            in_flight=self.in_flight,
+            in_flight_failed=self.in_flight_failed,
         )

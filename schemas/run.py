@@ -52,6 +52,9 @@ class ConfigHealth(BaseModel):
     max_tokens: int | None = Field(
         default=None, description="The config's token limit as the run's judges set it."
     )
+    timeout_s: float | None = Field(
+        default=None, description="The config's request timeout (seconds) in this run."
+    )
 
     @property
     def share(self) -> float:

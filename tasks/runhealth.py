@@ -134,23 +134,26 @@ def _cut_keys(folder: RunFolder) -> set[str]:
     return {r["call_key"] for r in labels if (r["note"] or "").startswith(TRUNCATED_NOTE)}
 
 
-def _max_tokens(judges: list[dict[str, Any]]) -> dict[tuple[str, str], int | None]:
-    """Per (judge, config): the token limit its calls were sent with, from run.json."""
-    limits: dict[tuple[str, str], int | None] = {}
+def _limits(judges: list[dict[str, Any]]) -> dict[tuple[str, str], tuple[int | None, float]]:
+    """Per (judge, config): the token limit its calls were sent with and their timeout, from
+    run.json."""
+    limits: dict[tuple[str, str], tuple[int | None, float]] = {}
     for dump in judges:
         try:
             spec = JudgeSpec.model_validate(dump)
         except ValueError:
-            continue  # a judge written by an older version: no limit to name
+            continue  # not a judge this version reads: nothing to name
         for config in spec.configs:
-            limits[(spec.name, config.name)] = spec.decoding(config).get("max_tokens")
+            tokens = spec.decoding(config).get("max_tokens")
+            limits[(spec.name, config.name)] = (tokens, spec.request_timeout(config))
     return limits
 
 
 def run_health(folder: RunFolder) -> list[ConfigHealth]:
     """Per judge config of the run (in the calls table's order): planned slots, valid
     outcomes, failed calls by category, pending calls, the first message, a breaker stop,
-    and the replies cut by the token limit with that limit."""
+    the replies cut by the token limit with that limit, and the request timeout. A run
+    judged only (no outcomes yet) counts its stored replies as valid."""
     calls = pq.read_table(
         folder.calls, columns=["judge", "config", "call_key", "status", "error_category"]
     ).to_pylist()
@@ -161,12 +164,15 @@ def run_health(folder: RunFolder) -> list[ConfigHealth]:
         for row in outcomes.to_pylist():
             if row["outcome"] in VALID:
                 valid[(row["judge"], row["config"])] += 1
+    else:  # judged only (`judgeline judge`): a stored reply is all the stage can tell
+        for c in calls:
+            valid[(c["judge"], c["config"])] += c["status"] == "stored"
     info = folder.find_info()
     trips = {
         (t["judge"], t["config"]): t
         for t in ((info.counts or {}).get("breaker_trips", []) if info else [])
     }
-    limits = _max_tokens(info.judges) if info else {}
+    limits = _limits(info.judges) if info else {}
     planned: Counter[tuple[str, str]] = Counter()
     pending: Counter[tuple[str, str]] = Counter()
     cut: Counter[tuple[str, str]] = Counter()
@@ -200,7 +206,8 @@ def run_health(folder: RunFolder) -> list[ConfigHealth]:
                 message=_one_line(message),
                 stopped=trip,
                 truncated=cut[jc],
-                max_tokens=limits.get(jc),
+                max_tokens=limits[jc][0] if jc in limits else None,
+                timeout_s=limits[jc][1] if jc in limits else None,
             )
         )
     return health
@@ -250,6 +257,17 @@ def _cut(h: ConfigHealth) -> str:
     )
 
 
+def _timeouts(h: ConfigHealth) -> str:
+    """For a config with calls failed at their timeout: the timeout and what it cost."""
+    if not h.failed.get("timeout"):
+        return ""
+    after = f" of {h.timeout_s:g} s" if h.timeout_s is not None else ""
+    return (
+        f"; the timeout{after} is retried once at most (a provider may bill a request the "
+        "client gave up on): raise the judge's timeout_s if its replies take longer"
+    )
+
+
 def describe(run_id: str, health: list[ConfigHealth]) -> list[str]:
     """The reasons, one line per judge config that is `short`: its valid outcomes,
     failures by category, the provider's first message, replies cut by the token limit
@@ -270,8 +288,8 @@ def describe(run_id: str, health: list[ConfigHealth]) -> list[str]:
             )
         elif failures:
             lines.append(
-                f"{where}; failed: {failures}; first: {h.message or 'no message'}; "
-                f"`judgeline rerun-failed {run_id}` sends them again"
+                f"{where}; failed: {failures}; first: {h.message or 'no message'}"
+                f"{_timeouts(h)}; `judgeline rerun-failed {run_id}` sends them again"
             )
         elif others > 0:
             lines.append(f"{where}; the others are invalid, abstained or pending")

@@ -151,7 +151,7 @@ class JudgeClient:
             params=where.params,
             headers=extra_headers(spec),
             limits=limits,
-            timeout=httpx.Timeout(spec.timeout_s),
+            timeout=httpx.Timeout(spec.request_timeout()),
         )
         try:
             provider_cls = PROVIDERS[spec.provider]
@@ -166,6 +166,8 @@ class JudgeClient:
         self._breakers: dict[str, Breaker] = {}
         self._flying: Counter[str] = Counter()
         """Requests in flight per config (what a breaker's stop leaves to answer)."""
+        self.timed_out = 0
+        """Requests abandoned at their timeout: a provider may still bill each of them."""
 
     @property
     def tripped(self) -> list[BreakerTrip]:
@@ -246,7 +248,7 @@ class JudgeClient:
     async def send(self, request: CallRequest) -> CallResult:
         """Send one call with retries; every attempt is recorded, the key never is."""
         result = CallResult(call_key=request.call_key, reply=None, failure=None)
-        attempt = 0
+        attempt = timeouts = 0
         claim = self._claims is not None
         pause, waiting_since = CLAIM_POLL_S[0], time.monotonic()
         while True:
@@ -295,7 +297,10 @@ class JudgeClient:
             result.attempts.append(
                 attempt_record(outcome, *where, detail=scrub(outcome.detail, self._key))
             )
-            if not self.retry.should_retry(outcome, attempt):
+            if outcome.category == "timeout":
+                timeouts += 1
+                self.timed_out += 1
+            if not self.retry.should_retry(outcome, attempt, timeouts):
                 return result
             pause_s = self.retry.delay(attempt, outcome.retry_after)
             if self._stop is None:

@@ -57,9 +57,16 @@ class RetryPolicy:
     max_retries: int = 4
     base_s: float = 0.5
     cap_s: float = 30.0
+    timeout_retries: int = 1
+    """A timed-out request is retried once at most: the provider may still be generating
+    (and bill) the reply the client gave up on, so every resend may be paid twice. A judge
+    slower than its timeout needs a longer one, not more requests."""
 
-    def should_retry(self, failure: CallFailure, attempt: int) -> bool:
-        """Whether attempt number `attempt` (1-based) may be followed by another."""
+    def should_retry(self, failure: CallFailure, attempt: int, timeouts: int = 0) -> bool:
+        """Whether attempt number `attempt` (1-based) may be followed by another, the call
+        having timed out `timeouts` times so far (this attempt included)."""
+        if failure.category == "timeout" and timeouts > self.timeout_retries:
+            return False
         return failure.category in RETRYABLE and attempt <= self.max_retries
 
     def delay(self, attempt: int, retry_after: float | None) -> float:

@@ -34,6 +34,8 @@ class Tally:
         self.failed: Counter[str] = Counter()
         self.skipped = 0
         self.trips: dict[tuple[str, str], BreakerTrip] = {}
+        self.timed_out = 0
+        """Requests abandoned at their timeout (a provider may still bill each)."""
         self.started = time.monotonic()
         self._progress: Progress | None = None
         self._task: Any = None

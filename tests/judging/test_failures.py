@@ -316,6 +316,41 @@ def test_breaker_stop_says_one_count_and_the_requests_in_flight(
     assert sum(r.failure is not None for r in results) == sent
 
 
+def test_a_timeout_is_retried_once_and_counted(judge: ScriptedJudge) -> None:
+    """A judge slower than the timeout: a provider may bill a request the client gave up
+    on, so each call is tried twice, not 1 + max_retries times, and every abandoned request
+    is counted."""
+    judge.delay_s = 1.0
+    spec = _spec(judge, timeout_s=0.2, max_retries=4)
+    results, client = _send(spec, [_request(i) for i in range(8)])
+    assert len(judge.log) == 16
+    for r in results:
+        assert r.failure is not None and r.failure.category == "timeout"
+        assert [a.error_category for a in r.attempts] == ["timeout", "timeout"]
+    assert client.timed_out == 16
+
+
+def test_the_default_timeout_grows_with_the_output_budget() -> None:
+    base = {"name": "j", "base_url": "https://api.openai.com/v1", "model": "o4-mini"}
+    judge = JudgeSpec.model_validate(
+        base | {"reasoning": True, "configs": [
+            {"name": "low", "reasoning_effort": "low"},
+            {"name": "high", "reasoning_effort": "high", "max_tokens": 16000},
+            {"name": "open", "max_tokens": None},
+        ]}
+    )  # fmt: skip
+    low, high, unbounded = judge.configs
+    # 60 s plus the Anthropic SDK's own expectation for a non-streaming reply (an hour per
+    # 128,000 output tokens), never under 120 s; no limit: the SDKs' 10 minutes.
+    assert judge.request_timeout(low) == pytest.approx(60 + 3600 * 4096 / 128_000)
+    assert judge.request_timeout(high) == pytest.approx(60 + 3600 * 16_000 / 128_000)
+    assert judge.request_timeout(unbounded) == 600
+    plain = JudgeSpec.model_validate(base | {"model": "gpt-4o-mini"})
+    assert plain.request_timeout() == 120  # max_tokens 1024: the floor
+    fixed = JudgeSpec.model_validate(base | {"timeout_s": 30, "max_tokens": 16000})
+    assert fixed.request_timeout() == 30
+
+
 def test_breaker_is_per_config_and_bad_request_counts_only_before_a_success(
     judge: ScriptedJudge,
 ) -> None:

@@ -42,7 +42,7 @@ from schemas import (
 from schemas.advice import AdviceRow
 from tasks.errors import InputError
 from tasks.hashing import digest, sha256_bytes
-from tasks.runcheck import check_readable, json_damage, skip
+from tasks.runcheck import RUN_TABLES, check_readable, json_damage, skip
 from tasks.runfolder import TABLE_FILES, RunFolder
 from tasks.tablefiles import TableFile, list_table_files
 from tasks.workdir import WorkDir
@@ -139,7 +139,7 @@ def _listing(work: WorkDir) -> dict[View, list[TableFile]]:
         for f in files:
             if f.problem is None:
                 continue
-            if view.pattern[0] == "runs":
+            if view.pattern[0] == "runs" and RUN_TABLES[view.name].results:
                 damaged.setdefault(f.path.parent.name, []).append(f"{f.path} ({f.problem})")
             else:
                 log.warning("%s is damaged and left out of the warehouse: %s", f.path, f.problem)
@@ -169,8 +169,8 @@ def _source(files: list[TableFile]) -> str | None:
 
 def check_run_tables(work: WorkDir, run_id: str) -> None:
     """Raise an InputError if a run has no outcomes yet (it was judged only), and an
-    IntegrityError naming every damaged file of a run (the warehouse leaves such a run out,
-    so its figures would be missing)."""
+    IntegrityError naming every damaged file of a run and the command that rewrites it (the
+    warehouse leaves such files out, so the run's figures would be silently incomplete)."""
     outcomes = work.root.joinpath("runs", run_id, TABLE_FILES["outcomes"])
     if not outcomes.exists():
         raise InputError(

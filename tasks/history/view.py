@@ -132,7 +132,7 @@ def read_run_view(work: WorkDir, run_id: str) -> RunView:
             f"run {run_id!r} has no outcomes to compare (status {record.status}); only a run "
             "that finished its remap can be compared"
         )
-    check_readable(folder)
+    check_readable(folder, results_only=True)
     try:
         pairs = _fingerprints(work, record.manifest_hash)
         decisions = _grid_decisions(folder).merge(

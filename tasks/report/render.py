@@ -178,7 +178,7 @@ def render_report(data: ReportData) -> str:
         scores_section(ordered(data.scores)),
         cost_section(summary, ordered(data.components)),
         bias_section(ordered(data.position_bias)),
-        changes_section(summary),
+        changes_section(summary, run_ks(summary)),
         designs_section(ordered(data.design), run_ks(summary)),
     ]
     money = money_section(data.spend, summary)

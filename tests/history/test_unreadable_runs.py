@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
@@ -48,6 +49,7 @@ from tasks.report.since import since_section
 from tasks.runfolder import RunFolder
 from tasks.runrecord import list_records, read_record, write_record
 from tasks.simjudge.server import SimJudgeServer
+from tasks.warehouse import check_run_tables
 from tasks.workdir import WorkDir
 from tests.imports.test_judgebench import NAME, _entry, _line, _write
 
@@ -318,3 +320,21 @@ def test_run_after_a_damaged_run_completes(tmp_path: Path) -> None:
     assert str(RunFolder(work, "B").calls) in line
     assert "What changed since run <code>A</code>" in _report(work, "C")
     assert read_record(work, "C").status == "completed"
+
+
+def test_a_damaged_table_without_results_leaves_the_run_readable(
+    runs: WorkDir, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Advice written before certificates (its columns missing) is no reason to skip B:
+    only that file is left out of the warehouse; `show B` names the command that rewrites
+    it."""
+    caplog.set_level(logging.WARNING)
+    work = WorkDir(tmp_path / "work")
+    shutil.copytree(runs.root, work.root)
+    old = pa.table({"judge": ["judge-x"], "config": ["arena_hard"], "rank": ["advised"]})
+    pq.write_table(old, RunFolder(work, "B").table("advice"))
+    assert since_section(work, "C").previous == "B"
+    assert "B" in {p.run_id for p in trend_points(work)}
+    assert _skips(caplog, "B") == []
+    with pytest.raises(JudgelineError, match=r"`judgeline advise B --max-change 1%` rewrites"):
+        check_run_tables(work, "B")

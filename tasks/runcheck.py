@@ -81,8 +81,7 @@ RUN_TABLES: Final[dict[str, RunTable]] = {
     "imported": RunTable(
         ImportedReplyRecord,
         results=False,
-        rewrite="importing its files again under run id {run} rewrites where its replies came "
-        "from",
+        rewrite="importing its files again under run id {run} rewrites where its replies came from",
     ),
 }
 """Every table a run folder can hold (`tasks.runfolder.TABLE_FILES`), by name."""

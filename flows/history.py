@@ -14,7 +14,7 @@ from schemas.config import RunConfig
 from schemas.run import RunRecord
 from tasks.history.alarms import ALARM_EVENT, check_alarms
 from tasks.history.diff import diff_views
-from tasks.history.previous import previous_view
+from tasks.history.previous import comparable, previous_view
 from tasks.history.probe import run_probe
 from tasks.history.view import read_run_view
 from tasks.workdir import WorkDir
@@ -43,7 +43,8 @@ def alarms_task(work_dir: str, record: dict[str, Any]) -> list[dict[str, Any]]:
     cfg = RunConfig.model_validate(run.config)
     if cfg.alarms is None:
         return []
-    view = read_run_view(work, run.run_id) if run.status in ("completed", "degraded") else None
+    measured = run.status in ("completed", "degraded") and comparable(work, run)
+    view = read_run_view(work, run.run_id) if measured else None
     before = None if view is None else previous_view(work, run)
     diff = None if view is None or before is None else diff_views(before, view)
     alarms = check_alarms(cfg.alarms, run, view, diff, run.probe)

@@ -24,7 +24,7 @@ from tasks.runcheck import json_damage, readable, skip
 from tasks.runfolder import RunFolder
 from tasks.workdir import WorkDir
 
-__all__ = ["configuration", "previous_view"]
+__all__ = ["comparable", "configuration", "previous_view"]
 
 
 def _k(work: WorkDir, record: RunRecord) -> int | None:
@@ -65,6 +65,14 @@ def configuration(work: WorkDir, record: RunRecord) -> tuple[Any, ...]:
         live,
         _config_names(config.get("judges")),
     )
+
+
+def comparable(work: WorkDir, record: RunRecord) -> bool:
+    """Whether the run can be compared with another: its manifest is known and its outcomes
+    hold the full grid (a live run executed part of it)."""
+    folder = RunFolder(work, record.run_id)
+    live = record.live is not None or folder.live_summary.is_file()
+    return record.manifest_hash is not None and folder.outcomes.is_file() and not live
 
 
 def previous_view(work: WorkDir, record: RunRecord) -> RunView | None:

@@ -22,7 +22,7 @@ from tasks.errors import InputError
 from tasks.hashing import sha256_text
 from tasks.history.alarms import check_alarms
 from tasks.history.diff import Flip, RunDiff, diff_views
-from tasks.history.previous import previous_view
+from tasks.history.previous import comparable, previous_view
 from tasks.history.view import RunView, read_run_view
 from tasks.report.pairs import PairView, pair_views
 from tasks.runfolder import RunFolder
@@ -209,7 +209,7 @@ def since_section(work: WorkDir, run_id: str) -> SinceSection:
     """The section for `run_id` (it says so when there is no previous run to compare)."""
     record = read_record(work, run_id)
     out = SinceSection(probe=_probe_lines(record.probe))
-    view = read_run_view(work, run_id) if RunFolder(work, run_id).outcomes.is_file() else None
+    view = read_run_view(work, run_id) if comparable(work, record) else None
     before = None if view is None else previous_view(work, record)
     diff = None
     if view is not None and before is not None:

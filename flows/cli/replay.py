@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from flows.cli.app import app, console, fits
+from flows.cli.app import app, console, fits, prepare_prefect
 
 _SHOWN = (
     ("expected_calls", "calls", "{:.3f}"),
@@ -79,11 +79,19 @@ def replay_command(
     """Replay stopping policies exactly over cached outcomes; no judge (docs/design.md#replay)."""
     import pyarrow.parquet as pq
 
-    from flows.replay import replay_flow
     from tasks.errors import InputError
+    from tasks.replay.coded import require_columns
 
     if not calls.is_file():
         raise InputError("no such outcomes file", file=str(calls))
+    try:  # refused before Prefect starts
+        schema = pq.read_schema(calls)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"not a readable parquet file ({exc})", file=str(calls)) from None
+    require_columns(schema.names, str(calls))
+    prepare_prefect()
+    from flows.replay import replay_flow
+
     paths = replay_flow(str(calls), str(out), designs=design or None, policies=policy or None)
     rows = pq.read_table(paths["summary"]).to_pylist()
     table = summary_table(rows)

@@ -69,6 +69,7 @@ CASES = {
     ),
     "reparse": Case(("reparse", "nosuchrun"), ("no run 'nosuchrun'",)),
     "report": Case(("report", "nosuchrun"), ("no run 'nosuchrun'",)),
+    "server": Case(("server", "start"), ("{d}/afile: not usable as a work dir",), work="{d}/afile"),
     "serve": Case(("serve", "{d}/bad_run.yaml"), ("{d}/bad_run.yaml", "repeated key 'k'")),
     "serve-judge": Case(
         ("serve-judge", "--personas", "{d}/bad_personas.yaml"),

@@ -4,6 +4,7 @@ and reasons that lead with the status and name the provider's message."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -144,14 +145,17 @@ def test_a_config_with_no_valid_outcome_shows_nothing_in_the_policy_columns(
     from tasks.remap import remap_run, write_remap
     from tasks.replay.stream import replay_file
     from tasks.runrecord import write_record
-    from tests.imports.test_judgebench import NAME, _line, _write
+    from tests.imports.test_judgebench import NAME, _line
 
     work = WorkDir(tmp_path / "work")
     paths = []
     for seed in range(2):
         (tmp_path / str(seed)).mkdir()
         lines = [_line(f"p{i}", "A>B", None, None) for i in range(4)]
-        paths.append(_write(tmp_path / str(seed) / NAME, lines))
+        # Two runs of the judge, recorded apart: the same lines, written differently.
+        text = "".join(json.dumps(x, sort_keys=seed == 1) + "\n" for x in lines)
+        paths.append(tmp_path / str(seed) / NAME)
+        paths[-1].write_text(text, "utf-8")
     files = [read_imported("judgebench", p) for p in paths]
     record = new_record("none", "bench", import_config("judgebench", paths, files))
     built = build_import(work, files, "none")

@@ -71,15 +71,14 @@ FAST = ("calls", "replay", "record.json")
 """The files checked in the fast loop (`-m "not slow"`); the whole suite checks all."""
 
 
-def _lines(conflicts: int) -> list[dict[str, Any]]:
+def _lines(conflicts: int, seed: int) -> list[dict[str, Any]]:
     """Six pairs, stable A except the first `conflicts`, where the left slot wins both
-    orders (the second judgment shows B first)."""
+    orders (the second judgment shows B first); each seed's file words its replies apart."""
     lines = []
     for i in range(6):
         second = "[[A>B]]" if i < conflicts else "[[B>A]]"
-        lines.append(
-            _line(f"p{i}", "A>B", _entry("[[A>B]]", "A>B"), _entry(second, second.strip("[]")))
-        )
+        first = _entry(f"Run {seed}: [[A>B]]", "A>B")
+        lines.append(_line(f"p{i}", "A>B", first, _entry(second, second.strip("[]"))))
     return lines
 
 
@@ -89,7 +88,7 @@ def _import(root: Path, work: WorkDir, run_id: str, k: int, hours: int, conflict
     for seed in range(k):
         folder = root / "files" / run_id / str(seed)
         folder.mkdir(parents=True)
-        paths.append(_write(folder / NAME, _lines(conflicts)))
+        paths.append(_write(folder / NAME, _lines(conflicts, seed)))
     files = [read_imported("judgebench", p) for p in paths]
     record = new_record(run_id, "bench", import_config("judgebench", paths, files))
     built = build_import(work, files, run_id)
@@ -253,7 +252,7 @@ def test_imports_compare_with_a_readable_import_of_their_k(
         for seed in range(k):
             folder = tmp_path / run_id / str(seed)
             folder.mkdir(parents=True)
-            paths.append(str(_write(folder / NAME, _lines(conflicts))))
+            paths.append(str(_write(folder / NAME, _lines(conflicts, seed))))
         return paths
 
     import_flow("judgebench", files("one", 1, 0), str(work.root), "one")

@@ -18,22 +18,28 @@ from tasks.runhealth import raise_unless_completed
 from tasks.runrecord import new_run_id, outcome_counts, write_record
 from tasks.workdir import WorkDir
 
-NO_REPLAY_K1 = (
-    "not replayed: K = 1 (one judgment file per order). Stopping policies choose among K "
-    "seeds per order, so they need K >= 2 (an even K); import repeated runs of this judge "
-    "as seeds to replay them"
-)
 
-
-def _replayable(k: int) -> bool:
-    return k >= 2 and k % 2 == 0
+def no_replay_reason(k: int) -> str | None:
+    """Why an imported run of K seeds is not replayed (None: it is)."""
+    if k >= 2 and k % 2 == 0:
+        return None
+    if k == 1:
+        return (
+            "not replayed: K = 1 (one file: each pair judged once in each order). Stopping "
+            "policies choose among the K judgments of each order, so they need an even K >= 2: "
+            "import the files of repeated runs of this judge, one file per run, to replay them"
+        )
+    return (
+        f"not replayed: K = {k} (one file per run) is odd. Stopping policies need an even K "
+        "(balanced references use K/2 seeds in each order): import one run's file more or fewer"
+    )
 
 
 def _finish(work: WorkDir, record: RunRecord, k: int) -> None:
     """Agreement with the files, the replay when K allows, the report; record updated."""
     import pyarrow.parquet as pq
 
-    from tasks.imports import agreement, imported_table
+    from tasks.imports import agreement, import_summary, imported_table
 
     folder = RunFolder(work, record.run_id)
     record.outcomes = outcome_counts(folder)
@@ -42,8 +48,9 @@ def _finish(work: WorkDir, record: RunRecord, k: int) -> None:
         record.imported["agreement"] = agreement(
             table, pq.read_table(folder.table("labels")), pq.read_table(folder.calls)
         )
-        record.imported["replay"] = None if _replayable(k) else NO_REPLAY_K1
-    if _replayable(k):
+        record.imported["summary"] = import_summary(folder)
+        record.imported["replay"] = no_replay_reason(k)
+    if no_replay_reason(k) is None:
         replay_stage(str(folder.outcomes), str(folder.path), list(DESIGNS), list(POLICIES))
     record.report = report_task(str(work.root), record.run_id)
 
@@ -61,16 +68,19 @@ def import_flow(
 
     `questions`/`answers_dir` are FastChat's text files; `mapping`, `judge` and `template`
     read a judgments table."""
-    from tasks.imports import ImportOptions, build_import, check_files, read_seeds
+    from tasks.imports import (
+        ImportOptions,
+        build_import,
+        check_files,
+        import_config,
+        read_seeds,
+    )
 
     work = WorkDir.at(work_dir)
     options = ImportOptions(dataset, questions, answers_dir, mapping, judge, template)
     files = [f for p in paths for f in read_seeds(fmt, p, options)]
     check_files(files)  # before any record is written: a refused import leaves no entry
-    config: dict[str, Any] = {
-        "import": fmt, "files": list(paths), "k": len(files), "template": files[0].template_id,
-        "judges": [{"name": files[0].judge, "configs": [files[0].config]}],
-    }  # fmt: skip
+    config = import_config(fmt, paths, files)
     record = new_record(run_id or new_run_id(), name or f"import {fmt}", config)
     with recorded_run(work, record, timed="import"):
         built = build_import(work, files, record.run_id)

@@ -52,6 +52,8 @@ START_TIMEOUT_S = 120.0
 
 _held: list[int] = []
 """Descriptors of the clients' lock this process holds (for its whole life)."""
+_stopped_here: set[int] = set()
+"""Servers this process stopped (its own watcher says nothing of them)."""
 
 
 class ServerError(JudgelineError):
@@ -309,6 +311,7 @@ def stop_server(home: Path) -> ServerInfo | None:
         if info is None:
             return None
         files.stopped.write_text(str(info.pid))
+        _stopped_here.add(info.pid)
         if _alive(info.pid):
             _terminate(info.pid)
         files.clear()
@@ -337,6 +340,8 @@ def _watch(files: ServerFiles, info: ServerInfo) -> None:
         if _alive(info.pid):
             continue
         if files.stopped.is_file() and files.stopped.read_text().strip() == str(info.pid):
+            if info.pid in _stopped_here:
+                return  # this process stopped it: nothing to say
             print(
                 f"judgeline: the local Prefect server (pid {info.pid}) was stopped by "
                 "`judgeline server stop`; this command's flow run cannot go on",

@@ -11,14 +11,21 @@ from flows.cli.app import app, console, prepare_prefect, print_reasons, state
 
 
 def _print_agreement(imported: dict[str, Any] | None) -> None:
+    from tasks.imports import summary_lines
+
     if not imported or not imported.get("agreement"):
         return
+    for summary in imported.get("summary") or []:
+        for line in summary_lines(summary):
+            console.print(line, highlight=False, soft_wrap=True)
     agree = imported["agreement"]
-    console.print(
-        f"judgeline's parser agrees with the files' recorded verdicts on {agree['agree']} of "
-        f"{agree['compared']} replies",
-        highlight=False,
-    )
+    if agree["disagreements"]:
+        shown = min(20, len(agree["disagreements"]))
+        console.print(
+            f"where the parser and a file disagree ({shown} of {agree['disagree']}; the file's "
+            "verdict in its own slot letters, then as a slot label):",
+            highlight=False,
+        )
     for d in agree["disagreements"][:20]:
         console.print(
             f"  {d['source_file']}:{d['source_line']} judgment {d['judgment']}: file says "
@@ -94,9 +101,9 @@ def import_(
 def _print_imported(record: dict[str, Any], files: int) -> None:
     calls = record["calls"]
     console.print(
-        f"run [bold]{record['run_id']}[/bold] imported from {files} file(s): "
-        f"{calls['imported']} replies, {calls['failed']} recorded without a reply, "
-        f"{calls['planned']} planned slots, 0 sent",
+        f"run [bold]{record['run_id']}[/bold] imported from {files} file(s), K = "
+        f"{record['config'].get('k')}: {calls['imported']} replies, {calls['failed']} recorded "
+        f"without a reply, {calls['planned']} planned slots, 0 sent",
         highlight=False,
         soft_wrap=True,
     )

@@ -228,8 +228,15 @@ def freeze_manifest(sources: Sequence[SourcePairs], work: WorkDir) -> FrozenMani
     unless every pair is valid. Identical A and B bytes are warned about and kept.
     """
     pairs, warnings = validate_sources(sources)
-    for warning in warnings:
-        log.warning(warning)
+    if len(warnings) == 1:
+        log.warning(warnings[0])
+    elif warnings:  # one line, not one per pair (an import can hold hundreds)
+        log.warning(
+            "%d pairs have byte-identical answers A and B (kept), the first at %s; the "
+            "manifest's identical_answer_pairs lists them all",
+            len(warnings),
+            warnings[0].split(" has byte-identical", 1)[0],
+        )
     manifest_hash, table = build_manifest_table(pairs)
     final = work.manifest_dir(manifest_hash)
     info = _info(manifest_hash, pairs, [source[0] for source in sources])

@@ -24,15 +24,16 @@ STAGE = "remap"
 
 # --- the identity-claim detector -----------------------------------------------------------
 
-IDENTITY_CLAIM_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+IDENTITY_CLAIM_PATTERNS: tuple[tuple[str, re.Pattern[str], tuple[str, ...]], ...] = (
     # The map's own field names (`left_identity`, `winner_identity`, ...): no answer or
     # reply has a reason to spell them.
     (
         "identity field name",
         re.compile(r"\b(?:left|right|winner|loser|true|real|actual|slot)_identit(?:y|ies)\b", re.I),
+        ("identit",),
     ),
     # A JSON or dict key `"identity":` (optionally prefixed, e.g. `"winner_identity":`).
-    ("identity JSON key", re.compile(r"""["'](?:\w+_)?identity["']\s*:""", re.I)),
+    ("identity JSON key", re.compile(r"""["'](?:\w+_)?identity["']\s*:""", re.I), ("identity",)),
     # Naming the map itself, or identity metadata, e.g. "per the presentation map ...".
     (
         "names the presentation map",
@@ -41,6 +42,7 @@ IDENTITY_CLAIM_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"|\bidentity[ _-]+(?:metadata|assignment|labels?)\b",
             re.I,
         ),
+        ("map", "identity"),
     ),
     # "Answer A is identity B", "the left response is actually answer B",
     # "Assistant B corresponds to identity A": a slot or answer said to be an identity.
@@ -55,11 +57,13 @@ IDENTITY_CLAIM_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"(?:answer|response|identity)\s+[AB]\b)",
             re.I,
         ),
+        ("identity", "real", "true", "original", "actual"),
     ),
     # Arrow notation of the worksheet's map, "Left→B", "Right -> identity A".
     (
         "slot-to-identity arrow",
         re.compile(r"\b(?:left|right)(?:\s+slot)?\s*(?:→|->|=>)\s*(?:identity\s+)?[AB]\b", re.I),
+        ("→", "->", "=>"),
     ),
     # Instructions to swap or override identities.
     (
@@ -69,6 +73,7 @@ IDENTITY_CLAIM_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"(?:identities|identity|presentation\s+map|answer\s+labels)\b",
             re.I,
         ),
+        ("identit", "presentation", "labels"),
     ),
 )
 """Patterns of identity metadata outside the trusted map, each with the name a gate reports.
@@ -76,14 +81,26 @@ IDENTITY_CLAIM_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 Slot words alone are ordinary ("Assistant A is better", "[[B>A]]", "the answer is (B)"):
 every pattern needs an identity-specific word (`identity`, `map`, an `_identity` field) or
 an explicit slot-to-identity arrow, so judge verdicts and multiple-choice answers pass.
+The third item lists words one of which a match must contain (in the folded text): texts
+without any are not searched, which keeps the gate cheap on long replies.
 """
+
+# Case-insensitive regexes also match these letters to ASCII i, s and k: fold them first, so
+# that a needle test never skips a text its pattern would match.
+_FOLD = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
+_FOLDED_LETTERS = re.compile("[\u0130\u0131\u017f\u212a]")
 
 
 def identity_claims(text: str | None) -> list[str]:
     """Names of the identity-claim patterns that match `text` (empty: no claim)."""
     if not text:
         return []
-    return [name for name, pattern in IDENTITY_CLAIM_PATTERNS if pattern.search(text)]
+    folded = (text.translate(_FOLD) if _FOLDED_LETTERS.search(text) else text).lower()
+    return [
+        name
+        for name, pattern, needles in IDENTITY_CLAIM_PATTERNS
+        if any(n in folded for n in needles) and pattern.search(text)
+    ]
 
 
 def _claims_column(texts: Iterable[str | None]) -> list[str]:

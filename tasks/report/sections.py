@@ -67,6 +67,8 @@ class Section:
     """The reference design the cost charts show."""
     note: str = ""
     """A sentence of the lead that depends on the run (designs: its K)."""
+    why: str = ""
+    """Why the section is empty, when the run says (an imported run that was not replayed)."""
 
 
 @dataclass(frozen=True)

@@ -26,14 +26,7 @@ from tasks.runfolder import RunFolder
 from tasks.storage import write_parquet_atomic
 from tasks.workdir import WorkDir
 
-__all__ = [
-    "IMPORT_KEY_FORMAT",
-    "ImportedRun",
-    "build_import",
-    "check_files",
-    "import_config",
-    "imported_table",
-]
+__all__ = ["IMPORT_KEY_FORMAT", "ImportedRun", "build_import", "check_files", "imported_table"]
 
 IMPORT_KEY_FORMAT = "judgeline-import-v1"
 """First part of an imported reply's key: it can never equal a sent call's key."""
@@ -115,15 +108,6 @@ def _template_hash(template_id: str) -> str:
 
     template = TEMPLATES.get(template_id)
     return template.template_hash if template is not None else sha256_text(template_id)
-
-
-def import_config(fmt: str, paths: list[str], files: list[ImportedFile]) -> dict[str, Any]:
-    """An import's record configuration: the format, the files as given, K, the reply
-    format and the judge (`tasks.jobrecord.check_import_id` compares it)."""
-    return {
-        "import": fmt, "files": list(paths), "k": len(files), "template": files[0].template_id,
-        "judges": [{"name": files[0].judge, "configs": [files[0].config]}],
-    }  # fmt: skip
 
 
 def build_import(work: WorkDir, files: list[ImportedFile], run_id: str) -> ImportedRun:

@@ -24,6 +24,7 @@ from tasks.judging.estimate import estimate_plan
 from tasks.judging.request import JudgeRequest, StageHooks
 from tasks.judging.spend import run_spend
 from tasks.judging.stage import run_judge_stage, unstored_call_keys
+from tasks.simjudge.persona import Persona
 from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 
@@ -226,3 +227,28 @@ def test_a_batch_judge_is_billed_at_its_batch_discount(
     for judge, usd in paid.items():
         assert usd is not None and usd > 0 and halved[judge] == pytest.approx(usd / 2, rel=1e-12)
         assert ahead[judge].usd_low == pytest.approx(ahead_direct[judge].usd_low / 2, rel=1e-12)
+
+
+def test_batch_replies_keep_their_reasoning_and_cached_prompt_tokens(
+    staged: StagedPlan, tmp_path: Path
+) -> None:
+    """The same calls of a reasoning model, direct and through the batch API, record the same
+    reasoning tokens, and both record the cached prompt tokens the usage reports."""
+    personas = [Persona(name="o4-mini", skill=0.9)]
+    with SimJudgeServer(personas, api_key=KEY) as srv:
+        judge = JudgeSpec(
+            name="o4", base_url=srv.base_url, model="o4-mini", reasoning=True, simulated=True,
+            api_key_env="JUDGELINE_BATCH_KEY",
+        )  # fmt: skip
+        direct, batched = _stage(staged, tmp_path, "direct"), _stage(staged, tmp_path, "batch")
+        _run(direct, (judge,))
+        _run(batched, (judge.model_copy(update={"batch": True}),))
+    cols = ["reasoning_tokens", "cached_prompt_tokens"]
+    sent = {r["call_key"]: [r[c] for c in cols] for r in read_replies(direct.work).to_pylist()}
+    came = {r["call_key"]: [r[c] for c in cols] for r in read_replies(batched.work).to_pylist()}
+    assert sent.keys() == came.keys() and len(sent) > 0
+    assert all(reasoning > 0 for reasoning, _ in sent.values())
+    assert [v[0] for k, v in sorted(came.items())] == [v[0] for k, v in sorted(sent.items())]
+    assert all(cached is not None for _, cached in came.values())
+    spent = {s.judge: s.reasoning_tokens for s in run_spend(batched.work, "r1")}
+    assert spent["o4"] == sum(v[0] for v in sent.values())

@@ -54,5 +54,7 @@ def reply_record(
         received_at=dt.datetime.now(dt.UTC),
         cached_prompt_tokens=reply.cached_prompt_tokens,
         reasoning_tokens=reply.reasoning_tokens,
+        cache_write_tokens=reply.cache_write_tokens,
+        cache_write_1h_tokens=reply.cache_write_1h_tokens,
         sent_in_batch=sent_in_batch,
     )

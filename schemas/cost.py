@@ -131,8 +131,10 @@ class EstimateRow(BaseModel):
     """What a run would send and cost, per (judge, config), before anything is sent.
 
     Input tokens follow `tasks.judging.estimate.INPUT_TOKEN_RULE`; output tokens are the
-    mean of this judge config's stored replies, or `output_default` when it has none.
-    The money range runs from the low to the high output estimate. `pu_expected_calls` is
+    mean of this judge config's stored replies, or `output_default` when it has none; the
+    provider's prompt cache follows `tasks.judging.estimate.CACHE_RULE`. The money range runs
+    from the low to the high output estimate, with the prompt cache (`usd_*`) and without
+    (`uncached_usd_*`). `pu_expected_calls` is
     live paired unanimity's expected calls over the grid (from a replay; None without one),
     `pu_usd_*` its money for the calls not cached (cached calls taken as spread evenly).
     """
@@ -145,10 +147,21 @@ class EstimateRow(BaseModel):
     cached_calls: int
     calls_to_send: int
     input_tokens: int = Field(description="Estimated prompt tokens of the calls to send.")
+    cached_share: float | None = Field(
+        default=None,
+        description="Share of `input_tokens` the provider's prompt cache is expected to serve.",
+    )
+    cache_write_tokens: int = Field(
+        default=0, description="Prompt tokens expected to be written to a cache that bills them."
+    )
     output_tokens_per_call: float
     output_source: str = Field(description="`cached replies (n)` or `default`.")
     usd_low: float | None = None
     usd_high: float | None = None
+    uncached_usd_low: float | None = Field(
+        default=None, description="`usd_low` were no prompt cached by the provider."
+    )
+    uncached_usd_high: float | None = None
     price_as_of: dt.date | None = None
     pu_expected_calls: float | None = Field(
         default=None, description="Live paired unanimity: expected calls (replay of cached data)."

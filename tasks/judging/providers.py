@@ -49,6 +49,8 @@ class CallRequest:
     config: ReasoningConfig
     attempts_before: int = 0
     """Attempts at this call key already in the attempts log: numbering continues after."""
+    digest: str | None = None
+    """SHA-256 of the messages (the plan's), for the prompt-cache fields; computed if None."""
 
 
 @dataclass(frozen=True)
@@ -192,7 +194,9 @@ class OpenAIProvider(Provider):
     OpenAI-compatible servers."""
 
     def body(self, request: CallRequest) -> dict[str, Any]:
-        return openai_body(self.spec, request.config, request.messages, request.seed)
+        return openai_body(
+            self.spec, request.config, request.messages, request.seed, request.digest
+        )
 
     def parse(self, data: Any, latency_ms: float) -> Reply | CallFailure:
         choice = data["choices"][0]
@@ -225,7 +229,9 @@ class AnthropicProvider(Provider):
     """Anthropic Messages API (`POST {base_url}/v1/messages`): system prompt split out."""
 
     def body(self, request: CallRequest) -> dict[str, Any]:
-        return anthropic_body(self.spec, request.config, request.messages, request.seed)
+        return anthropic_body(
+            self.spec, request.config, request.messages, request.seed, request.digest
+        )
 
     def parse(self, data: Any, latency_ms: float) -> Reply | CallFailure:
         if data.get("type") == "error":

@@ -5,10 +5,14 @@ those of the text up to it. Each model profile (a persona: `Persona.cache_min_to
 `Persona.cache_lifetime_s`) has a minimum cacheable length and a lifetime; without them the
 API's documented defaults below apply.
 
-- OpenAI (chat completions, Azure): automatic. A prompt of `OPENAI.min_tokens` or more reads
-  the longest prefix a request of the same model and `prompt_cache_key` stored before it, in
-  whole steps of 128 tokens past the first 1,024 (`usage.prompt_tokens_details.
-  cached_tokens`), and stores its own prefixes. Writes cost nothing and are not reported.
+- OpenAI (chat completions, Azure): automatic. A request goes to a machine chosen by its
+  route (model, `prompt_cache_key` and the prompt's first 256 tokens): up to 15 requests a
+  minute of one route go to the same machine, more overflow to others. A prompt of
+  `OPENAI.min_tokens` or more reads the longest prefix stored on its machine, in whole steps
+  of 128 tokens past the first 1,024 (`usage.prompt_tokens_details.cached_tokens`), and
+  stores its own prefixes there. Writes cost nothing and are not reported. So prompts that
+  begin alike (one template's instructions) share a route and overflow at any real rate
+  unless each carries its own `prompt_cache_key`.
 - Anthropic: only marked prefixes. Each `cache_control` breakpoint (on a block, or the
   top-level one, which marks the last block; at most 4, checked as the API checks them:
   `cache_control_problem`) reads the longest stored prefix ending at it or at one of the 19
@@ -27,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,6 +53,12 @@ MAX_BREAKPOINTS = 4
 """The Messages API's most `cache_control` breakpoints per request."""
 LOOKBACK_BLOCKS = 20
 """Positions a breakpoint's read looks at: itself and the 19 blocks before it."""
+ROUTE_TOKENS = 256
+"""OpenAI routes a request by a hash of its prompt's first 256 tokens and its
+`prompt_cache_key` (prompt caching guide)."""
+OVERFLOW_PER_MINUTE = 15
+"""Requests a minute of one route past which OpenAI sends the rest to other machines, each
+with its own cache ("approximately 15 requests per minute")."""
 _TTL_S = {"5m": 300.0, "1h": 3600.0}
 _CHARS_PER_TOKEN = 4
 
@@ -151,11 +162,13 @@ class PromptCache:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self._expires: dict[tuple[str, str], float] = {}
+        self._routes: dict[str, deque[float]] = {}
         self._stores = 0
 
     def clear(self) -> None:
-        """Forget every entry."""
+        """Forget every entry and every route's recent requests."""
         self._expires.clear()
+        self._routes.clear()
 
     def _live(self, key: tuple[str, str], now: float) -> bool:
         expires = self._expires.get(key)
@@ -187,16 +200,28 @@ class PromptCache:
         if self._stores % 10_000 == 0:
             now = self.clock()
             self._expires = {k: t for k, t in self._expires.items() if t > now}
+            self._routes = {k: q for k, q in self._routes.items() if q and q[-1] > now - 60}
+
+    def _machine(self, route: str, now: float) -> int:
+        """The machine (0, 1, ...) an OpenAI request goes to: the n-th request of the last
+        minute with its route (`ROUTE_TOKENS`, `OVERFLOW_PER_MINUTE`) goes to n // 15."""
+        recent = self._routes.setdefault(route, deque())
+        while recent and recent[0] <= now - 60:
+            recent.popleft()
+        recent.append(now)
+        return (len(recent) - 1) // OVERFLOW_PER_MINUTE
 
     def _openai(
         self, body: Mapping[str, Any], blocks: Sequence[tuple[str, str, Any, str]],
         profile: CacheProfile, now: float,
     ) -> CacheUse:  # fmt: skip
-        scope = _digest("openai", body.get("model"), body.get("prompt_cache_key"))
         total = sum(len(text) for _, text, _, _ in blocks) // _CHARS_PER_TOKEN
         marks = range(profile.min_tokens, total + 1, profile.step)
+        head, *digests = _prefix_digests(blocks, [min(ROUTE_TOKENS, total), *marks])
+        route = _digest("openai", body.get("model"), body.get("prompt_cache_key"), head)
+        scope = _digest(route, self._machine(route, now))
         use = CacheUse()
-        for tokens, digest in zip(marks, _prefix_digests(blocks, marks), strict=True):
+        for tokens, digest in zip(marks, digests, strict=True):
             key = (scope, digest)
             if self._live(key, now):
                 use.read = tokens
@@ -269,8 +294,9 @@ def _block_digests(blocks: Sequence[tuple[str, str, Any, str]]) -> list[str]:
     return out
 
 
-def _prefix_digests(blocks: Sequence[tuple[str, str, Any, str]], marks: range) -> list[str]:
-    """The digest of the prompt up to each token count of `marks` (characters / 4)."""
+def _prefix_digests(blocks: Sequence[tuple[str, str, Any, str]], marks: Sequence[int]) -> list[str]:
+    """The digest of the prompt up to each token count of `marks` (ascending; characters /
+    4)."""
     cuts = iter(m * _CHARS_PER_TOKEN for m in marks)
     cut = next(cuts, None)
     hasher, out, chars = hashlib.sha256(), [], 0

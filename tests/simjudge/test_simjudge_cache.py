@@ -134,6 +134,25 @@ def test_openai_reads_the_longest_shared_prefix(
     assert cached(chat(http, server, changed)) == 1024 + 2 * 128  # 1,280 <= 1,400 < 1,408
 
 
+def test_openai_overflows_a_busy_route_unless_each_prompt_has_its_key(
+    server: SimJudgeServer, http: httpx.Client, clock: Clock
+) -> None:
+    """Prompts of one template begin alike: without a prompt_cache_key they share a route,
+    and past 15 requests a minute their repeats land on machines that never saw them."""
+    prompts = [prompt(100 + i) for i in range(20)]
+    for with_key in (False, True):
+        clock.now += 3600
+        extra = [{"prompt_cache_key": f"judgeline-{i}"} if with_key else {} for i in range(20)]
+        for i, messages in enumerate(prompts):
+            chat(http, server, messages, seed=0, **extra[i])
+        hits = [cached(chat(http, server, m, seed=1, **extra[i])) for i, m in enumerate(prompts)]
+        if with_key:
+            assert all(h > 0 for h in hits)
+        else:
+            # Requests 0-14 went to machine 0, 15-29 to 1, 30-39 to 2: no repeat meets its first.
+            assert not any(hits)
+
+
 def test_anthropic_caches_marked_prefixes_with_writes_and_ttls(
     server: SimJudgeServer, http: httpx.Client, clock: Clock
 ) -> None:

@@ -44,7 +44,7 @@ def demo(
         demo_nights(nights, pairs, latency_ms)
         return
     from flows.prepare import freeze_flow
-    from tasks.demo import DEMO_PERSONAS, demo_config
+    from tasks.demo import DEMO_CACHE_MIN_TOKENS, DEMO_PERSONAS, demo_config
     from tasks.runhealth import EXIT_CODES, RunNotCompleted
     from tasks.runrecord import read_record
     from tasks.simjudge.server import simjudge_subprocess
@@ -57,6 +57,7 @@ def demo(
     console.print(f"manifest {manifest_hash[:16]} frozen; starting the simulated judge")
     os.environ["JUDGELINE_WORK_DIR"] = str(work.root)
     args = ["--manifest", manifest_hash, "--latency-ms", str(latency_ms)]
+    args += ["--cache-min-tokens", str(DEMO_CACHE_MIN_TOKENS)]
     for persona in DEMO_PERSONAS:
         args += ["--persona", persona]
     with simjudge_subprocess(*args) as base_url:
@@ -92,6 +93,7 @@ def demo_nights(nights: int, pairs: int | None, latency_ms: float) -> None:
     import datetime as dt
 
     from flows.prepare import freeze_flow
+    from tasks.demo import DEMO_CACHE_MIN_TOKENS
     from tasks.demo_nights import (
         night_dataset,
         night_lines,
@@ -118,6 +120,7 @@ def demo_nights(nights: int, pairs: int | None, latency_ms: float) -> None:
         table, personas = write_night_files(work, night)
         manifest_hash = freeze_flow([night_dataset(table).model_dump()], str(work.root))
         args = ["--manifest", manifest_hash, "--latency-ms", str(latency_ms)]
+        args += ["--cache-min-tokens", str(DEMO_CACHE_MIN_TOKENS)]
         with (
             probe_date(night.date),
             simjudge_subprocess(*args, "--personas", str(personas)) as base_url,

@@ -14,8 +14,10 @@ import httpx
 import openai
 import pytest
 
+from tasks.demo import DEMO_CACHE_MIN_TOKENS
+from tasks.ingest.demo_benchmark import demo_pairs
 from tasks.simjudge.persona import Persona
-from tasks.simjudge.server import SimJudgeServer
+from tasks.simjudge.server import SimJudgeServer, simjudge_subprocess
 from tasks.templates import render
 
 PERSONAS = [
@@ -297,3 +299,20 @@ def test_official_sdks_parse_the_cache_usage_fields(server: SimJudgeServer, cloc
     assert first.cache_creation is not None
     assert first.cache_creation.ephemeral_1h_input_tokens == total
     assert (second.cache_read_input_tokens, second.input_tokens) == (total, 0)
+
+
+@pytest.mark.slow
+def test_the_demos_judge_caches_its_short_prompts(http: httpx.Client) -> None:
+    """`serve-judge --cache-min-tokens 512`, as `judgeline demo` starts it: the demo's
+    prompts (about 620 tokens, under OpenAI's 1,024) show what caching saves."""
+    pair = demo_pairs()[0]
+    messages = list(
+        render("arena-hard-v1", question=pair.question, left=pair.answer_a,
+               right=pair.answer_b).messages
+    )  # fmt: skip
+    assert DEMO_CACHE_MIN_TOKENS <= tokens(messages) < 1024
+    with simjudge_subprocess("--persona", "strong", "--cache-min-tokens", "512") as base_url:
+        url = f"{base_url}/chat/completions"
+        body = {"model": "strong", "messages": messages, "prompt_cache_key": "judgeline-demo"}
+        usage = [http.post(url, json={**body, "seed": s}).json()["usage"] for s in range(2)]
+    assert [u["prompt_tokens_details"]["cached_tokens"] for u in usage] == [0, 512]

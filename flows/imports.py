@@ -8,8 +8,8 @@ from typing import Any
 from prefect import flow
 
 from flows.nightly import report_task
-from flows.remap import remap_flow
-from flows.replay import replay_flow
+from flows.remap import remap_stage
+from flows.replay import replay_stage
 from schemas.run import RunRecord
 from schemas.vocabulary import DESIGNS, POLICIES
 from tasks.jobrecord import new_record, recorded_run, rerecorded_run, settle_status
@@ -18,22 +18,28 @@ from tasks.runhealth import raise_unless_completed
 from tasks.runrecord import new_run_id, outcome_counts, write_record
 from tasks.workdir import WorkDir
 
-NO_REPLAY_K1 = (
-    "not replayed: K = 1 (one judgment file per order). Stopping policies choose among K "
-    "seeds per order, so they need K >= 2 (an even K); import repeated runs of this judge "
-    "as seeds to replay them"
-)
 
-
-def _replayable(k: int) -> bool:
-    return k >= 2 and k % 2 == 0
+def no_replay_reason(k: int) -> str | None:
+    """Why an imported run of K seeds is not replayed (None: it is)."""
+    if k >= 2 and k % 2 == 0:
+        return None
+    if k == 1:
+        return (
+            "not replayed: K = 1 (one file: each pair judged once in each order). Stopping "
+            "policies choose among the K judgments of each order, so they need an even K >= 2: "
+            "import the files of repeated runs of this judge, one file per run, to replay them"
+        )
+    return (
+        f"not replayed: K = {k} (one file per run) is odd. Stopping policies need an even K "
+        "(balanced references use K/2 seeds in each order): import one run's file more or fewer"
+    )
 
 
 def _finish(work: WorkDir, record: RunRecord, k: int) -> None:
     """Agreement with the files, the replay when K allows, the report; record updated."""
     import pyarrow.parquet as pq
 
-    from tasks.imports import agreement, imported_table
+    from tasks.imports import agreement, import_summary, imported_table
 
     folder = RunFolder(work, record.run_id)
     record.outcomes = outcome_counts(folder)
@@ -42,9 +48,10 @@ def _finish(work: WorkDir, record: RunRecord, k: int) -> None:
         record.imported["agreement"] = agreement(
             table, pq.read_table(folder.table("labels")), pq.read_table(folder.calls)
         )
-        record.imported["replay"] = None if _replayable(k) else NO_REPLAY_K1
-    if _replayable(k):
-        replay_flow(str(folder.outcomes), str(folder.path), list(DESIGNS), list(POLICIES))
+        record.imported["summary"] = import_summary(folder)
+        record.imported["replay"] = no_replay_reason(k)
+    if no_replay_reason(k) is None:
+        replay_stage(str(folder.outcomes), str(folder.path), list(DESIGNS), list(POLICIES))
     record.report = report_task(str(work.root), record.run_id)
 
 
@@ -77,7 +84,7 @@ def import_flow(
         record.manifest_hash, record.plan_id = built.manifest_hash, built.plan_id
         record.calls, record.imported = built.counts, built.imported
         write_record(work, record)  # the report reads the run's calls and files from it
-        remap_flow(record.run_id, str(work.root))
+        remap_stage(record.run_id, str(work.root))
         _finish(work, record, built.k)
         settle_status(work, record)
     result = record.model_dump(mode="json")
@@ -95,7 +102,7 @@ def reparse_flow(run_id: str, work_dir: str | None = None) -> dict[str, Any]:
     work = WorkDir.at(work_dir)
     with rerecorded_run(work, run_id, timed="reparse") as record:
         before = _labels(work, run_id)
-        counts = remap_flow(run_id, str(work.root))
+        counts = remap_stage(run_id, str(work.root))
         k = read_plan(work, record.plan_id)[0].k if record.plan_id else 0
         _finish(work, record, k if record.live is None else 0)
         settle_status(work, record)

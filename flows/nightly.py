@@ -1,6 +1,7 @@
 """The nightly benchmark: freeze -> plan -> judge -> remap -> replay -> aggregate -> report.
 
-One parent flow with the stages as subflows; every stage gates what it reads. The run's
+One parent flow whose stages run as its task runs (the judge stage as a subflow, which can
+send its batches to Dask); every stage gates what it reads. The run's
 record (`runs/<run_id>/record.json`) says what went in, which code ran, when, and the
 count of every outcome category. Rerunning with the same inputs reuses every cached call
 and reproduces the same tables.
@@ -17,9 +18,9 @@ from prefect.cache_policies import NO_CACHE
 from flows.history import alarms_task, emit_alarms, probe_task
 from flows.judge import judge_flow, rerun_failed_flow
 from flows.live import live_flow
-from flows.prepare import freeze_flow, plan_flow
-from flows.remap import remap_flow
-from flows.replay import replay_flow
+from flows.prepare import freeze_stage, plan_stage
+from flows.remap import remap_stage
+from flows.replay import replay_stage
 from schemas.config import RunConfig
 from schemas.run import RunRecord
 from schemas.vocabulary import CORE_POLICIES, DESIGNS
@@ -94,9 +95,9 @@ async def _stages(cfg: RunConfig, work: WorkDir, record: RunRecord, show_progres
         clock = now
 
     sources = [d.model_dump() for d in cfg.datasets]
-    record.manifest_hash = freeze_flow(sources, root)
+    record.manifest_hash = freeze_stage(sources, root)
     lap("freeze")
-    record.plan_id = plan_flow(record.manifest_hash, cfg.k, "full", None, root)
+    record.plan_id = plan_stage(record.manifest_hash, cfg.k, "full", None, root)
     lap("plan")
     write_record(work, record)
     if cfg.live is None:
@@ -105,7 +106,7 @@ async def _stages(cfg: RunConfig, work: WorkDir, record: RunRecord, show_progres
             show_progress, dask_address=cfg.dask_address,
         )  # fmt: skip
         lap("judge")
-        remap_flow(run_id, root)
+        remap_stage(run_id, root)
         lap("remap")
     else:
         # Live stopping: waves of calls instead of the full grid, remapped as they go.
@@ -127,7 +128,7 @@ async def _stages(cfg: RunConfig, work: WorkDir, record: RunRecord, show_progres
     if cfg.live is None:
         # The replay needs the full grid; a live run's report takes its expected side
         # from the latest full-grid run of the same plan and judges (tasks.report.data).
-        replay_flow(str(folder.outcomes), str(folder.path), list(cfg.designs), list(cfg.policies))
+        replay_stage(str(folder.outcomes), str(folder.path), list(cfg.designs), list(cfg.policies))
         lap("replay")
     if cfg.probe is not None:
         record.probe = await probe_task(root, run_id, record.manifest_hash, record.config)
@@ -142,7 +143,7 @@ async def _stages(cfg: RunConfig, work: WorkDir, record: RunRecord, show_progres
 
 def _replay_and_report(work: WorkDir, run_id: str, designs: list[str], policies: list[str]) -> str:
     folder = RunFolder(work, run_id)
-    replay_flow(str(folder.outcomes), str(folder.path), designs, policies)
+    replay_stage(str(folder.outcomes), str(folder.path), designs, policies)
     return report_task(str(work.root), run_id)
 
 
@@ -186,7 +187,7 @@ async def rerun_run_flow(
             run_id, str(work.root), show_progress, dask_address
         )
         record.calls = counts
-        remap_flow(run_id, str(work.root))
+        remap_stage(run_id, str(work.root))
         record.outcomes = outcome_counts(folder)
         record.report = _replay_and_report(work, run_id, list(designs), list(policies))
         settle_status(work, record)

@@ -30,8 +30,7 @@ def replay_task(
     return {name: str(path) for name, path in paths.items()}
 
 
-@flow(name="replay-policies")
-def replay_flow(
+def replay_stage(
     calls_path: str,
     out_dir: str,
     designs: list[str] | None = None,
@@ -44,3 +43,7 @@ def replay_flow(
     rows = pq.ParquetFile(paths["replay"]).metadata.num_rows
     get_run_logger().info("replayed %d pair rows into %s", rows, ", ".join(paths.values()))
     return paths
+
+
+# Inside another flow the stage runs as that flow's task run; alone, as a flow of its own.
+replay_flow = flow(name="replay-policies")(replay_stage)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
-import subprocess
-import sys
-import types
-from typing import Any
+import signal
+from pathlib import Path
+from types import FrameType
 
+from flows.localserver import use_local_server
 from tasks.errors import InputError, JudgelineError
 from tasks.workdir import WorkDir
 
@@ -20,8 +19,18 @@ RUN_LOGGERS = (
     "prefect.flow_engine",
     "prefect.task_engine",
 )
-# Prefect's background workers, which warn while they drain their queues at exit.
-WORKER_LOGGERS = ("EventsWorker", "APILogWorker")
+# Prefect's background workers, which warn while they drain their queues at exit, and its
+# events client, which reports every failed attempt while the local server is being
+# restarted (`flows.localserver` says so once).
+WORKER_LOGGERS = ("EventsWorker", "APILogWorker", "prefect.events.clients")
+
+
+class DropLogs(logging.Filter):
+    """Drops every record of the logger it is on (a filter outlives Prefect's logging set-up,
+    which resets the levels of the `prefect.*` loggers)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return False
 
 
 class UserErrorLogFilter(logging.Filter):
@@ -57,63 +66,86 @@ def quiet_user_errors() -> None:
             logger.addFilter(UserErrorLogFilter())
 
 
-def configure_prefect(work: WorkDir, *, debug: bool = False) -> None:
-    """Point Prefect's home and result storage into the work dir, unless the caller chose;
-    without `debug`, runs that fail with a JudgelineError log no traceback and Prefect's
-    workers do not warn while they drain at exit (the error stays the last thing printed).
-
-    `import prefect` creates PREFECT_HOME at import time, so this must run first.
-    """
-    home = work.root / ".prefect"
-    os.environ.setdefault("PREFECT_HOME", str(home))
-    os.environ.setdefault("PREFECT_RESULTS_LOCAL_STORAGE_PATH", str(home / "results"))
+def configure_prefect(*, debug: bool = False) -> None:
+    """Without `debug`, runs that fail with a JudgelineError log no traceback and Prefect's
+    workers do not warn while they drain at exit (the error stays the last thing printed)."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-    # Prefect's 20 s default is too short for a fresh database on a busy 2-core machine.
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
-    # Prefect creates its home at import but not the home's parents (a new work dir).
-    try:
-        home.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(
-            f"not usable as a work dir ({exc.strerror})", file=str(work.root)
-        ) from None
     if not debug:
         quiet_user_errors()
         for name in WORKER_LOGGERS:
-            logging.getLogger(name).setLevel(logging.ERROR)
+            logger = logging.getLogger(name)
+            if not any(isinstance(f, DropLogs) for f in logger.filters):
+                logger.addFilter(DropLogs())
+        # Prefect's concurrency services log through loggers that ignore levels and filters
+        # ("Service 'EventsWorker' failed ..." while the local server restarts).
+        os.environ.setdefault("PREFECT_LOGGING_INTERNAL_LEVEL", "CRITICAL")
+        # Logging's own errors (Prefect's API log handler while its server restarts) are
+        # not printed as tracebacks.
+        logging.raiseExceptions = False
 
 
-_PR_SET_PDEATHSIG = 1
+class StopSignal(BaseException):
+    """SIGTERM outside the judge stage, raised where the main thread is (as KeyboardInterrupt
+    is for SIGINT); `tasks.jobrecord.recorded_run` records the run `interrupted`."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signal = signum
 
 
-class _OwnGroupSubprocess(types.ModuleType):
-    """`subprocess` for Prefect's server module: its embedded server starts in a process
-    group of its own (a terminal's Ctrl-C reaches this process only, which then stops its
-    judge stage cleanly while the server keeps answering) and, on Linux, gets SIGTERM when
-    this process dies, however it dies."""
-
-    def __init__(self) -> None:
-        super().__init__("subprocess")
-        self._prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform == "linux" else None
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(subprocess, name)
-
-    def _in_child(self) -> None:
-        if self._prctl is not None:
-            self._prctl(_PR_SET_PDEATHSIG, 15)
-
-    def Popen(self, *args: Any, **kwargs: Any) -> subprocess.Popen[Any]:  # noqa: N802
-        return subprocess.Popen(*args, process_group=0, preexec_fn=self._in_child, **kwargs)  # type: ignore[call-overload]
+def _raise_stop(signum: int, frame: FrameType | None) -> None:
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise StopSignal(signum)
 
 
-def detach_embedded_server() -> None:
-    """Make Prefect start its embedded server outside this process's group (see
-    `_OwnGroupSubprocess`); a no-op when PREFECT_API_URL names a server."""
-    if os.environ.get("PREFECT_API_URL"):
-        return
-    from prefect.server.api import server
+def raise_on_stop_signals() -> None:
+    """SIGINT and SIGTERM raise in the main thread at once, wherever it is.
 
-    if not isinstance(server.subprocess, _OwnGroupSubprocess):
-        server.subprocess = _OwnGroupSubprocess()  # type: ignore[assignment]
+    Without this, `asyncio.run` turns Ctrl-C into a cancellation that waits for the next
+    await (a stage running synchronously ran to its end first) and SIGTERM kills the process
+    with its record still `running`. The judge stage routes both to its own clean stop
+    (`tasks.judging.stopping`) while it sends."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _raise_stop)
+
+
+def check_work_dir(work: WorkDir) -> None:
+    """Refuse a work dir that is a file or lies under one (every command checks this first;
+    a missing work dir is made by the commands that write)."""
+    path = work.root
+    while not path.exists() and path.parent != path:
+        path = path.parent
+    if not path.is_dir():
+        raise InputError(f"not usable as a work dir ({path} is not a folder)", file=str(work.root))
+
+
+def prefect_home(work: WorkDir) -> Path:
+    """Prefect's home for this work dir: PREFECT_HOME if set, else `WORK/.prefect`."""
+    chosen = os.environ.get("PREFECT_HOME")
+    return Path(chosen).expanduser().resolve() if chosen else work.root / ".prefect"
+
+
+def start_prefect(work: WorkDir) -> None:
+    """Before a job imports its flows: Prefect's home and result storage in the work dir
+    (unless the caller chose), and its client pointed at the home's local server, started
+    if none runs (`flows.localserver`), unless PREFECT_API_URL names a server.
+
+    `import prefect` reads its settings once, so this must run first.
+    """
+    home = prefect_home(work)
+    os.environ["PREFECT_HOME"] = str(home)
+    os.environ.setdefault("PREFECT_RESULTS_LOCAL_STORAGE_PATH", str(home / "results"))
+    try:
+        work.root.mkdir(parents=True, exist_ok=True)
+        probe = work.root / f".judgeline-write-check.{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise InputError(
+            f"not usable as a work dir: it cannot be written ({exc.strerror})",
+            file=str(work.root),
+        ) from None
+    use_local_server(home)
+    raise_on_stop_signals()

@@ -8,10 +8,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-RunStatus = Literal["running", "completed", "degraded", "failed"]
+RunStatus = Literal["running", "completed", "degraded", "failed", "interrupted"]
 """`degraded`: a judge config fell short of its valid outcomes or a breaker stopped it;
-`failed`: a stage raised, or no judge config produced a single valid outcome
-(docs/design.md#run-status)."""
+`failed`: a stage raised, or no judge config produced a single valid outcome;
+`interrupted`: stopped by SIGINT or SIGTERM before it ended, everything received kept
+(`judgeline rerun-failed RUN` takes it up again) (docs/design.md#run-status)."""
 
 
 class CodeVersion(BaseModel):

@@ -56,14 +56,25 @@ class Interrupted(JudgelineError):
 
     def __init__(self, run_id: str, signum: int, counts: dict[str, Any]) -> None:
         self.run_id = run_id
+        self.resume: str | None = None
+        """The command that resumes it, when it is not `rerun-failed RUN` (the demo's)."""
+        self.signum = signum
         self.exit_code = 128 + signum
         self.counts = counts
-        super().__init__(
-            f"run {run_id} interrupted by {signal.Signals(signum).name}: "
-            f"{counts.get('stored', 0)} of {counts.get('planned', 0)} planned calls stored "
-            f"(replies in flight were kept), {counts.get('failed', 0)} failed, "
-            f"{counts.get('pending', 0)} not sent yet"
-        )
+        name = signal.Signals(signum).name
+        if "planned" not in counts:
+            said = (
+                f"run {run_id} interrupted by {name} before its judge stage ended; every "
+                "reply stored so far is kept"
+            )
+        else:
+            said = (
+                f"run {run_id} interrupted by {name}: "
+                f"{counts.get('stored', 0)} of {counts.get('planned', 0)} planned calls stored "
+                f"(replies in flight were kept), {counts.get('failed', 0)} failed, "
+                f"{counts.get('pending', 0)} not sent yet"
+            )
+        super().__init__(said)
 
 
 def describe_validation(exc: Any) -> str:

@@ -9,9 +9,9 @@ expectation are validated once and share its result.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import itertools
+import json
 import logging
 import threading
 from collections.abc import Callable
@@ -47,16 +47,79 @@ def _gx_context() -> Any:
     return _context
 
 
+class Expect:
+    """A great-expectations expectation named by its class and arguments, built only when a
+    gate runs (`import great_expectations` costs seconds; a gate whose table already passed
+    never pays it)."""
+
+    def __init__(self, kind: str, **kwargs: Any) -> None:
+        self.kind = kind
+        self.kwargs = kwargs
+
+    @property
+    def key(self) -> str:
+        """Its identity: two expectations with the same key are one (a suite holds it once)."""
+        return json.dumps([self.kind, self.kwargs], sort_keys=True, default=str)
+
+    def build(self) -> Any:
+        import great_expectations as gx
+
+        return getattr(gx.expectations, self.kind)(**self.kwargs)
+
+
 @dataclass(frozen=True)
 class Check:
     """One expectation plus the sentence a user reads when it fails."""
 
-    expectation: Any
+    expectation: Expect
     says: str
 
 
-def run_gate(stage: str, df: pd.DataFrame, checks: list[Check], *, id_column: str) -> None:
-    """Validate `df` against `checks`; raise GateError naming offending rows by `id_column`."""
+def _table_digest(df: pd.DataFrame, checks: list[Check], id_column: str) -> str | None:
+    """SHA-256 of the table's Arrow bytes and of the expectations (not their sentences,
+    which may name the run: a pass is a pass), or None if the table cannot be serialised
+    (the gate then simply runs)."""
+    import pyarrow as pa
+
+    digest = hashlib.sha256()
+    keys = sorted({c.expectation.key for c in checks})
+    digest.update(json.dumps([id_column, keys]).encode())
+    try:
+        table = pa.Table.from_pandas(df, preserve_index=False)
+    except (pa.ArrowException, TypeError, ValueError):
+        return None
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    digest.update(sink.getvalue())
+    return digest.hexdigest()
+
+
+def run_gate(
+    stage: str,
+    df: pd.DataFrame,
+    checks: list[Check],
+    *,
+    id_column: str,
+    memo_dir: Path | None = None,
+) -> None:
+    """Validate `df` against `checks`; raise GateError naming offending rows by `id_column`.
+
+    With `memo_dir`, a table that already passed these checks (the same bytes, see
+    `_table_digest`) is not validated again: a rerun over cached replies re-gates nothing.
+    """
+    memo = None
+    if memo_dir is not None:
+        digest = _table_digest(df, checks, id_column)
+        memo = memo_dir / f"table-{digest}" if digest is not None else None
+        if memo is not None and memo.is_file():
+            return
+    _validate(stage, df, checks, id_column=id_column)
+    if memo is not None:
+        write_text_atomic("", memo, overwrite=True)
+
+
+def _validate(stage: str, df: pd.DataFrame, checks: list[Check], *, id_column: str) -> None:
     import great_expectations as gx
 
     with _lock:
@@ -68,10 +131,7 @@ def run_gate(stage: str, df: pd.DataFrame, checks: list[Check], *, id_column: st
         suite = ctx.suites.add(gx.ExpectationSuite(name=f"{stage}-suite-{n}"))
         distinct, slots = _distinct(checks)
         for expectation in distinct:
-            # An expectation belongs to one suite; gates are reused, so add a fresh copy.
-            fresh = copy.copy(expectation)
-            fresh.id = None
-            suite.add_expectation(fresh)
+            suite.add_expectation(expectation.build())
         validation = gx.ValidationDefinition(data=batch, suite=suite, name=f"{stage}-val-{n}")
         result = validation.run(
             batch_parameters={"dataframe": df.reset_index(drop=True)},
@@ -105,27 +165,18 @@ def run_gate(stage: str, df: pd.DataFrame, checks: list[Check], *, id_column: st
         raise GateError(stage, list(dict.fromkeys(failures)))
 
 
-_NOT_COMPARED = {"id", "rendered_content", "notes", "meta"}
-"""Fields two expectations may differ in and still be one (as a suite tells them apart)."""
-
-
-def _distinct(checks: list[Check]) -> tuple[list[Any], list[int]]:
+def _distinct(checks: list[Check]) -> tuple[list[Expect], list[int]]:
     """The distinct expectations of `checks`, and each check's position among them: a suite
     holds an expectation once, so checks repeating one share its result."""
-    distinct: list[Any] = []
+    distinct: list[Expect] = []
     slots: list[int] = []
+    where: dict[str, int] = {}
     for check in checks:
-        mine = check.expectation
-        same = (
-            i
-            for i, e in enumerate(distinct)
-            if e.expectation_type == mine.expectation_type
-            and e.dict(exclude=_NOT_COMPARED) == mine.dict(exclude=_NOT_COMPARED)
-        )
-        slot = next(same, len(distinct))
-        if slot == len(distinct):
-            distinct.append(mine)
-        slots.append(slot)
+        key = check.expectation.key
+        if key not in where:
+            where[key] = len(distinct)
+            distinct.append(check.expectation)
+        slots.append(where[key])
     return distinct, slots
 
 

@@ -14,14 +14,15 @@ from __future__ import annotations
 import datetime as dt
 import fcntl
 import os
+import signal
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from schemas.run import RunRecord
-from tasks.errors import describe_validation
+from tasks.errors import Interrupted, describe_validation
 from tasks.hashing import canonical_json, sha256_text
 from tasks.judging.claims import RunLock
 from tasks.runfolder import RECORD_FILE, RunFolder
@@ -37,6 +38,7 @@ __all__ = [
     "recorded_run",
     "rerecorded_run",
     "resume_command",
+    "resume_kind",
     "scan_records",
     "settle_status",
 ]
@@ -67,9 +69,10 @@ def recorded_run(
     work: WorkDir, record: RunRecord, *, timed: str | None = None
 ) -> Iterator[RunRecord]:
     """Hold the run's lock and keep its record: `running` on entry, `completed` (unless the
-    caller set another status) or `failed` (with the error) on exit; the caller fills in
-    counts on the record meanwhile. With `timed`, the whole job's seconds go to the record's
-    `stage_seconds[timed]`. Refused the lock, nothing is written."""
+    caller set another status), `interrupted` on a signal (raised as Interrupted) or `failed`
+    (with the error) on exit; the caller fills in counts on the record meanwhile. With
+    `timed`, the whole job's seconds go to the record's `stage_seconds[timed]`. Refused the
+    lock, nothing is written."""
     with RunLock(work, record.run_id, nestable=True):
         record.status, record.error, record.ended_at = "running", None, None
         write_record(work, record)
@@ -78,7 +81,18 @@ def recorded_run(
             yield record
             if record.status == "running":  # a caller may have judged it degraded or failed
                 record.status = "completed"
+        except Interrupted as exc:
+            record.status, record.error = "interrupted", str(exc)
+            record.calls = exc.counts or record.calls
+            raise
         except BaseException as exc:
+            signum = _stop_signal(exc)
+            if signum is not None:
+                # A signal outside the judge stage (which turns its own into Interrupted).
+                record.status = "interrupted"
+                stopped = Interrupted(record.run_id, signum, record.calls)
+                record.error = str(stopped)
+                raise stopped from None
             record.status = "failed"
             record.error = f"{type(exc).__name__}: {exc}"
             raise
@@ -87,6 +101,17 @@ def recorded_run(
                 record.stage_seconds[timed] = round(time.perf_counter() - clock, 3)
             record.ended_at = dt.datetime.now(dt.UTC)
             write_record(work, record)
+
+
+def _stop_signal(exc: BaseException) -> int | None:
+    """The signal `exc` stands for: SIGINT for Ctrl-C's KeyboardInterrupt, the signal of
+    Prefect's TerminationSignal (raised by its SIGTERM handler inside a flow run); else None."""
+    if isinstance(exc, KeyboardInterrupt):
+        return signal.SIGINT
+    signum = getattr(exc, "signal", None)
+    if not isinstance(exc, Exception) and isinstance(signum, int):
+        return signum
+    return None
 
 
 @contextmanager
@@ -158,8 +183,44 @@ def scan_records(work: WorkDir) -> list[RunEntry]:
     return good + damaged
 
 
-def resume_command(entry: RunEntry) -> str:
-    """The command that takes an interrupted run up again."""
-    if entry.record is not None and entry.record.plan_id is not None:
-        return f"judgeline rerun-failed {entry.run_id}"
-    return f"judgeline run CONFIG.yaml --run-id {entry.run_id}"
+def resume_command(run_id: str) -> str:
+    """The one command that takes an interrupted run up again, whatever stage it stopped in
+    (`judgeline rerun-failed`: see `resume_kind`)."""
+    return f"judgeline rerun-failed {run_id}"
+
+
+ResumeKind = Literal["rerun", "nightly", "judge", "live", "import"]
+
+
+def resume_kind(work: WorkDir, run_id: str) -> tuple[ResumeKind, RunRecord | None]:
+    """How `rerun-failed` takes a run up again, and its record (None for a judge run made
+    before runs had records):
+
+    - `rerun`: its judge stage ended (`run.json` exists): send the calls with no stored
+      reply, then rebuild remap, replay, record and report;
+    - `nightly`, `judge`, `live`: it stopped earlier (killed, interrupted, no server): run its
+      job again from its record's configuration under the same run id, which reuses every
+      stored reply and sends only the rest;
+    - `import`: an import that stopped; nothing was sent, so the import runs again.
+    A run with neither a record nor a `run.json` is refused (InputError naming it)."""
+    from schemas.config import RunConfig
+
+    folder = RunFolder(work, run_id)
+    record = read_record(work, run_id) if folder.record.exists() else None
+    config = record.config if record is not None else {}
+    if "import" in config:
+        return "import", record
+    if record is not None and ("live" in config or record.live is not None):
+        return "live", record
+    if folder.info.exists():
+        return "rerun", record
+    if record is None:
+        read_record(work, run_id)  # raises: no run
+        raise AssertionError("unreachable")
+    if "plan_id" in config and "judges" in config:
+        return "judge", record
+    try:
+        RunConfig.model_validate(config)
+    except ValueError:
+        return "rerun", record  # the rerun flow names what is missing
+    return "nightly", record

@@ -16,9 +16,9 @@ from schemas.calls import TRUNCATED_FINISH_REASONS
 from schemas.vocabulary import SlotLabel, Strength
 from tasks.templates import get_template
 
-__all__ = ["PARSER_VERSION", "ParsedReply", "parse_reply"]
+__all__ = ["EMPTY_REPLY", "PARSER_VERSION", "ParsedReply", "note_reason", "parse_reply"]
 
-PARSER_VERSION = "1"
+PARSER_VERSION = "2"
 """Stored with every parsed label; bump it whenever the label of a stored reply that was not
 cut by the token limit changes (labelling cut replies Invalid did not bump it)."""
 
@@ -30,6 +30,10 @@ class ParsedReply:
     label: SlotLabel
     strength: Strength | None
     note: str | None
+
+
+EMPTY_REPLY = "empty reply"
+"""The note of a reply with no text but whitespace (a reply, not a failed call)."""
 
 
 def _invalid(note: str) -> ParsedReply:
@@ -50,20 +54,50 @@ _ARENA_VERDICTS: dict[str, tuple[SlotLabel, Strength | None]] = {
 # at a verdict; other bracketed text (wiki links, templates) is ignored.
 _BRACKETED = re.compile(r"\[\[([^\[\]\n]{1,24})\]\]")
 _VERDICTISH = re.compile(r"^(?:[AB<>=]+|abstain)$", re.IGNORECASE)
-# Examples are not verdicts: a label in a fenced code block, or after an example cue on the
-# same line (the prompt's own `Example output: "My final verdict is tie: [[A=B]]"` echoed
-# back). Quotes alone do not make an example: o1-mini often quotes its real final verdict.
-_FENCED = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
+# Examples are not verdicts: a label in a fenced code block, or after an example cue in the
+# same sentence (the prompt's own `Example output: "My final verdict is tie: [[A=B]]"` echoed
+# back). A cue in an earlier sentence of the line does not make the verdict an example
+# ("For example, A misses the edge case. Therefore, my final verdict is [[B]]."). Quotes alone
+# do not make an example: o1-mini often quotes its real final verdict. Only a closed fence
+# fences: an opening ``` that is never closed does not swallow the rest of the reply.
+_FENCED = re.compile(r"```.*?```", re.DOTALL)
 _EXAMPLE_CUE = re.compile(r"\b(?:example|e\.g\.|for instance)", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"[.!?](?:\s|$)")
+
+
+def _after_example_cue(line: str, start: int) -> bool:
+    """Whether the label at `start` shares its sentence with an example cue before it."""
+    cues = list(_EXAMPLE_CUE.finditer(line, 0, start))
+    return bool(cues) and not _SENTENCE_END.search(line, cues[-1].end(), start)
+
+
+def _closing_block(text: str, fences: list[re.Match[str]]) -> re.Match[str] | None:
+    """The fenced block that ends the reply, when the judge put its own verdict there.
+
+    A reply whose prose ends in a fenced block (only whitespace after it) gives its verdict in
+    that block, unless the line that introduces the block is an example cue or there is no
+    prose before it at all (a reply that is only a fenced label is an echoed format example).
+    """
+    if not fences or text[fences[-1].end() :].strip():
+        return None
+    before = text[: fences[-1].start()].strip()
+    if not before or _EXAMPLE_CUE.search(before.rsplit("\n", 1)[-1]):
+        return None
+    return fences[-1]
 
 
 def _verdict_tokens(text: str) -> tuple[list[str], int]:
     """Bracketed tokens outside examples, and how many bracketed tokens were examples."""
+    fences = list(_FENCED.finditer(text))
+    closing = _closing_block(text, fences)
+    own = closing.start() if closing is not None else -1
+    quoted = [f.group(0) for f in fences if f.start() != own]
+    examples = len(_BRACKETED.findall("".join(quoted)))
+    prose = _FENCED.sub(lambda f: f.group(0).strip("`") if f.start() == own else "\n", text)
     tokens: list[str] = []
-    examples = len(_BRACKETED.findall("".join(_FENCED.findall(text))))
-    for line in _FENCED.sub("\n", text).split("\n"):
+    for line in prose.split("\n"):
         for match in _BRACKETED.finditer(line):
-            if _EXAMPLE_CUE.search(line, 0, match.start()):
+            if _after_example_cue(line, match.start()):
                 examples += 1
             else:
                 tokens.append(match.group(1))
@@ -71,6 +105,8 @@ def _verdict_tokens(text: str) -> tuple[list[str], int]:
 
 
 def _parse_arena(text: str) -> ParsedReply:
+    if not text.strip():
+        return _invalid(EMPTY_REPLY)
     tokens, examples = _verdict_tokens(text)
     seen: list[str] = []
     off_contract: list[str] = []
@@ -107,6 +143,8 @@ _FASTCHAT_VERDICTS: dict[str, SlotLabel] = {
 def _parse_fastchat(text: str) -> ParsedReply:
     """FastChat's `[[A]]`/`[[B]]`/`[[C]]` (tie), read like the Arena-Hard labels: examples
     ignored, one distinct label or Invalid (FastChat itself takes the first of A, B, C)."""
+    if not text.strip():
+        return _invalid(EMPTY_REPLY)
     tokens, examples = _verdict_tokens(text)
     seen = list(dict.fromkeys(re.sub(r"\s+", "", t).upper() for t in tokens))
     verdicts = [t for t in seen if t in _FASTCHAT_VERDICTS]
@@ -140,7 +178,7 @@ def _parse_vanilla(text: str) -> ParsedReply:
     if core in _VANILLA_VERDICTS:
         return ParsedReply(label=_VANILLA_VERDICTS[core], strength=None, note=None)
     if not core:
-        return _invalid("empty reply")
+        return _invalid(EMPTY_REPLY)
     folded = text.casefold()
     named = [v for v in ("output (a)", "output (b)") if v in folded]
     if len(named) == 2:
@@ -227,3 +265,12 @@ def parse_reply(template_id: str, text: str, finish_reason: str | None = None) -
             " raise the judge's max_tokens"
         )
     return _PARSERS[template_id](text)
+
+
+def note_reason(note: str | None) -> str:
+    """The reason an Invalid note gives, without the labels or values it quotes, so that
+    replies without a verdict can be counted by reason ("conflicting verdict labels")."""
+    if not note:
+        return "no note"
+    text = re.sub(r"\s*'[^']*'|\s*\[\[[^\]]*\]\](?:,\s*\[\[[^\]]*\]\])*", "", note)
+    return " ".join(re.split(r":|\s\(", text, maxsplit=1)[0].split())

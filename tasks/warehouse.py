@@ -66,6 +66,8 @@ class View:
     pattern: tuple[str, ...]
     model: type[BaseModel]
     run_from_path: bool
+    rewrite: str = "`judgeline remap {run}` rewrites its outcome tables from the cached replies"
+    """How a damaged file of a run is rewritten (`{run}` is the run id)."""
 
 
 VIEWS: tuple[View, ...] = (
@@ -82,7 +84,14 @@ VIEWS: tuple[View, ...] = (
     View("summary", ("runs", "*", TABLE_FILES["summary"]), SummaryRow, True),
     View("design", ("runs", "*", TABLE_FILES["design"]), DesignRow, True),
     View("components", ("runs", "*", TABLE_FILES["components"]), ComponentRow, True),
-    View("advice", ("runs", "*", TABLE_FILES["advice"]), AdviceRow, True),
+    View(
+        "advice",
+        ("runs", "*", TABLE_FILES["advice"]),
+        AdviceRow,
+        True,
+        "`judgeline advise {run} --max-change 1%` rewrites its advice, which lacks the "
+        "certificate columns when written before advice was certified",
+    ),
 )
 
 log = logging.getLogger(__name__)
@@ -149,7 +158,7 @@ def check_run_tables(work: WorkDir, run_id: str) -> None:
             f"run {run_id!r} has no outcomes yet ({outcomes} does not exist): it was judged "
             f"only. `judgeline remap {run_id}` makes them from its stored replies."
         )
-    damaged = []
+    damaged, rewrites = [], []
     for view in VIEWS:
         if view.pattern[0] != "runs":
             continue
@@ -157,12 +166,12 @@ def check_run_tables(work: WorkDir, run_id: str) -> None:
         problem = damage_of(path, view.model) if path.exists() else None
         if problem is not None:
             damaged.append(f"{path} ({problem})")
+            rewrites.append(view.rewrite.format(run=run_id))
     if damaged:
         raise IntegrityError(
             f"run {run_id!r} is damaged: {'; '.join(damaged)}. Its figures cannot be shown; "
-            "the other runs are not affected. Rewrite the damaged tables (`judgeline remap "
-            f"{run_id}` rewrites its outcome tables from the cached replies) or delete the "
-            "run's folder."
+            "the other runs are not affected. Rewrite the damaged tables "
+            f"({'; '.join(dict.fromkeys(rewrites))}) or delete the run's folder."
         )
 
 

@@ -15,6 +15,9 @@ os.environ["PREFECT_HOME"] = str(_PREFECT_HOME)
 os.environ["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] = str(_PREFECT_HOME / "results")
 os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+# The commands tests start share one local Prefect server for this home (flows.localserver),
+# stopped when the session ends; should the session die, it stops itself soon after.
+os.environ.setdefault("JUDGELINE_SERVER_IDLE_SECONDS", "120")
 
 from support import SHARED_DATA  # noqa: E402
 
@@ -43,3 +46,10 @@ def prefect_harness():  # type: ignore[no-untyped-def]
     # A loaded 2-core machine can need more than the default 30 s to start the server.
     with prefect_test_harness(server_startup_timeout=120):
         yield
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Stop the local Prefect server the session's commands shared, if one started."""
+    from flows.localserver import stop_server
+
+    stop_server(_PREFECT_HOME)

@@ -16,9 +16,11 @@ from tasks.workdir import WorkDir
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    import pandas as pd
     import pyarrow as pa
 
     from schemas import Pair
+    from tasks.simjudge.persona import Persona
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -64,3 +66,114 @@ def stage_plan(work: WorkDir, source: str, pairs: Sequence[Pair], *, k: int) -> 
     write_plan(work, info, table)
     _, presentations = read_plan(work, info.plan_id)
     return StagedPlan(work, info.plan_id, manifest, presentations)
+
+
+def persona_grids(
+    personas: list[tuple[Persona, str | None]], *, pairs: int, k: int, seed: int
+) -> pa.Table:
+    """Full replay-input grids (K seeds x both orders) of simulated judges, drawn directly
+    from each (persona, reasoning effort) with the simulated judge's documented law: invalid,
+    abstention, tie, else the left slot with `left_bias`, else the keyed answer with `skill`.
+    Each persona judges the same `pairs` pairs, whose keys are fair coins."""
+    import numpy as np
+    import pyarrow as pa
+
+    rng = np.random.default_rng(seed)
+    keys = np.where(rng.random(pairs) < 0.5, "A", "B")
+    shape = (pairs, k, 2)
+    left = np.broadcast_to(np.array(["A", "B"]), shape)  # AB shows A on the left, BA shows B
+    keyed = np.broadcast_to(keys[:, None, None], shape)
+    other = np.where(keyed == "A", "B", "A")
+    seeds = np.broadcast_to(np.arange(k)[None, :, None], shape).ravel()
+    orders = np.broadcast_to(np.array(["AB", "BA"]), shape).ravel()
+    pair_ids = np.broadcast_to(np.array([f"p{p}" for p in range(pairs)])[:, None, None], shape)
+    tables = []
+    for persona, effort in personas:
+        skill, left_bias = persona.shifted(effort)
+        draw = rng.random(shape)
+        invalid, abstain = persona.invalid_rate, persona.invalid_rate + persona.abstain_rate
+        tie = abstain + persona.tie_rate
+        decisive = np.where(
+            rng.random(shape) < left_bias,
+            left,
+            np.where(rng.random(shape) < skill, keyed, other),
+        )
+        outcome = np.select(
+            [draw < invalid, draw < abstain, draw < tie], ["I", "X", "T"], default=decisive
+        )
+        size = outcome.size
+        tables.append(
+            pa.table(
+                {
+                    "judge": pa.array([persona.name] * size),
+                    "config": pa.array([effort or "default"] * size),
+                    "dataset": pa.array(["sim"] * size),
+                    "pair_id": pa.array(pair_ids.ravel()),
+                    "seed": pa.array(seeds, pa.int64()),
+                    "order": pa.array(orders),
+                    "outcome": pa.array(outcome.ravel()),
+                    "key": pa.array(keyed.ravel()),
+                }
+            )
+        )
+    return pa.concat_tables(tables)
+
+
+def advice_coverage(
+    *, population: int, resamples: int, ns: tuple[int, ...], budgets: tuple[float, ...], k: int = 4
+) -> pd.DataFrame:
+    """How often advice exceeds its budget, on resamples of a simulated population.
+
+    The population is `population` pairs judged by the six preset (persona, reasoning effort)
+    configurations of the simulated judge; a policy's true change rate and savings are its
+    means over the whole population. For each configuration, n and budget, `resamples` sets of
+    n pairs are drawn without replacement and advised twice: by the certifying advisor, and
+    by the point-estimate rule it replaces (the cheapest policy whose mean change on a random
+    half is within the budget). One row per (budget, n, advisor): the share of advice whose
+    true change rate exceeds the budget, that share among decision-changing advice, how often
+    decision-changing advice is given, and the mean true savings of the advice.
+    """
+    import numpy as np
+    import pandas as pd
+
+    from schemas.vocabulary import POLICIES
+    from tasks.replay.advisor import ConfigValues, advise_config, per_pair
+    from tasks.replay.certify import change_range
+    from tasks.simjudge.persona import PRESETS
+
+    configs = [(p, effort) for p in PRESETS for effort in ("low", "high")]
+    table = persona_grids(configs, pairs=population, k=k, seed=11)
+    rng = np.random.default_rng(5)
+    changing = np.array([change_range(p, k) > 0 for p in POLICIES])
+    rows = []
+    for values in per_pair(table, "simulated population").values():
+        true_change, true_savings = values.change.mean(0), values.savings.mean(0)
+        for n in ns:
+            for budget in budgets:
+                for _ in range(resamples):
+                    pick = rng.choice(population, n, replace=False)
+                    sample = ConfigValues(
+                        values.savings[pick], values.change[pick], values.reversal[pick], values.ks
+                    )
+                    rows_ = advise_config(sample, max_change=budget, bounds=False)
+                    honest = next(i for i, r in enumerate(rows_) if r["rank"] == "advised")
+                    half = rng.permutation(n) < (n + 1) // 2
+                    means = sample.change[half].mean(0), sample.savings[half].mean(0)
+                    within = [i for i in range(len(POLICIES)) if means[0][i] <= budget]
+                    point = max(within, key=lambda i: means[1][i])
+                    for name, i in (("certified", honest), ("point estimate", point)):
+                        rows.append(
+                            (budget, n, name, true_change[i] > budget, changing[i], true_savings[i])
+                        )
+    frame = pd.DataFrame(rows, columns=["budget", "n", "advisor", "over", "changing", "savings"])
+    grouped = frame.groupby(["budget", "n", "advisor"])
+    out = grouped.agg(
+        advice=("over", "size"),
+        over=("over", "mean"),
+        changing=("changing", "mean"),
+        savings=("savings", "mean"),
+    )
+    changing_over = frame[frame["changing"]].groupby(["budget", "n", "advisor"])["over"]
+    out["over_when_changing"] = changing_over.mean()
+    out["changing_advice"] = changing_over.size()
+    return out.reset_index().fillna({"over_when_changing": 0.0, "changing_advice": 0})

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tasks.errors import InputError
-from tasks.parsing import PARSER_VERSION, ParsedReply, parse_reply
+from tasks.parsing import PARSER_VERSION, ParsedReply, note_reason, parse_reply
 
 O1_MINI = (
     "judgebench/dataset=judgebench,response_model=gpt-4o-2024-05-13,"
@@ -81,6 +81,15 @@ def test_real_o1_mini_replies_agree_with_the_recorded_decisions(shared_data: Pat
          "Left", "weak"),
         ("See [[Wikipedia]] and [[Talk:Foo]]. Verdict: [[A>B]]", "Left", "weak"),
         ("```\nprint('[[B>>A]]')\n```\nMy final verdict is [[A>>B]]", "Left", "strong"),
+        # An example cue earlier on the verdict's own line, in another sentence.
+        ("A cites it. For example, B misses the base case. Therefore, my final verdict is "
+         "[[B>A]].", "Right", "weak"),
+        # A fence the judge opened and never closed does not swallow the verdict after it.
+        ("```python\ndef f(n):\n    return n\n\nMy final verdict is [[A>B]]", "Left", "weak"),
+        ("```\nA\n```\nthen ```B without a close.\nMy final verdict is [[A=B]]", "Tie", None),
+        # The judge put its verdict in the fence that ends the reply.
+        ("A is right, B is not.\n\n```\nMy final verdict is [[A>>B]]\n```\n", "Left", "strong"),
+        ("Final verdict:\n```text\n[[B>>A]]\n```", "Right", "strong"),
     ],
 )  # fmt: skip
 def test_arena_valid_verdicts(reply: str, label: str, strength: str | None) -> None:
@@ -92,11 +101,15 @@ def test_arena_valid_verdicts(reply: str, label: str, strength: str | None) -> N
     ("reply", "note_part"),
     [
         ("Both answers are fine, I guess.", "no verdict"),
-        ("", "no verdict"),
+        ("", "empty reply"),
+        (" \n\t", "empty reply"),
         ("First [[A>B]] but on reflection [[B>A]]", "conflicting"),
         ("[[A>B]] ... actually [[A>>B]]", "conflicting"),
         ('The format is, for example, "[[A=B]]", but I will not say more.', "example"),
         ("```\nMy final verdict is [[A>B]]\n```", "example"),
+        ("The format, for example:\n```\n[[A=B]]\n```", "example"),
+        ("For example, A>B is written [[A>B]] and that is all.", "example"),
+        ("```\nprint('[[A>B]]')\n```\nNo verdict from me.", "example"),
         ("My final verdict is [[A<B]]", "not one of"),
         ("My final verdict is [[A>>>B]]", "not one of"),
         ("Verdict [A>B] with single brackets", "no verdict"),
@@ -189,6 +202,9 @@ def test_json_invalid_replies_say_why(reply: str, note_part: str) -> None:
         ("[[ A ]] ... so again [[A]]", "Left"),
         ("I cannot tell. [[ABSTAIN]]", "Abstain"),
         ('For example "[[B]]" would mean B.\nMy verdict is [[A]]', "Left"),
+        ("For example, A skips step 2 ... Therefore, my final verdict is [[B]].", "Right"),
+        ("```python\nprint(2)\nMy verdict: [[A]]", "Left"),
+        ("B explains more.\n```\n[[B]]\n```", "Right"),
     ],
 )
 def test_fastchat_valid_verdicts(reply: str, label: str) -> None:
@@ -203,6 +219,8 @@ def test_fastchat_valid_verdicts(reply: str, label: str) -> None:
         ("My verdict: [[A>B]]", "[[A>B]] is not one of"),
         ("Assistant A wins.", "no verdict label"),
         ("```\n[[A]]\n```", "only inside an example"),
+        ("", "empty reply"),
+        ("\n\n", "empty reply"),
     ],
 )
 def test_fastchat_invalid_replies_say_why(reply: str, note_part: str) -> None:
@@ -246,3 +264,20 @@ def test_other_finish_reasons_parse_as_before(finish: str | None) -> None:
     text = "My final verdict is [[A>B]]"
     assert parse_reply("arena-hard-v1", text, finish) == parse_reply("arena-hard-v1", text)
     assert parse_reply("arena-hard-v1", text, finish).label == "Left"
+
+
+@pytest.mark.parametrize(
+    ("note", "reason"),
+    [
+        ("conflicting verdict labels [[A>B]], [[B>A]]", "conflicting verdict labels"),
+        ("verdict label [[A<B]] is not one of the template's labels",
+         "verdict label is not one of the template's labels"),
+        ("truncated: the reply was cut by the token limit (finish_reason 'length')", "truncated"),
+        ("reply has words besides the verdict 'output (a)' (contract: only it)",
+         "reply has words besides the verdict"),
+        ("empty reply", "empty reply"),
+        (None, "no note"),
+    ],
+)  # fmt: skip
+def test_note_reason_drops_what_a_note_quotes(note: str | None, reason: str) -> None:
+    assert note_reason(note) == reason

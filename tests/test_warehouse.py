@@ -10,6 +10,8 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from schemas import (
@@ -340,3 +342,19 @@ def test_a_damaged_run_file_leaves_the_other_runs_readable(
     check_run_tables(work, "run-2")
     with pytest.raises(IntegrityError, match="run-1.*damaged.*outcomes.parquet"):
         check_run_tables(work, "run-1")
+
+
+def test_advice_from_before_certificates_names_the_command_that_rewrites_it(
+    two_runs: tuple[WorkDir, pd.DataFrame],
+) -> None:
+    """An advice table written before certificates lacks their columns: the run's report is
+    refused with `judgeline advise`, not remap, as the way to rewrite it."""
+    work, _ = two_runs
+    old = pa.table({"judge": ["j"], "config": ["c"], "rank": ["advised"], "policy": ["strict"],
+                    "rng_seed": [0], "holdout_savings": [0.2], "note": ["held out"]})  # fmt: skip
+    pq.write_table(old, work.run_dir("run-1") / "advice.parquet")
+    with pytest.raises(IntegrityError, match=r"advice.parquet \(missing columns") as caught:
+        check_run_tables(work, "run-1")
+    assert "`judgeline advise run-1 --max-change 1%` rewrites its advice" in str(caught.value)
+    assert "judgeline remap" not in str(caught.value)
+    check_run_tables(work, "run-2")

@@ -6,7 +6,6 @@ group of subcommands on it when imported.
 
 from __future__ import annotations
 
-import shlex
 import sys
 
 from rich.markup import escape
@@ -25,18 +24,13 @@ from flows.cli import (  # noqa: F401
     remap,
     replay,
     run,
+    server,
     simjudge,
 )
-from flows.cli.app import app, err_console
+from flows.cli.app import app, err_console, resume_line
 from tasks.errors import Interrupted, JudgelineError
 
-__all__ = ["app", "main", "resume_command"]
-
-
-def resume_command(argv: list[str], run_id: str) -> str:
-    """The command line that resumes an interrupted run: this one, naming its run id."""
-    args = list(argv) if run_id in argv else [*argv, "--run-id", run_id]
-    return shlex.join(["judgeline", *args])
+__all__ = ["app", "main"]
 
 
 def main() -> None:
@@ -48,7 +42,7 @@ def main() -> None:
         if "--debug" in sys.argv:
             raise
         err_console.print(
-            f"{escape(str(exc))}; resume with: {escape(resume_command(sys.argv[1:], exc.run_id))}",
+            f"{escape(str(exc))}; resume with: {escape(exc.resume or resume_line(exc.run_id))}",
             highlight=False,
             soft_wrap=True,
         )

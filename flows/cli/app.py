@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from flows.runtime import configure_prefect, detach_embedded_server
+from flows.runtime import check_work_dir, configure_prefect, start_prefect
 from tasks.errors import InputError
 from tasks.workdir import WorkDir
 
@@ -77,7 +77,8 @@ def global_options(
     state.work = WorkDir.at(work_dir)
     state.work_given = work_dir
     state.debug = debug
-    configure_prefect(state.work, debug=debug)
+    configure_prefect(debug=debug)
+    check_work_dir(state.work)
 
 
 DaskAddress = Annotated[
@@ -98,11 +99,24 @@ def fits(table: Table) -> bool:
 
 
 def prepare_prefect() -> None:
-    """Process settings for the jobs that run flows, before their flows are imported."""
-    # A loaded machine can take more than Prefect's default 20 s to start its server.
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
-    # A terminal's Ctrl-C must reach judgeline only, which stops its judge stage cleanly.
-    detach_embedded_server()
+    """For the jobs that run flows, before their flows are imported: Prefect's home in the
+    work dir and its client on the work dir's local server (`flows.runtime.start_prefect`).
+    Everything that can refuse the job's input runs before this."""
+    start_prefect(state.work)
+
+
+def resume_line(run_id: str) -> str:
+    """The command line that resumes an interrupted run (`rerun-failed`, whatever stage it
+    stopped in), with the work dir it ran in unless that is the default."""
+    import shlex
+
+    from tasks.jobrecord import resume_command
+
+    command = resume_command(run_id)
+    if state.work.root != WorkDir.at().root:
+        where = shlex.quote(str(state.work.root))
+        command = command.replace("judgeline ", f"judgeline --work-dir {where} ", 1)
+    return command
 
 
 def load_judges(path: Path) -> list[JudgeSpec]:
@@ -322,3 +336,25 @@ def run_nightly(**params: Any) -> dict[str, Any]:
 
     result: dict[str, Any] = asyncio.run(nightly_flow(**params))
     return result
+
+
+def run_and_show_nightly(**params: Any) -> dict[str, Any]:
+    """The nightly flow, then what `run` prints: the summary, spend and report; a degraded
+    or failed run prints its reasons first and exits 3 or 4."""
+    import typer
+
+    from tasks.runhealth import EXIT_CODES, RunNotCompleted
+    from tasks.runrecord import read_record
+
+    try:
+        record = run_nightly(**params)
+    except RunNotCompleted as exc:
+        print_reasons(exc.lines)
+        print_summary(exc.run_id)
+        report = read_record(state.work, exc.run_id).report
+        console.print(f"report: {report}", highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_CODES[exc.status]) from None
+    print_summary(record["run_id"])
+    print_spend(record["run_id"])
+    console.print(f"report: {record['report']}", highlight=False, soft_wrap=True)
+    return record

@@ -4,6 +4,8 @@ for one night or several (a growing benchmark, a drifting judge, a probe that ca
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated
 
 import typer
@@ -12,6 +14,7 @@ from rich.markup import escape
 from flows.cli.app import (
     app,
     console,
+    prepare_prefect,
     print_diff,
     print_reasons,
     print_spend,
@@ -19,6 +22,21 @@ from flows.cli.app import (
     run_nightly,
     state,
 )
+from tasks.workdir import WorkDir
+
+
+@contextmanager
+def demo_resumes() -> Iterator[None]:
+    """An interrupted demo is resumed by the demo again (its simulated judge is gone with it):
+    a new run that reuses every reply stored and sends the rest."""
+    from tasks.errors import Interrupted
+
+    try:
+        yield
+    except Interrupted as exc:
+        where = "" if state.work.root == WorkDir.at().root else f" --work-dir {state.work.root}"
+        exc.resume = f"judgeline{where} demo (a new run: it reuses the {exc.run_id} replies)"
+        raise
 
 
 @app.command("demo")
@@ -43,8 +61,9 @@ def demo(
     if nights > 1 or pairs is not None:
         demo_nights(nights, pairs, latency_ms)
         return
-    from flows.prepare import freeze_flow
+    prepare_prefect()
     from tasks.demo import DEMO_CACHE_MIN_TOKENS, DEMO_PERSONAS, demo_config
+    from tasks.ingest.sources import freeze_sources
     from tasks.runhealth import EXIT_CODES, RunNotCompleted
     from tasks.runrecord import read_record
     from tasks.simjudge.server import simjudge_subprocess
@@ -53,14 +72,14 @@ def demo(
     console.print(f"[bold]judgeline demo[/bold]: work dir {work.root}")
     # The simulated judge learns the key from the frozen manifest, so freeze first (the
     # nightly flow's own freeze then finds it already frozen).
-    manifest_hash = freeze_flow([{"kind": "demo"}], str(work.root))
+    manifest_hash = freeze_sources([{"kind": "demo"}], work).info.manifest_hash
     console.print(f"manifest {manifest_hash[:16]} frozen; starting the simulated judge")
     os.environ["JUDGELINE_WORK_DIR"] = str(work.root)
     args = ["--manifest", manifest_hash, "--latency-ms", str(latency_ms)]
     args += ["--cache-min-tokens", str(DEMO_CACHE_MIN_TOKENS)]
     for persona in DEMO_PERSONAS:
         args += ["--persona", persona]
-    with simjudge_subprocess(*args) as base_url:
+    with simjudge_subprocess(*args) as base_url, demo_resumes():
         console.print(f"simulated judge at {base_url} with personas {', '.join(DEMO_PERSONAS)}")
         config = demo_config(base_url)
         try:
@@ -92,7 +111,7 @@ def demo_nights(nights: int, pairs: int | None, latency_ms: float) -> None:
     demo. Then the diff of the last two nights and the trends page."""
     import datetime as dt
 
-    from flows.prepare import freeze_flow
+    prepare_prefect()
     from tasks.demo import DEMO_CACHE_MIN_TOKENS
     from tasks.demo_nights import (
         night_dataset,
@@ -106,6 +125,7 @@ def demo_nights(nights: int, pairs: int | None, latency_ms: float) -> None:
     from tasks.history.page import write_trends
     from tasks.history.trends import trend_points
     from tasks.ingest.demo_benchmark import demo_pairs
+    from tasks.ingest.sources import freeze_sources
     from tasks.runhealth import RunNotCompleted
     from tasks.runrecord import read_record
     from tasks.simjudge.server import simjudge_subprocess
@@ -118,12 +138,14 @@ def demo_nights(nights: int, pairs: int | None, latency_ms: float) -> None:
     for night in plan:
         console.print(escape(night.title(nights)), style="bold", highlight=False)
         table, personas = write_night_files(work, night)
-        manifest_hash = freeze_flow([night_dataset(table).model_dump()], str(work.root))
+        source = night_dataset(table).model_dump()
+        manifest_hash = freeze_sources([source], work).info.manifest_hash
         args = ["--manifest", manifest_hash, "--latency-ms", str(latency_ms)]
         args += ["--cache-min-tokens", str(DEMO_CACHE_MIN_TOKENS)]
         with (
             probe_date(night.date),
             simjudge_subprocess(*args, "--personas", str(personas)) as base_url,
+            demo_resumes(),
         ):
             config = nights_config(base_url, table).model_dump(mode="json")
             try:

@@ -7,18 +7,25 @@ from typing import Annotated, Any
 
 import typer
 
-from flows.cli.app import app, console, print_reasons, state
+from flows.cli.app import app, console, prepare_prefect, print_reasons, state
 
 
 def _print_agreement(imported: dict[str, Any] | None) -> None:
+    from tasks.imports import summary_lines
+
     if not imported or not imported.get("agreement"):
         return
+    for summary in imported.get("summary") or []:
+        for line in summary_lines(summary):
+            console.print(line, highlight=False, soft_wrap=True)
     agree = imported["agreement"]
-    console.print(
-        f"judgeline's parser agrees with the files' recorded verdicts on {agree['agree']} of "
-        f"{agree['compared']} replies",
-        highlight=False,
-    )
+    if agree["disagreements"]:
+        shown = min(20, len(agree["disagreements"]))
+        console.print(
+            f"where the parser and a file disagree ({shown} of {agree['disagree']}; the file's "
+            "verdict in its own slot letters, then as a slot label):",
+            highlight=False,
+        )
     for d in agree["disagreements"][:20]:
         console.print(
             f"  {d['source_file']}:{d['source_line']} judgment {d['judgment']}: file says "
@@ -64,8 +71,18 @@ def import_(
 ) -> None:
     """Import another tool's judgment files as a run: nothing is sent or paid. Exits as
     `run` does (3 if the run is degraded, 4 if failed)."""
-    from flows.imports import import_flow
+    from tasks.imports import ImportOptions, check_files, read_seeds
     from tasks.runhealth import EXIT_CODES, RunNotCompleted
+
+    # Refused files are refused before Prefect starts; the flow reads them again from the
+    # same process's memo (`read_seeds`).
+    options = ImportOptions(
+        dataset, str(questions) if questions else None,
+        str(answers_dir) if answers_dir else None, map_, judge, template,
+    )  # fmt: skip
+    check_files([f for p in files for f in read_seeds(fmt, p, options)])
+    prepare_prefect()
+    from flows.imports import import_flow
 
     try:
         record = import_flow(
@@ -84,9 +101,9 @@ def import_(
 def _print_imported(record: dict[str, Any], files: int) -> None:
     calls = record["calls"]
     console.print(
-        f"run [bold]{record['run_id']}[/bold] imported from {files} file(s): "
-        f"{calls['imported']} replies, {calls['failed']} recorded without a reply, "
-        f"{calls['planned']} planned slots, 0 sent",
+        f"run [bold]{record['run_id']}[/bold] imported from {files} file(s), K = "
+        f"{record['config'].get('k')}: {calls['imported']} replies, {calls['failed']} recorded "
+        f"without a reply, {calls['planned']} planned slots, 0 sent",
         highlight=False,
         soft_wrap=True,
     )
@@ -98,8 +115,12 @@ def _print_imported(record: dict[str, Any], files: int) -> None:
 def reparse(run_id: Annotated[str, typer.Argument(help="The run to re-label.")]) -> None:
     """Re-label a run from its cached replies (current parser) and rebuild everything after,
     its status too; exits as `run` does (3 if the run is degraded, 4 if failed)."""
-    from flows.imports import reparse_flow
     from tasks.runhealth import EXIT_CODES, RunNotCompleted
+    from tasks.runrecord import read_record
+
+    read_record(state.work, run_id)  # an unknown run is refused before Prefect starts
+    prepare_prefect()
+    from flows.imports import reparse_flow
 
     try:
         counts = reparse_flow(run_id, str(state.work.root))

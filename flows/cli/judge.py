@@ -103,10 +103,7 @@ def judge(
     ] = False,
 ) -> None:
     """Send every planned call of a plan to the judges (cached calls are never resent)."""
-    prepare_prefect()
-    from flows.judge import judge_flow
     from tasks.hashing import digest
-    from tasks.jobrecord import judged_config, new_record, recorded_run
     from tasks.plan import resolve_plan_id
     from tasks.templates import DEFAULT_TEMPLATE
 
@@ -130,9 +127,27 @@ def judge(
     specs = [j.model_dump(mode="json") for j in judges]
     if run_id is None:
         run_id = f"run-{digest(plan, template_id, specs)[:16]}"
+    _judge_run(run_id, plan, judges, template_id, batch_size, progress, dask_address)
+
+
+def _judge_run(
+    run_id: str,
+    plan: str,
+    judges: list[JudgeSpec],
+    template_id: str,
+    batch_size: int,
+    progress: bool,
+    dask_address: str | None,
+) -> None:
+    """The judge flow for one run, with its record (so `runs`, `show` and `report` know it)."""
+    prepare_prefect()
+    from flows.judge import judge_flow
+    from tasks.jobrecord import judged_config, new_record, recorded_run
+
+    specs = [j.model_dump(mode="json") for j in judges]
     record = new_record(run_id, "judge", judged_config(plan, template_id, specs))
     record.plan_id = plan
-    with recorded_run(state.work, record):  # so `runs`, `show` and `report` know the run
+    with recorded_run(state.work, record):
         record.calls = counts = asyncio.run(
             judge_flow(
                 run_id=run_id,
@@ -156,11 +171,43 @@ def rerun_failed(
 ) -> None:
     """Send again exactly the planned calls of a run that have no stored reply, then rebuild
     its outcomes, replay, record, status and report; exits as `run` does (3 if the run is
-    still degraded, 4 if failed)."""
-    prepare_prefect()
-    from flows.nightly import rerun_run_flow
+    still degraded, 4 if failed). Also takes up a run interrupted at any stage (Ctrl-C,
+    SIGTERM, a killed process): its job runs again under its run id, reusing every reply
+    stored."""
+    from schemas.judge import JudgeSpec
+    from tasks.jobrecord import resume_kind
     from tasks.runfolder import RunFolder
     from tasks.runhealth import EXIT_CODES, RunNotCompleted
+
+    kind, record = resume_kind(state.work, run_id)
+    config: dict[str, Any] = record.config if record is not None else {}
+    if kind == "import":
+        files = " ".join(str(f) for f in config.get("files", []))
+        raise InputError(
+            f"run {run_id} is an import that did not finish (nothing is sent by an import); "
+            f"import the files again: judgeline import {config['import']} {files} "
+            f"--run-id {run_id}"
+        )
+    judges = [JudgeSpec.model_validate(j) for j in config.get("judges", [])]
+    if kind == "nightly":
+        from flows.cli.app import run_and_show_nightly
+
+        run_and_show_nightly(config=config, run_id=run_id, work_dir=str(state.work.root),
+                             show_progress=progress)  # fmt: skip
+        return
+    if kind == "judge":
+        template_id = str(config.get("template") or "")
+        _judge_run(run_id, str(config["plan_id"]), judges, template_id, 500, progress,
+                   dask_address)  # fmt: skip
+        return
+    if kind == "live":
+        from flows.cli.live import live_run
+
+        live_run(run_id, str(config["plan_id"]), judges, int(config["live"]["rng_seed"]),
+                 str(config.get("template") or ""), 500, progress)  # fmt: skip
+        return
+    prepare_prefect()
+    from flows.nightly import rerun_run_flow
 
     try:
         counts = asyncio.run(

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from flows.cli.app import app, console, load_judges, prepare_prefect, state
 from tasks.runfolder import RunFolder
+
+if TYPE_CHECKING:
+    from schemas.judge import JudgeSpec
 
 
 def _expected_savings(run_id: str) -> tuple[str | None, dict[tuple[str, str, str], float]]:
@@ -44,16 +47,9 @@ def live(
 ) -> None:
     """Run paired unanimity live: the first drawn couple of every pair, then the rest of the
     reference unless it stopped (docs/design.md#live-stopping). Draws are recorded, reproducible."""
-    from rich.table import Table
-
     from tasks.hashing import digest
-    from tasks.jobrecord import judged_config, new_record, recorded_run
     from tasks.plan import resolve_plan_id
-    from tasks.runrecord import outcome_counts
     from tasks.templates import DEFAULT_TEMPLATE
-
-    prepare_prefect()
-    from flows.live import live_flow
 
     judges = load_judges(judges_file)
     plan = resolve_plan_id(state.work, plan_id)
@@ -61,6 +57,28 @@ def live(
     specs = [j.model_dump(mode="json") for j in judges]
     if run_id is None:
         run_id = f"live-{digest(plan, template_id, specs, rng_seed)[:16]}"
+    live_run(run_id, plan, judges, rng_seed, template_id, batch_size, progress)
+
+
+def live_run(
+    run_id: str,
+    plan: str,
+    judges: list[JudgeSpec],
+    rng_seed: int,
+    template_id: str,
+    batch_size: int,
+    progress: bool,
+) -> None:
+    """The live flow for one run, with its record, then its table of realised savings."""
+    from rich.table import Table
+
+    from tasks.jobrecord import judged_config, new_record, recorded_run
+    from tasks.runrecord import outcome_counts
+
+    prepare_prefect()
+    from flows.live import live_flow
+
+    specs = [j.model_dump(mode="json") for j in judges]
     config = judged_config(plan, template_id, specs, live={"rng_seed": rng_seed})
     record = new_record(run_id, "live", config)
     record.plan_id = plan

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from flows.cli.app import app, console, state
+from flows.cli.app import app, console, prepare_prefect, state
 from tasks.runfolder import RunFolder
 
 _DISCLOSURE_COLUMNS = (
@@ -35,6 +35,8 @@ def remap(run_id: Annotated[str, typer.Argument(help="The run to remap.")]) -> N
     """Remap a run's stored replies through the trusted presentation map (no judge calls)."""
     from rich.table import Table
 
+    RunFolder(state.work, run_id).read_info()  # an unknown run is refused before Prefect starts
+    prepare_prefect()
     from flows.remap import remap_flow
 
     counts = remap_flow(run_id, str(state.work.root))

@@ -15,11 +15,13 @@ from flows.cli.app import (
     console,
     err_console,
     fits,
+    prepare_prefect,
     print_reasons,
     print_rows,
     print_spend,
     print_summary,
-    run_nightly,
+    resume_line,
+    run_and_show_nightly,
     state,
 )
 from tasks.workdir import WorkDir
@@ -36,8 +38,6 @@ def run(
     """Run the nightly flow once for a configuration, now."""
     from tasks.preflight import check_run
     from tasks.runconfig import choose_work_dir, load_run_config
-    from tasks.runhealth import EXIT_CODES, RunNotCompleted
-    from tasks.runrecord import read_record
 
     if dry_run:
         from tasks.judging.estimate import ESTIMATE_NOTE, estimate_config
@@ -50,27 +50,16 @@ def run(
         err_console.print(f"note: {note}", highlight=False, soft_wrap=True)
     state.work = WorkDir(work_dir)
     check_run(cfg, state.work, run_id)  # in a second, before Prefect starts
-    try:
-        record = run_nightly(
-            config_path=str(config), run_id=run_id, work_dir=str(work_dir), show_progress=True
-        )
-    except RunNotCompleted as exc:
-        # Degraded or failed: the reasons first, then what the run did measure.
-        print_reasons(exc.lines)
-        print_summary(exc.run_id)
-        report = read_record(state.work, exc.run_id).report
-        console.print(f"report: {report}", highlight=False, soft_wrap=True)
-        raise typer.Exit(EXIT_CODES[exc.status]) from None
-    print_summary(record["run_id"])
-    print_spend(record["run_id"])
-    console.print(f"report: {record['report']}", highlight=False, soft_wrap=True)
+    run_and_show_nightly(
+        config_path=str(config), run_id=run_id, work_dir=str(work_dir), show_progress=True
+    )
 
 
 @app.command("runs")
 def runs() -> None:
     """List runs with status and counts, newest first; damaged records are named, and a run
     whose process died is `interrupted`, with the command that takes it up again."""
-    from tasks.jobrecord import resume_command, scan_records
+    from tasks.jobrecord import scan_records
 
     entries = scan_records(state.work)
     headers = ("run id", "name", "status", "started", "stored", "failed", "M", "I")
@@ -109,8 +98,8 @@ def runs() -> None:
             err_console.print(f"warning: {entry.problem}", highlight=False, soft_wrap=True)
         elif entry.status == "interrupted":
             console.print(
-                f"run {entry.run_id} was interrupted (the process running it died); "
-                f"`{resume_command(entry)}` takes it up again",
+                f"run {entry.run_id} was interrupted (stopped by a signal, or its process "
+                f"died); `{resume_line(entry.run_id)}` takes it up again",
                 highlight=False,
                 soft_wrap=True,
             )
@@ -126,6 +115,7 @@ def show(
     """Print a run's summary table, after why it is degraded or failed (a run a stage error
     stopped: why); or, with --pair, one pair as the report's disagreements section shows it."""
     from tasks.errors import InputError
+    from tasks.jobrecord import lock_is_free
     from tasks.report.pairs import pair_text, pair_views
     from tasks.runhealth import reasons
     from tasks.runrecord import read_record
@@ -137,6 +127,17 @@ def show(
             console.print(pair_text(view), markup=False, highlight=False, soft_wrap=True)
         return
     started = record.started_at.strftime("%Y-%m-%d %H:%M UTC")
+    if record.status == "interrupted" or (
+        record.status == "running" and lock_is_free(state.work, run_id)
+    ):
+        why = record.error or "its process died"
+        console.print(
+            f"run {escape(run_id)} ({escape(record.name)}, started {started}) was interrupted: "
+            f"{escape(why)}; `{escape(resume_line(run_id))}` takes it up again",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return
     if record.status == "failed" and record.error:
         done = ", ".join(record.stage_seconds) or "none"
         raise InputError(
@@ -171,15 +172,19 @@ def serve(
 ) -> None:
     """Serve the nightly-benchmark, rerun-failed and replay-policies deployments.
 
-    Needs a Prefect server (PREFECT_API_URL); schedules only fire against a real server.
+    On the server PREFECT_API_URL names, else on the work dir's local Prefect server (which
+    stays up while it serves); schedules fire there.
     """
-    from flows.deploy import build_deployments
-    from flows.serving import serve_deployments
     from tasks.runconfig import choose_work_dir, load_run_config
 
     work_dir, note = choose_work_dir(load_run_config(config), state.work_given)
     if note:
         err_console.print(f"note: {note}", highlight=False, soft_wrap=True)
+    state.work = WorkDir(work_dir)
+    prepare_prefect()
+    from flows.deploy import build_deployments
+    from flows.serving import serve_deployments
+
     deployments = build_deployments(config, work_dir)
     console.print(f"serving {', '.join(d.name for d in deployments)} (Ctrl-C stops)")
     serve_deployments(deployments)

@@ -166,8 +166,9 @@ def serve_judge(
     from pydantic import ValidationError
 
     from tasks.simjudge.persona import PRESETS
-    from tasks.simjudge.server import SimJudge, bind_loopback, make_server
+    from tasks.simjudge.server import SimJudge, bind_loopback, die_with_parent, make_server
 
+    die_with_parent()
     chosen = _load_personas(personas) if personas is not None else list(PRESETS)
     if persona:
         known = {p.name: p for p in chosen}

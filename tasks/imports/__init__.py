@@ -4,8 +4,9 @@ One module per format reads a file into pairs and judgments placed by display or
 (`judgebench`, `arenahard`, `fastchat`, and `table` for a generic judgments table);
 `records` holds what they hand over, `build` turns the files of one judge (one per seed)
 into a manifest, a plan, cached replies marked as imported and the run's calls, and
-`agreement` compares judgeline's labels with the verdicts the files record. Remap, replay
-and report then run as for any run.
+`agreement` compares judgeline's labels with the verdicts the files record, and `summary`
+counts what the import prints per judge config. Remap, replay and report then run as for any
+run.
 """
 
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from tasks.imports.build import (
 from tasks.imports.fastchat import read_fastchat
 from tasks.imports.judgebench import read_judgebench_output
 from tasks.imports.records import ImportedFile, Judgment
+from tasks.imports.summary import import_summary, summary_lines
 from tasks.imports.table import read_judgment_table
 
 __all__ = [
@@ -36,10 +38,12 @@ __all__ = [
     "agreement",
     "build_import",
     "check_files",
+    "import_summary",
     "imported_table",
     "read_imported",
     "read_judgebench_output",
     "read_seeds",
+    "summary_lines",
 ]
 
 FORMATS = ("judgebench", "arena-hard", "fastchat", "table")
@@ -68,9 +72,34 @@ def read_imported(fmt: str, path: str | Path, *, dataset: str | None = None) -> 
     raise InputError(f"unknown import format {fmt!r}; expected one of {', '.join(FORMATS)}")
 
 
+_read: dict[tuple[object, ...], list[ImportedFile]] = {}
+"""Files this process read, by format, path, size, mtime and options: the `import` command
+reads them before Prefect starts (to refuse a bad one at once), its flow reads them again."""
+
+
 def read_seeds(fmt: str, path: str | Path, options: ImportOptions) -> list[ImportedFile]:
     """The seeds one file holds, in order: one for a judgment file, one per seed value of a
-    judgments table."""
+    judgments table. A file read before in this process, unchanged, is not read again."""
+    try:
+        stat = Path(path).stat()
+        key: tuple[object, ...] | None = (
+            fmt,
+            str(Path(path).resolve()),
+            stat.st_size,
+            stat.st_mtime_ns,
+            options,
+        )
+    except OSError:
+        key = None  # the reader names the problem
+    if key is not None and key in _read:
+        return _read[key]
+    seeds = _read_seeds(fmt, path, options)
+    if key is not None:
+        _read[key] = seeds
+    return seeds
+
+
+def _read_seeds(fmt: str, path: str | Path, options: ImportOptions) -> list[ImportedFile]:
     if fmt == "fastchat":
         return [
             read_fastchat(

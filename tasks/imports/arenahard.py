@@ -7,8 +7,10 @@ baseline's place is swapped; `show_result.py` inverts `games[0]`'s score). judge
 the judged model identity A and the baseline identity B, so `games[0]` is display order
 `BA` and `games[1]` order `AB`. The answers exist only inside the stored prompt (v2: the
 user message of `prompt`; v0.1: `user_prompt`), between the Assistant A/B answer markers.
-A game is null when the judge call failed; its `score` (e.g. `A>>B`, about its own slots)
-is null when arena-hard found no label. Question ids are `uid` (v2) or `question_id` (v0.1).
+A game is null when the judge call failed (v2); v0.1 wrote its judgment as "\n" + each
+attempt's output, `$ERROR$` for a failed call, so a judgment of `$ERROR$` lines only is a
+failed call too. A game's `score` (e.g. `A>>B`, about its own slots) is null when arena-hard
+found no label. Question ids are `uid` (v2) or `question_id` (v0.1).
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ _SCORES: dict[str, SlotLabel] = {
     **dict.fromkeys(("B>A", "B>>A", "A<B", "A<<B"), "Right"),
     **dict.fromkeys(("A=B", "B=A"), "Tie"),
 }
+API_ERROR_OUTPUT = "$ERROR$"
+"""What arena-hard v0.1 wrote for a judge call that failed after its retries."""
 _USER = "<|User Prompt|>\n"
 _MARKERS = (
     "\n\n<|The Start of Assistant A's Answer|>\n",
@@ -84,6 +88,8 @@ def _game(game: Any, index: int, *, path: Path, row: int) -> tuple[str, str | No
         )
     if "user_prompt" in game:  # v0.1
         prompt, reply = game["user_prompt"], game.get("judgment")
+        if isinstance(reply, str) and _failed_attempts(reply):
+            reply = None
     else:  # v2: prompt = [system, user] messages, judgment = {"answer": ...}
         messages = game.get("prompt")
         users = (
@@ -108,6 +114,12 @@ def _game(game: Any, index: int, *, path: Path, row: int) -> tuple[str, str | No
             row=row,
         )
     return prompt, reply, game.get("score")
+
+
+def _failed_attempts(judgment: str) -> bool:
+    """Whether a v0.1 judgment holds only failed attempts (`\n$ERROR$` once per attempt)."""
+    lines = judgment.split("\n")
+    return API_ERROR_OUTPUT in lines and set(lines) <= {"", API_ERROR_OUTPUT}
 
 
 def _recorded(score: Any) -> SlotLabel | None:
@@ -161,8 +173,10 @@ def read_arenahard(path: str | Path, *, dataset: str | None = None) -> ImportedF
             )
         ((question, answer_a, answer_b),) = seen
         metadata = {
-            "model": model,
-            "baseline": record.get("baseline"),
+            "model_a": model,
+            "role_a": "judged model",
+            "model_b": record.get("baseline"),  # v0.1 lines do not name the baseline
+            "role_b": "baseline",
             "category": record.get("category"),
         }
         pairs.append(

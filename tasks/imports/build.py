@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -53,9 +54,11 @@ def _check_same_judge(files: list[ImportedFile]) -> None:
                     f"{getattr(other, attr)!r} here but {getattr(first, attr)!r} in {first.path}",
                     file=str(other.path),
                 )
-        if other.pairs.pairs != first.pairs.pairs:
-            mine = {p.pair_id: p for p in other.pairs.pairs}
-            theirs = {p.pair_id: p for p in first.pairs.pairs}
+        # The lines of repeated runs may come in any order (JudgeBench writes them as calls
+        # finish): the pairs are compared by pair_id.
+        mine = {p.pair_id: p for p in other.pairs.pairs}
+        theirs = {p.pair_id: p for p in first.pairs.pairs}
+        if mine != theirs:
             differ = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
             raise InputError(
                 f"the pairs differ from those of {first.path} (pair_id {', '.join(differ[:3])}): "
@@ -64,11 +67,30 @@ def _check_same_judge(files: list[ImportedFile]) -> None:
             )
 
 
+def _check_distinct(files: list[ImportedFile]) -> None:
+    """Each file is one run: the same bytes given twice would count one run's judgments as two
+    seeds (and the replay would report savings over copies)."""
+    seen: dict[tuple[str, int], Path] = {}
+    for file in files:
+        first = seen.get((file.sha256, file.part))
+        if first is not None:
+            same = "the same file" if first == file.path else f"the same file as {first}"
+            raise InputError(
+                f"{same} (SHA-256 {file.sha256[:12]}...) is given twice: each file is one "
+                "repeated run of the judge (one seed), so a copy would count one run's "
+                "judgments twice; give each run's file once",
+                file=str(file.path),
+            )
+        seen[(file.sha256, file.part)] = file.path
+
+
 def check_files(files: list[ImportedFile]) -> None:
-    """Refuse files that cannot make one run: none, not one judge's repeated runs of the same
-    pairs, or a pair judged twice in one order of one file (`build_import` checks too)."""
+    """Refuse files that cannot make one run: none, the same file twice, not one judge's
+    repeated runs of the same pairs, or a pair judged twice in one order of one file
+    (`build_import` checks too)."""
     if not files:
         raise InputError("give at least one judgment file to import")
+    _check_distinct(files)
     _check_same_judge(files)
     for file in files:
         seen: set[tuple[str, str]] = set()

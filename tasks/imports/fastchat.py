@@ -1,5 +1,5 @@
-"""FastChat MT-Bench pairwise judgments (`data/mt_bench/model_judgment/<judge>_pair.jsonl`,
-lm-sys/FastChat `fastchat/llm_judge`), read with the question and answer files.
+"""FastChat pairwise judgments (`data/<bench>/model_judgment/<judge>_pair.jsonl`, MT-Bench
+or Vicuna-bench, lm-sys/FastChat `fastchat/llm_judge`).
 
 Each line (`question_id, model_1, model_2, g1_winner, g2_winner, g1_judgment, g2_judgment,
 judge, turn`) holds two games: g1 showed model_1 as Assistant A, g2 showed model_2 as A.
@@ -8,10 +8,13 @@ g2 order `BA`. FastChat already mapped each winner to `model_1`/`model_2`/`tie` 
 no label found); judgeline maps it back to the slots of that game to compare it with its
 own label. A judgment `$ERROR$` is FastChat's failed call (the slot is `M`).
 
-The judgment file holds no question or answer text: `question.jsonl` gives the turns, and
-`model_answer/<model>.jsonl` each model's turns (`choices[0].turns`). A turn-1 pair is the
-first question and answers; a turn-2 pair is the second question, with each answer the
-model's whole conversation laid out as FastChat's multi-turn prompt shows it.
+The texts come from each line's stored prompts (`g1_user_prompt`, `g2_user_prompt`:
+`fastchat_prompts`), or, with `--questions` and `--answers-dir`, from `question.jsonl` (the
+turns) and `model_answer/<model>.jsonl` (each model's turns, `choices[0].turns`). A turn-1
+pair is the first question and answers; a turn-2 pair is the second question, with each
+answer the model's whole conversation laid out as FastChat's multi-turn prompt shows it.
+Both ways give the same pairs. Identity A is model_1 (`model_a` in the pair's metadata), B
+is model_2 (`model_b`).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from schemas import Pair
 from schemas.vocabulary import Order, SlotLabel
 from tasks.errors import InputError
 from tasks.hashing import canonical_json, sha256_bytes
+from tasks.imports.fastchat_prompts import conversation, prompt_texts
 from tasks.imports.records import (
     ImportedFile,
     Judgment,
@@ -44,10 +48,10 @@ _GAMES: tuple[tuple[str, Order, dict[str, SlotLabel]], ...] = (
     ("g1", "AB", {"model_1": "Left", "model_2": "Right", "tie": "Tie"}),
     ("g2", "BA", {"model_2": "Left", "model_1": "Right", "tie": "Tie"}),
 )
-MISSING_TEXTS = (
-    "FastChat judgment files hold no question or answer text: give the MT-Bench question file "
-    "with --questions (data/mt_bench/question.jsonl) and the folder of model answers with "
-    "--answers-dir (data/mt_bench/model_answer, one <model>.jsonl per model)"
+ONE_OF_TWO = (
+    "give both --questions (data/<bench>/question.jsonl) and --answers-dir "
+    "(data/<bench>/model_answer, one <model>.jsonl per model), or neither to read the texts "
+    "from each line's g1_user_prompt and g2_user_prompt"
 )
 
 
@@ -86,14 +90,46 @@ def _answers(
     return cache[model]
 
 
-def _conversation(questions: list[str], answers: list[str], turn: int) -> str:
-    if turn == 1:
-        return answers[0]
-    parts = [
-        f"### User:\n{q}\n\n### Assistant:\n{a}"
-        for q, a in zip(questions[:turn], answers[:turn], strict=True)
-    ]
-    return "\n\n".join(parts)
+class _SideFiles:
+    """The texts from the MT-Bench question file and the model answer folder."""
+
+    def __init__(self, questions: Path, answers_dir: Path) -> None:
+        self.questions, self.answers_dir = questions, answers_dir
+        self.turns_of = _questions(questions)
+        self.answers: dict[str, dict[Any, list[str]]] = {}
+
+    def texts(
+        self, qid: Any, turn: Any, models: tuple[str, str], *, path: Path, row: int
+    ) -> tuple[str, str, str]:
+        """(question, model_1's answer, model_2's answer) of one line."""
+        if qid not in self.turns_of:
+            raise InputError(
+                f"question_id {shorten(qid)} is not in {self.questions}", file=str(path), row=row
+            )
+        question = self.turns_of[qid]
+        if turn > len(question):
+            raise InputError(
+                f"field 'turn' is {turn} but question {qid} has {len(question)} turns",
+                file=str(path),
+                row=row,
+            )
+        texts = []
+        for model in models:
+            got = _answers(self.answers_dir, model, self.answers).get(qid)
+            if got is None or len(got) < turn:
+                raise InputError(
+                    f"model {model!r} has no turn-{turn} answer to question {qid} in "
+                    f"{self.answers_dir}",
+                    file=str(path),
+                    row=row,
+                )
+            texts.append(conversation(question, got, turn))
+        return question[turn - 1], texts[0], texts[1]
+
+
+def _bench(path: Path) -> str:
+    """The benchmark a judgment file belongs to: <bench> of data/<bench>/model_judgment/."""
+    return path.parent.parent.name if path.parent.name == "model_judgment" else "mt_bench"
 
 
 def read_fastchat(
@@ -105,10 +141,14 @@ def read_fastchat(
 ) -> ImportedFile:
     """The pairs (model_1 = A, model_2 = B, per question and turn) and games of one file."""
     path = Path(path)
-    if questions is None or answers_dir is None:
-        raise InputError(MISSING_TEXTS, file=str(path))
-    turns_of = _questions(Path(questions))
-    answers: dict[str, dict[Any, list[str]]] = {}
+    if (questions is None) != (answers_dir is None):
+        raise InputError(ONE_OF_TWO, file=str(path))
+    side = (
+        _SideFiles(Path(questions), Path(answers_dir))
+        if questions is not None and answers_dir is not None
+        else None
+    )
+    bench = _bench(path)
     pairs: list[Pair] = []
     rows: list[int] = []
     judgments: list[Judgment] = []
@@ -127,50 +167,42 @@ def read_fastchat(
             )
         judges.add(judge[0])
         qid, turn = record.get("question_id"), record.get("turn")
-        models = (record.get("model_1"), record.get("model_2"))
-        if not all(isinstance(m, str) and m for m in models):
+        model_1, model_2 = record.get("model_1"), record.get("model_2")
+        models = (model_1, model_2)
+        if not (isinstance(model_1, str) and model_1 and isinstance(model_2, str) and model_2):
             raise InputError(
                 f"fields 'model_1' and 'model_2' must name models, got {shorten(models)}",
                 file=str(path),
                 row=row,
             )
-        if qid not in turns_of:
+        if turn not in (1, 2) or isinstance(turn, bool):
             raise InputError(
-                f"question_id {shorten(qid)} is not in {questions}", file=str(path), row=row
+                f"field 'turn' must be 1 or 2, got {shorten(turn)}", file=str(path), row=row
             )
-        question = turns_of[qid]
-        if turn not in (1, 2) or turn > len(question):
-            raise InputError(
-                f"field 'turn' must be 1 or 2 (question {qid} has {len(question)} turns), "
-                f"got {shorten(turn)}",
-                file=str(path),
-                row=row,
+        if side is not None:
+            question, answer_a, answer_b = side.texts(
+                qid, turn, (model_1, model_2), path=path, row=row
             )
-        texts = []
-        for model in models:
-            got = _answers(Path(answers_dir), str(model), answers).get(qid)
-            if got is None or len(got) < turn:
-                raise InputError(
-                    f"model {model!r} has no turn-{turn} answer to question {qid} in {answers_dir}",
-                    file=str(path),
-                    row=row,
-                )
-            texts.append(_conversation(question, got, turn))
-        pair_id = f"{qid}-t{turn}-{models[0]}-vs-{models[1]}"
+        else:
+            question, answer_a, answer_b = prompt_texts(
+                record.get("g1_user_prompt"), record.get("g2_user_prompt"), turn,
+                path=path, row=row,
+            )  # fmt: skip
+        pair_id = f"{qid}-t{turn}-{model_1}-vs-{model_2}"
         pairs.append(
             Pair(
                 pair_id=pair_id,
-                dataset=dataset or "mt_bench",
-                source=f"mt_bench-turn{turn}",
-                question=question[turn - 1],
-                answer_a=texts[0],
-                answer_b=texts[1],
+                dataset=dataset or bench,
+                source=f"{bench}-turn{turn}",
+                question=question,
+                answer_a=answer_a,
+                answer_b=answer_b,
                 metadata=canonical_json(
                     {
                         "question_id": qid,
                         "turn": turn,
-                        "model_1": models[0],
-                        "model_2": models[1],
+                        "model_a": model_1,
+                        "model_b": model_2,
                         "prompt": judge[1],
                     }
                 ),

@@ -53,6 +53,8 @@ class ImportedFile:
     convention: str
     pairs: LoadedPairs
     judgments: list[Judgment]
+    part: int = 0
+    """Which seed of its file this is: a judgments table holds several, other formats one."""
 
 
 def game_judgment(
@@ -91,16 +93,18 @@ def one_judge(judges: set[str], *, file: Path, field: str = "judge") -> str:
 def recorded_label(
     verdicts: dict[str, SlotLabel], value: Any, *, file: Path, row: int, field: str
 ) -> SlotLabel | None:
-    """The file's recorded verdict as a slot label; None for null, an error for the unknown."""
+    """The file's recorded verdict as a slot label; None for null or a verdict no label reads
+    (tools record whatever their pattern matched, e.g. JudgeBench's `A>A`: the reply is kept
+    and judgeline's parser reads it). A verdict that is not text is an error."""
     if value is None:
         return None
-    if not isinstance(value, str) or value not in verdicts:
+    if not isinstance(value, str):
         raise InputError(
-            f"field {field!r} must be one of {', '.join(verdicts)} or null, got {shorten(value)}",
+            f"field {field!r} must be a string or null, got {shorten(value)}",
             file=str(file),
             row=row,
         )
-    return verdicts[value]
+    return verdicts.get(value)
 
 
 def text_or_none(value: Any, *, file: Path, row: int, field: str) -> str | None:

@@ -180,6 +180,7 @@ def read_judgment_table(
             convention=CONVENTION,
             pairs=kept,
             judgments=by_seed[seed],
+            part=part,
         )
-        for seed in sorted(by_seed)
+        for part, seed in enumerate(sorted(by_seed))
     ]

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from schemas import MANIFEST_FORMAT, ManifestInfo, ManifestRow, Pair, rows_to_table
 from tasks.errors import GateError, InputError, IntegrityError
-from tasks.gates import Check, gate_once, run_gate
+from tasks.gates import Check, Expect, gate_once, run_gate
 from tasks.hashing import canonical_json, sha256_text
 from tasks.ingest.validation import SourcePairs, validate_sources
 from tasks.storage import publish_folder_once, published_folders, read_stored_folder
@@ -110,7 +110,6 @@ def gate_manifest(table: pa.Table, *, expected_hash: str | None = None) -> None:
     bytes, keys in {A, B, null}, and the manifest hash recomputed from the rows against the
     stored column (and against `expected_hash`, the folder name, when given).
     """
-    import great_expectations as gx
 
     rows = table.to_pylist()
     try:
@@ -135,37 +134,36 @@ def gate_manifest(table: pa.Table, *, expected_hash: str | None = None) -> None:
         dtype=object,
     )
     stored = sorted({str(r["manifest_hash"]) for r in rows})
-    expect = gx.expectations
     checks = [
-        Check(expect.ExpectColumnValuesToNotBeNull(column="pair_id"), "every pair has an id"),
-        Check(expect.ExpectColumnValuesToBeUnique(column="pair_id"), "pair ids are unique"),
+        Check(Expect("ExpectColumnValuesToNotBeNull", column="pair_id"), "every pair has an id"),
+        Check(Expect("ExpectColumnValuesToBeUnique", column="pair_id"), "pair ids are unique"),
         Check(
-            expect.ExpectColumnValuesToBeInSet(column="answer_a_nonblank", value_set=[True]),
+            Expect("ExpectColumnValuesToBeInSet", column="answer_a_nonblank", value_set=[True]),
             "answer A is not empty or whitespace-only",
         ),
         Check(
-            expect.ExpectColumnValuesToBeInSet(column="answer_b_nonblank", value_set=[True]),
+            Expect("ExpectColumnValuesToBeInSet", column="answer_b_nonblank", value_set=[True]),
             "answer B is not empty or whitespace-only",
         ),
         Check(
-            expect.ExpectColumnValuesToBeInSet(column="answer_a_sha256_ok", value_set=[True]),
+            Expect("ExpectColumnValuesToBeInSet", column="answer_a_sha256_ok", value_set=[True]),
             "stored answer_a_sha256 equals the SHA-256 of the stored answer A bytes",
         ),
         Check(
-            expect.ExpectColumnValuesToBeInSet(column="answer_b_sha256_ok", value_set=[True]),
+            Expect("ExpectColumnValuesToBeInSet", column="answer_b_sha256_ok", value_set=[True]),
             "stored answer_b_sha256 equals the SHA-256 of the stored answer B bytes",
         ),
         Check(
-            expect.ExpectColumnValuesToBeInSet(column="key", value_set=["A", "B"]),
+            Expect("ExpectColumnValuesToBeInSet", column="key", value_set=["A", "B"]),
             "key is A, B or empty",
         ),
         Check(
-            expect.ExpectColumnValuesToBeInSet(column="manifest_hash_ok", value_set=[True]),
+            Expect("ExpectColumnValuesToBeInSet", column="manifest_hash_ok", value_set=[True]),
             f"stored manifest_hash {', '.join(stored) or '-'} equals the hash recomputed "
             f"from the rows ({recomputed})",
         ),
         Check(
-            expect.ExpectColumnValuesToBeInSet(column="name_ok", value_set=[True]),
+            Expect("ExpectColumnValuesToBeInSet", column="name_ok", value_set=[True]),
             f"stored manifest_hash equals the manifest's name {expected_hash}",
         ),
     ]
@@ -230,8 +228,15 @@ def freeze_manifest(sources: Sequence[SourcePairs], work: WorkDir) -> FrozenMani
     unless every pair is valid. Identical A and B bytes are warned about and kept.
     """
     pairs, warnings = validate_sources(sources)
-    for warning in warnings:
-        log.warning(warning)
+    if len(warnings) == 1:
+        log.warning(warnings[0])
+    elif warnings:  # one line, not one per pair (an import can hold hundreds)
+        log.warning(
+            "%d pairs have byte-identical answers A and B (kept), the first at %s; the "
+            "manifest's identical_answer_pairs lists them all",
+            len(warnings),
+            warnings[0].split(" has byte-identical", 1)[0],
+        )
     manifest_hash, table = build_manifest_table(pairs)
     final = work.manifest_dir(manifest_hash)
     info = _info(manifest_hash, pairs, [source[0] for source in sources])

@@ -3,8 +3,10 @@
 The live engine executes `paired_unanimity`. Advice for `paired_strict` is accepted too:
 both policies reach the same decision on every draw (the strict boundary stops only once the
 reference decision is settled), so the live decisions are the advised policy's and its
-realised savings are a lower bound of the advised ones. Any other advised policy, or a
-judge configuration without advice, is refused before a call is sent.
+realised savings are a lower bound of the advised ones. Advice is followed only when it is
+certified within its budget (docs/design.md#certificates). Any other advised policy, advice
+that is not certified, or a judge configuration without advice, is refused before a call is
+sent.
 """
 
 from __future__ import annotations
@@ -16,27 +18,31 @@ from tasks.errors import InputError
 from tasks.runfolder import RunFolder
 from tasks.workdir import WorkDir
 
-__all__ = ["EXECUTABLE", "advised_savings", "realised_against_advised"]
+__all__ = ["CERTIFIED", "EXECUTABLE", "advised_savings", "realised_against_advised"]
 
 EXECUTABLE = ("paired_unanimity", "paired_strict")
 """Advised policies whose decisions the live engine (paired unanimity) reproduces."""
+CERTIFIED = ("certified", "construction")
+"""Certificates that let advice be followed."""
 
 
 def advised_savings(
     work: WorkDir, advised_by: str, judges: list[JudgeSpec]
 ) -> dict[tuple[str, str], float]:
-    """Held-out savings of the advice per (judge, config) of the live run, once checked."""
+    """Advised savings per (judge, config) of the live run, once the advice is checked."""
     path = RunFolder(work, advised_by).table("advice")
     if not path.is_file():
         raise InputError(
             f"live policy advised: run {advised_by!r} has no advice ({path}); run "
             f"`judgeline advise {advised_by} --max-change 1%` first"
         )
-    advice = {
-        (r["judge"], r["config"]): r
-        for r in pq.read_table(path).to_pylist()
-        if r["rank"] == "advised"
-    }
+    table = pq.read_table(path)
+    if "certificate" not in table.column_names:
+        raise InputError(
+            f"live policy advised: the advice of run {advised_by!r} ({path}) was written before "
+            f"advice was certified; run `judgeline advise {advised_by} --max-change 1%` again"
+        )
+    advice = {(r["judge"], r["config"]): r for r in table.to_pylist() if r["rank"] == "advised"}
     savings = {}
     for judge in judges:
         for config in judge.configs:
@@ -48,11 +54,18 @@ def advised_savings(
                 )
             if row["policy"] not in EXECUTABLE:
                 raise InputError(
-                    f"live policy advised: run {advised_by!r} advises {row['policy'] or 'full'} "
+                    f"live policy advised: run {advised_by!r} advises {row['policy']} "
                     f"for {where}; the live engine executes paired_unanimity, which reproduces "
                     "only paired_unanimity or paired_strict advice"
                 )
-            savings[(judge.name, config.name)] = float(row["holdout_savings"])
+            if row["certificate"] not in CERTIFIED:
+                raise InputError(
+                    f"live policy advised: run {advised_by!r} advises {row['policy']} for {where} "
+                    f"without a certificate ({row['certificate']}: bound "
+                    f"{row['change_bound']:.2%} against the {row['max_change']:.2%} budget); "
+                    "only certified advice is followed"
+                )
+            savings[(judge.name, config.name)] = float(row["savings"])
     return savings
 
 
@@ -64,6 +77,6 @@ def realised_against_advised(folder: RunFolder, advised: dict[tuple[str, str], f
         if expected is not None:
             lines.append(
                 f"{row['judge']}/{row['config']}/{row['dataset']}: realised savings "
-                f"{row['realised_savings']:.1%} against advised {expected:.1%} (held out)"
+                f"{row['realised_savings']:.1%} against advised {expected:.1%}"
             )
     return lines

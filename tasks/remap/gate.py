@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -17,21 +18,22 @@ import pyarrow as pa
 
 from schemas import CallRecord, column_names
 from tasks.errors import GateError
-from tasks.gates import Check, run_gate
+from tasks.gates import Check, Expect, run_gate
 
 STAGE = "remap"
 
 # --- the identity-claim detector -----------------------------------------------------------
 
-IDENTITY_CLAIM_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+IDENTITY_CLAIM_PATTERNS: tuple[tuple[str, re.Pattern[str], tuple[str, ...]], ...] = (
     # The map's own field names (`left_identity`, `winner_identity`, ...): no answer or
     # reply has a reason to spell them.
     (
         "identity field name",
         re.compile(r"\b(?:left|right|winner|loser|true|real|actual|slot)_identit(?:y|ies)\b", re.I),
+        ("identit",),
     ),
     # A JSON or dict key `"identity":` (optionally prefixed, e.g. `"winner_identity":`).
-    ("identity JSON key", re.compile(r"""["'](?:\w+_)?identity["']\s*:""", re.I)),
+    ("identity JSON key", re.compile(r"""["'](?:\w+_)?identity["']\s*:""", re.I), ("identity",)),
     # Naming the map itself, or identity metadata, e.g. "per the presentation map ...".
     (
         "names the presentation map",
@@ -40,6 +42,7 @@ IDENTITY_CLAIM_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"|\bidentity[ _-]+(?:metadata|assignment|labels?)\b",
             re.I,
         ),
+        ("map", "identity"),
     ),
     # "Answer A is identity B", "the left response is actually answer B",
     # "Assistant B corresponds to identity A": a slot or answer said to be an identity.
@@ -54,11 +57,13 @@ IDENTITY_CLAIM_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"(?:answer|response|identity)\s+[AB]\b)",
             re.I,
         ),
+        ("identity", "real", "true", "original", "actual"),
     ),
     # Arrow notation of the worksheet's map, "Left→B", "Right -> identity A".
     (
         "slot-to-identity arrow",
         re.compile(r"\b(?:left|right)(?:\s+slot)?\s*(?:→|->|=>)\s*(?:identity\s+)?[AB]\b", re.I),
+        ("→", "->", "=>"),
     ),
     # Instructions to swap or override identities.
     (
@@ -68,6 +73,7 @@ IDENTITY_CLAIM_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"(?:identities|identity|presentation\s+map|answer\s+labels)\b",
             re.I,
         ),
+        ("identit", "presentation", "labels"),
     ),
 )
 """Patterns of identity metadata outside the trusted map, each with the name a gate reports.
@@ -75,14 +81,26 @@ IDENTITY_CLAIM_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 Slot words alone are ordinary ("Assistant A is better", "[[B>A]]", "the answer is (B)"):
 every pattern needs an identity-specific word (`identity`, `map`, an `_identity` field) or
 an explicit slot-to-identity arrow, so judge verdicts and multiple-choice answers pass.
+The third item lists words one of which a match must contain (in the folded text): texts
+without any are not searched, which keeps the gate cheap on long replies.
 """
+
+# Case-insensitive regexes also match these letters to ASCII i, s and k: fold them first, so
+# that a needle test never skips a text its pattern would match.
+_FOLD = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
+_FOLDED_LETTERS = re.compile("[\u0130\u0131\u017f\u212a]")
 
 
 def identity_claims(text: str | None) -> list[str]:
     """Names of the identity-claim patterns that match `text` (empty: no claim)."""
     if not text:
         return []
-    return [name for name, pattern in IDENTITY_CLAIM_PATTERNS if pattern.search(text)]
+    folded = (text.translate(_FOLD) if _FOLDED_LETTERS.search(text) else text).lower()
+    return [
+        name
+        for name, pattern, needles in IDENTITY_CLAIM_PATTERNS
+        if any(n in folded for n in needles) and pattern.search(text)
+    ]
 
 
 def _claims_column(texts: Iterable[str | None]) -> list[str]:
@@ -118,9 +136,8 @@ def check_call_columns(calls: pa.Table, *, where: str) -> None:
 
 
 def _expect_true(column: str, says: str) -> Check:
-    import great_expectations as gx
 
-    return Check(gx.expectations.ExpectColumnValuesToBeInSet(column=column, value_set=[True]), says)
+    return Check(Expect("ExpectColumnValuesToBeInSet", column=column, value_set=[True]), says)
 
 
 def _with_claims(ids: pd.Series, claims: list[str]) -> pd.Series:
@@ -137,9 +154,11 @@ def check_remap(
     presentations: pa.Table,
     manifest: pa.Table,
     replies: pa.Table,
+    *,
+    memo_dir: Path | None = None,
 ) -> None:
-    """The remap gate: raise GateError naming the offending map rows, pairs or calls."""
-    import great_expectations as gx
+    """The remap gate: raise GateError naming the offending map rows, pairs or calls.
+    With `memo_dir`, tables that already passed are not validated again (`run_gate`)."""
 
     # The map and the manifest must be the ones the run names.
     pres = presentations.select(["presentation_id", "plan_id", "manifest_hash"]).to_pandas()
@@ -148,25 +167,26 @@ def check_remap(
         pres,
         [
             Check(
-                gx.expectations.ExpectColumnValuesToBeInSet(
-                    column="plan_id", value_set=[run.plan_id]
-                ),
+                Expect("ExpectColumnValuesToBeInSet", column="plan_id", value_set=[run.plan_id]),
                 f"presentation map rows belong to another plan than run {run.run_id}'s "
                 f"plan {run.plan_id}",
             ),
             Check(
-                gx.expectations.ExpectColumnValuesToBeInSet(
-                    column="manifest_hash", value_set=[run.manifest_hash]
+                Expect(
+                    "ExpectColumnValuesToBeInSet",
+                    column="manifest_hash",
+                    value_set=[run.manifest_hash],
                 ),
                 f"presentation map rows were planned from another manifest than run "
                 f"{run.run_id}'s manifest {run.manifest_hash}",
             ),
             Check(
-                gx.expectations.ExpectColumnValuesToBeUnique(column="presentation_id"),
+                Expect("ExpectColumnValuesToBeUnique", column="presentation_id"),
                 "presentation map repeats a presentation_id",
             ),
         ],
         id_column="presentation_id",
+        memo_dir=memo_dir,
     )
 
     man = manifest.select(["pair_id", "manifest_hash", "answer_a", "answer_b"]).to_pandas()
@@ -190,6 +210,7 @@ def check_remap(
             _expect_true("answer_b_ok", "answer B's text claims identities or the map"),
         ],
         id_column="pair",
+        memo_dir=memo_dir,
     )
 
     # Per call: in the map, same seed and dataset, and the bytes sent are the manifest's.
@@ -241,9 +262,10 @@ def check_remap(
             ),
             _expect_true("reply_ok", "stored replies claim identities or the presentation map"),
             Check(
-                gx.expectations.ExpectColumnValuesToBeUnique(column="slot"),
+                Expect("ExpectColumnValuesToBeUnique", column="slot"),
                 "calls repeat a (judge, config, presentation_id)",
             ),
         ],
         id_column="call",
+        memo_dir=memo_dir,
     )

@@ -221,7 +221,7 @@ def remap_run(work: WorkDir, run_id: str) -> RemapResult:
         )
     calls = read_calls(work, run)
     replies = read_replies(work, calls.column("call_key").to_pylist())
-    check_remap(run, calls, presentations, manifest, replies)
+    check_remap(run, calls, presentations, manifest, replies, memo_dir=work.gate_memos)
     labels = parse_labels(calls, replies, parse_reply, PARSER_VERSION)
     outcomes = remap_outcomes(calls, labels, presentations, manifest)
     frame = outcomes.to_pandas()

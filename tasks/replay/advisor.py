@@ -1,15 +1,20 @@
-"""The stopping-policy advisor: the cheapest policy within a change budget (docs/design.md#advice).
+"""The stopping-policy advisor: the cheapest policy certified within a change budget
+(docs/design.md#advice).
 
-Per (judge, config) the pairs (every dataset) are split into two random halves. On the
-selection half each candidate policy's savings and change are the means of its exact
-per-pair replay under `balanced`; the advised policy is the one with the largest positive
-savings whose change is at most the budget, the runner-up the next one. The held-out half then says
-what the advised policy saves and changes on pairs it was not chosen on. Every interval is a
-percentile bootstrap over pairs; the predicted change is a prediction interval for the mean
-change of another half of the same size (the selection interval widened by sqrt 2).
+Per (judge, config), over all its pairs (every dataset), each policy's savings and change are
+the means of its exact per-pair replay under `balanced`. A policy whose pairs can never change
+more decisions than the budget needs no certificate; every other change law is tested in a
+fixed sequence (`tasks.replay.certify`), each test at the advice's level, the sequence ending
+at the first law not certified, so the family-wise chance that any certified policy's true
+change rate exceeds the budget is at most 1 - level. The advised policy is the certified one
+that saves most; when no decision-changing policy is certified that is `strict` (or another
+policy that changes nothing), or `full` when none saves calls.
 """
 
 from __future__ import annotations
+
+import math
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -19,166 +24,249 @@ from schemas.advice import AdviceRow
 from schemas.arrow import arrow_schema
 from schemas.vocabulary import POLICIES
 from tasks.errors import InputError
+from tasks.replay.certify import (
+    certification_order,
+    change_law,
+    change_range,
+    log_wealth,
+    pairs_needed,
+    upper_bound,
+)
 from tasks.replay.engine import replay
 
-__all__ = ["ADVISED_POLICIES", "advise", "advised_policies", "interval"]
-
-ADVISED_POLICIES = tuple(p for p in POLICIES if p != "full")
-"""The candidates: every policy but `full`, under `balanced` (where the paired ones live)."""
-_BOOTSTRAP_CELLS = 1 << 22
-
-
-def interval(
-    values: np.ndarray, rng: np.random.Generator, *, resamples: int, level: float
-) -> np.ndarray:
-    """Percentile bootstrap intervals of the column means of `values` (pairs x columns):
-    shape (2, columns), low then high."""
-    n = len(values)
-    if n == 0:
-        return np.full((2, values.shape[1]), np.nan)
-    chunk = max(1, _BOOTSTRAP_CELLS // max(n, 1))
-    means = []
-    for start in range(0, resamples, chunk):
-        size = min(chunk, resamples - start)
-        picks = rng.integers(0, n, size=(size, n))
-        means.append(values[picks].mean(axis=1))
-    tail = (1.0 - level) / 2.0
-    return np.quantile(np.concatenate(means), [tail, 1.0 - tail], axis=0)
+__all__ = [
+    "SHOWN_RANKS",
+    "ConfigValues",
+    "advise",
+    "advise_config",
+    "per_pair",
+    "shown",
+]
 
 
-def _per_pair(outcomes: pa.Table, where: str) -> pd.DataFrame:
-    """Per (judge, config, dataset, pair_id): savings and change of every candidate."""
-    policies = ("full", *ADVISED_POLICIES)
-    result = replay(outcomes, designs=["balanced"], policies=policies, where=where)
+@dataclass(frozen=True)
+class ConfigValues:
+    """The per-pair values of one (judge, config): arrays (pairs x POLICIES) and the K of
+    each pair's group."""
+
+    savings: np.ndarray
+    change: np.ndarray
+    reversal: np.ndarray
+    ks: frozenset[int]
+
+
+def per_pair(outcomes: pa.Table, where: str) -> dict[tuple[str, str], ConfigValues]:
+    """Per (judge, config): every policy's savings, change and reversal on each pair, in
+    (dataset, pair_id) order, from the exact replay under `balanced`."""
+    result = replay(outcomes, designs=["balanced"], policies=POLICIES, where=where)
     rows = result.replay.select(
-        ["judge", "config", "dataset", "pair_id", "policy", "expected_calls", "p_change"]
+        [
+            "judge",
+            "config",
+            "dataset",
+            "pair_id",
+            "policy",
+            "expected_calls",
+            "p_change",
+            "p_reversal",
+        ]
     ).to_pandas()
     wide = rows.pivot_table(
         index=["judge", "config", "dataset", "pair_id"],
         columns="policy",
-        values=["expected_calls", "p_change"],
+        values=["expected_calls", "p_change", "p_reversal"],
         observed=True,
-        sort=False,
-    )
-    k = wide[("expected_calls", "full")]
-    columns = {}
-    for policy in ADVISED_POLICIES:
-        columns[("savings", policy)] = 1.0 - wide[("expected_calls", policy)] / k
-        columns[("change", policy)] = wide[("p_change", policy)]
-    frame = pd.DataFrame(columns, index=wide.index)
-    return frame.reset_index()
-
-
-def _halves(frame: pd.DataFrame, rng_seed: int) -> np.ndarray:
-    """True for the selection half: one random half of the (dataset, pair_id)s, the same for
-    every judge configuration."""
-    keys = frame[["dataset", "pair_id"]].drop_duplicates().sort_values(["dataset", "pair_id"])
-    rng = np.random.default_rng(rng_seed)
-    chosen = rng.permutation(len(keys)) < (len(keys) + 1) // 2
-    index = pd.MultiIndex.from_frame(keys)
-    lookup = pd.Series(chosen, index=index)
-    return lookup.reindex(pd.MultiIndex.from_frame(frame[["dataset", "pair_id"]])).to_numpy(bool)
-
-
-def _config_rows(
-    part: pd.DataFrame,
-    selection: np.ndarray,
-    *,
-    max_change: float,
-    rng: np.random.Generator,
-    resamples: int,
-    level: float,
-) -> list[dict[str, object]]:
-    """The advised and runner-up rows of one (judge, config)."""
-    savings = part["savings"][list(ADVISED_POLICIES)].to_numpy()
-    change = part["change"][list(ADVISED_POLICIES)].to_numpy()
-    sel_savings, sel_change = savings[selection].mean(0), change[selection].mean(0)
-    qualified = [
-        i
-        for i in np.argsort(-sel_savings, kind="stable")
-        if sel_change[i] <= max_change and sel_savings[i] > 0.0
-    ]
-    base: dict[str, object] = {
-        "max_change": max_change,
-        "level": level,
-        "selection_pairs": int(selection.sum()),
-        "holdout_pairs": int((~selection).sum()),
-    }
-    if not qualified:
-        return [
-            {
-                **base,
-                "rank": "advised",
-                "policy": None,
-                "note": f"no policy saves calls and changes at most {max_change:.2%} of "
-                "decisions on the selection half: keep full",
-            }
-        ]
-    rows = []
-    for rank, i in zip(("advised", "runner_up"), qualified[:2], strict=False):
-        both = np.stack([savings[:, i], change[:, i]], axis=1)
-        sel = interval(both[selection], rng, resamples=resamples, level=level)
-        held = interval(both[~selection], rng, resamples=resamples, level=level)
-        held_mean = both[~selection].mean(0)
-        widen = np.sqrt(2.0)
-        low = max(0.0, sel_change[i] - widen * (sel_change[i] - sel[0, 1]))
-        high = min(1.0, sel_change[i] + widen * (sel[1, 1] - sel_change[i]))
-        within = "within" if held_mean[1] <= max_change else "over"
-        rows.append(
-            {
-                **base,
-                "rank": rank,
-                "policy": ADVISED_POLICIES[i],
-                "selection_savings": float(sel_savings[i]),
-                "selection_savings_low": float(sel[0, 0]),
-                "selection_savings_high": float(sel[1, 0]),
-                "selection_change": float(sel_change[i]),
-                "selection_change_low": float(sel[0, 1]),
-                "selection_change_high": float(sel[1, 1]),
-                "predicted_change_low": float(low),
-                "predicted_change_high": float(high),
-                "holdout_savings": float(held_mean[0]),
-                "holdout_savings_low": float(held[0, 0]),
-                "holdout_savings_high": float(held[1, 0]),
-                "holdout_change": float(held_mean[1]),
-                "holdout_change_low": float(held[0, 1]),
-                "holdout_change_high": float(held[1, 1]),
-                "note": f"held out: saves {held_mean[0]:.1%} of calls, changes "
-                f"{held_mean[1]:.2%} of decisions ({within} the {max_change:.2%} budget)",
-            }
+    ).sort_index()
+    out = {}
+    for (judge, config), part in wide.groupby(level=[0, 1], sort=False):
+        k = part[("expected_calls", "full")].to_numpy()
+        out[(str(judge), str(config))] = ConfigValues(
+            savings=np.stack(
+                [1.0 - part[("expected_calls", p)].to_numpy() / k for p in POLICIES], 1
+            ),
+            change=np.stack([part[("p_change", p)].to_numpy() for p in POLICIES], 1),
+            reversal=np.stack([part[("p_reversal", p)].to_numpy() for p in POLICIES], 1),
+            ks=frozenset(int(round(x)) for x in np.unique(k)),
         )
-    return rows
+    return out
+
+
+@dataclass(frozen=True)
+class LawTest:
+    """One change law's place in the fixed sequence: its certificate, the bound shown, about
+    how many pairs would certify it and every law before it (None: none would), and for an
+    untested law the policy whose law stopped the sequence."""
+
+    certificate: str
+    bound: float
+    pairs_needed: int | None = None
+    blocker: str | None = None
+
+
+def _law_tests(
+    values: ConfigValues, ranges: list[float], budget: float, alpha: float, bounds: bool
+) -> dict[tuple[int, bool], LawTest]:
+    """Test the change laws of the policies whose range exceeds the budget, in the fixed
+    sequence, each at level alpha, stopping at the first that is not certified."""
+    tested = [i for i, r in enumerate(ranges) if r > budget]
+    out: dict[tuple[int, bool], LawTest] = {}
+    blocker: str | None = None
+    needed: int | None = 0
+    for law in certification_order([POLICIES[i] for i in tested]):
+        i = next(i for i in tested if change_law(POLICIES[i]) == law)
+        column, scale = values.change[:, i], ranges[i]
+        bound = upper_bound(column, scale=scale, budget=budget, alpha=alpha) if bounds else scale
+        if blocker is None:
+            z = np.clip(column / scale, 0.0, 1.0)
+            wealth = log_wealth(z, np.array([budget / scale]))[0]
+            if wealth >= math.log(1.0 / alpha):
+                out[law] = LawTest("certified", bound)
+                continue
+        own = pairs_needed(column, scale=scale, budget=budget, alpha=alpha) if bounds else None
+        needed = None if needed is None or own is None else max(needed, own)
+        certificate = "over" if blocker is None else "untested"
+        out[law] = LawTest(certificate, bound, needed, blocker)
+        blocker = blocker or POLICIES[i]
+    return out
+
+
+@dataclass
+class Verdict:
+    """One policy's row of the advice (AdviceRow without judge, config and note)."""
+
+    policy: str
+    rank: str
+    max_change: float
+    level: float
+    pairs: int
+    savings: float
+    change: float
+    reversal: float
+    change_range: float
+    change_bound: float
+    certificate: str
+    pairs_needed: int | None
+    blocker: str | None = None
+    """For an untested policy: the policy of the law not certified before it."""
+
+    def note(self) -> str:
+        """What this policy's certificate says."""
+        budget = f"{self.max_change:.2%}"
+        if self.certificate == "construction":
+            if self.change_range == 0.0:
+                return "changes no decision by construction"
+            return (
+                f"no pair can change more than {self.change_range:.2%} of its decisions: within "
+                f"the {budget} budget by construction"
+            )
+        change = f"changes {self.change:.2%} of decisions on these {self.pairs} pairs"
+        bound = f"at most {self.change_bound:.2%} at {self.level:.0%}"
+        if self.certificate == "certified":
+            return f"{change}, {bound}: certified within the {budget} budget"
+        if self.pairs_needed is None:
+            more = "more pairs would not certify it"
+        else:
+            more = (
+                f"about {self.pairs_needed} pairs changing decisions as these do would certify it"
+            )
+        if self.certificate == "untested":
+            return (
+                f"{change} ({bound} on its own); not tested, as {self.blocker} before it in the "
+                f"fixed sequence was not certified; {more}"
+            )
+        return f"{change}, {bound}: over the {budget} budget; {more}"
+
+
+def advise_config(
+    values: ConfigValues, *, max_change: float, level: float = 0.95, bounds: bool = True
+) -> list[dict[str, object]]:
+    """One row (AdviceRow without judge and config) per policy; `bounds=False` skips the
+    shown bounds and pair counts (the certificates and ranks do not use them)."""
+    alpha = 1.0 - level
+    ranges = [float(max(change_range(p, k) for k in values.ks)) for p in POLICIES]
+    tests = _law_tests(values, ranges, max_change, alpha, bounds)
+    per_policy = [
+        tests[change_law(p)] if r > max_change else LawTest("construction", r)
+        for p, r in zip(POLICIES, ranges, strict=True)
+    ]
+    savings, change = values.savings.mean(0), values.change.mean(0)
+    ok = [t.certificate in ("construction", "certified") for t in per_policy]
+    by_savings = sorted(range(len(POLICIES)), key=lambda i: -savings[i])
+    chosen = [i for i in by_savings if ok[i] and savings[i] > 0.0]
+    advised = chosen[0] if chosen else POLICIES.index("full")
+    better = [i for i in by_savings if savings[i] > savings[advised]]
+    candidates = [i for i in better if change[i] < max_change]
+    ranks = ["other"] * len(POLICIES)
+    ranks[advised] = "advised"
+    if len(chosen) > 1:
+        ranks[chosen[1]] = "runner_up"
+    if candidates:
+        ranks[candidates[0]] = "candidate"
+    verdicts = [
+        Verdict(
+            policy=policy,
+            rank=ranks[i],
+            max_change=max_change,
+            level=level,
+            pairs=values.change.shape[0],
+            savings=float(savings[i]),
+            change=float(change[i]),
+            reversal=float(values.reversal[:, i].mean()),
+            change_range=ranges[i],
+            change_bound=per_policy[i].bound,
+            certificate=per_policy[i].certificate,
+            pairs_needed=per_policy[i].pairs_needed,
+            blocker=per_policy[i].blocker,
+        )
+        for i, policy in enumerate(POLICIES)
+    ]
+    notes = [v.note() for v in verdicts]
+    notes[advised] = _advice_note(verdicts[advised], [verdicts[i] for i in better], candidates)
+    return [
+        {k: v for k, v in vars(verdict).items() if k != "blocker"} | {"note": note}
+        for verdict, note in zip(verdicts, notes, strict=True)
+    ]
+
+
+def _advice_note(advised: Verdict, better: list[Verdict], candidates: list[int]) -> str:
+    """The advice in one sentence: the advised policy, and why none that saves more is."""
+    head = f"{advised.policy}: saves {advised.savings:.1%} of calls; {advised.note()}"
+    if advised.certificate == "certified" or not better:
+        return head
+    refused = (
+        f"{head}. No policy that saves more is certified within the {advised.max_change:.2%} budget"
+    )
+    if not candidates:
+        return (
+            f"{refused}: each changes at least that share of decisions on these "
+            f"{advised.pairs} pairs, and at these rates more pairs would not certify them"
+        )
+    best = next(v for v in better if v.rank == "candidate")
+    return f"{refused}: the best candidate, {best.policy} (saves {best.savings:.1%}), {best.note()}"
 
 
 def advise(
-    outcomes: pa.Table,
-    *,
-    max_change: float,
-    rng_seed: int = 0,
-    resamples: int = 2000,
-    level: float = 0.95,
-    where: str = "replay input",
+    outcomes: pa.Table, *, max_change: float, level: float = 0.95, where: str = "replay input"
 ) -> pa.Table:
     """The advice table (AdviceRow) for every (judge, config) of a replay input."""
     if not 0.0 <= max_change <= 1.0:
         raise InputError(f"max change {max_change} is not a share between 0 and 1 (1% is 0.01)")
-    frame = _per_pair(outcomes, where)
-    if frame[["dataset", "pair_id"]].drop_duplicates().shape[0] < 2:
-        raise InputError("advice needs at least two pairs: one for each half", file=where)
-    selection = _halves(frame, rng_seed)
-    rng = np.random.default_rng(rng_seed)
+    if not 0.5 <= level < 1.0:
+        raise InputError(f"level {level} is not a confidence between 0.5 and 1 (95% is 0.95)")
     rows: list[dict[str, object]] = []
-    for (judge, config), part in frame.groupby(["judge", "config"], sort=False, observed=True):
-        mask = selection[part.index.to_numpy()]
-        for row in _config_rows(
-            part, mask, max_change=max_change, rng=rng, resamples=resamples, level=level
-        ):
-            rows.append({"judge": judge, "config": config, "rng_seed": rng_seed, **row})
+    for (judge, config), values in per_pair(outcomes, where).items():
+        for row in advise_config(values, max_change=max_change, level=level):
+            rows.append({"judge": judge, "config": config, **row})
     return pa.Table.from_pylist(rows, schema=arrow_schema(AdviceRow))
 
 
-def advised_policies(advice: pa.Table) -> dict[tuple[str, str], str | None]:
-    """The advised policy per (judge, config) of an advice table."""
-    return {
-        (r["judge"], r["config"]): r["policy"] for r in advice.to_pylist() if r["rank"] == "advised"
-    }
+SHOWN_RANKS = ("advised", "runner_up", "candidate")
+"""The ranks the terminal and the report show, in this order."""
+
+
+def shown(advice: pd.DataFrame) -> pd.DataFrame:
+    """The rows worth reading, per (judge, config): advised, runner-up and the best candidate
+    not certified, in that order."""
+    order = advice["rank"].map({r: i for i, r in enumerate(SHOWN_RANKS)})
+    kept = advice.assign(_order=order)[order.notna()]
+    return kept.sort_values(["judge", "config", "_order"], kind="stable").drop(columns="_order")

@@ -2,9 +2,10 @@
 
 Under `balanced`, the K/2 `AB` calls are matched to the K/2 `BA` calls by a uniform perfect
 matching and the couples run in uniform order. A paired policy executes its first `couples`
-couples; if all their calls are decisive and equal it stops with that decision. Otherwise the
-remaining calls run in a uniformly random order under a boundary (`strict`, `nonstrict`, or
-none: every call runs), exactly as the sequential policies stop.
+couples; it stops with their decision if all their calls are decisive and equal, or if they
+already meet the boundary (`start_stops`). Otherwise the remaining calls run in a uniformly
+random order under a boundary (`strict`, `nonstrict`, or none: every call runs), exactly as
+the sequential policies stop.
 
 The law of a paired policy on one assignment depends only on the class counts of its `AB`
 calls (a1, b1, other) and of its `BA` calls (a2, b2, other): the first m couples draw an
@@ -22,9 +23,16 @@ from math import comb
 
 import numpy as np
 
-from tasks.replay.policies import decision, sequential_law
+from tasks.replay.policies import boundary_stops, decision, sequential_law
 
-__all__ = ["PAIRED_RULES", "PairedRule", "paired_law", "paired_lookup", "side_draws"]
+__all__ = [
+    "PAIRED_RULES",
+    "PairedRule",
+    "paired_law",
+    "paired_lookup",
+    "side_draws",
+    "start_stops",
+]
 
 
 @dataclass(frozen=True)
@@ -54,6 +62,13 @@ def side_draws(a: int, b: int, c: int, size: int) -> list[tuple[int, int, Fracti
     ]
 
 
+def start_stops(k: int, rule: PairedRule, m: int, n_a: int, n_b: int) -> bool:
+    """Whether a paired policy stops right after its start of m couples with n_a A and n_b B:
+    all 2m calls decisive and equal, or the rule's boundary already met with K - 2m calls left
+    (docs/design.md#paired-family; it can be only for paired_unanimity_2 at K = 6)."""
+    return 2 * m in (n_a, n_b) or boundary_stops(abs(n_a - n_b), k - 2 * m, rule.boundary)
+
+
 @cache
 def paired_law(
     k: int, rule: PairedRule, a1: int, b1: int, a2: int, b2: int
@@ -67,7 +82,7 @@ def paired_law(
         for i2, j2, p2 in side_draws(a2, b2, c2, m):
             p = p1 * p2
             n_a, n_b = i1 + i2, j1 + j2
-            if 2 * m in (n_a, n_b):
+            if start_stops(k, rule, m, n_a, n_b):
                 out[decision(n_a, n_b)] += p
                 out[3] += p * 2 * m
                 continue

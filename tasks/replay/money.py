@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tasks.replay.designs import assignments
-from tasks.replay.family import PAIRED_RULES, PairedRule, side_draws
+from tasks.replay.family import PAIRED_RULES, PairedRule, side_draws, start_stops
 from tasks.replay.grid import ReplayGrid, dense_codes
 from tasks.replay.policies import boundary_stops
 
@@ -125,7 +125,7 @@ def _paired_probs(
             n_a, n_b = i1 + i2, j1 + j2
             a, b, c = (counts[0][x] + counts[1][x] - drawn[0][x] - drawn[1][x] for x in range(3))
             rest = (a, b, c)
-            stops = 2 * m in (n_a, n_b) or not sum(rest)
+            stops = start_stops(k, rule, m, n_a, n_b) or not sum(rest)
             ex = (0, 0, 0) if stops else _executed(k, rest, rule.boundary, (n_a, n_b))
             for side, draw, count in zip(sides, drawn, counts, strict=True):
                 for call in side:

@@ -114,7 +114,14 @@ def load_report_data(work: WorkDir, run_id: str) -> ReportData:
         since=since_section(work, run_id),
         spend=spend_frame(work, run_id),
         advice=None if advice.empty else advice,
+        no_replay=_no_replay(work, run_id),
     )
+
+
+def _no_replay(work: WorkDir, run_id: str) -> str:
+    """Why an imported run was not replayed, as its record says (empty otherwise)."""
+    imported = read_record(work, run_id).imported or {}
+    return str(imported.get("replay") or "")
 
 
 def _alerts(work: WorkDir, run_id: str) -> list[str]:

@@ -15,7 +15,7 @@ from tasks.errors import InputError
 from tasks.runfolder import RunFolder
 from tasks.workdir import WorkDir
 
-__all__ = ["UNSETTLED", "PairCall", "PairView", "pair_text", "pair_views"]
+__all__ = ["UNSETTLED", "PairCall", "PairView", "answer_label", "pair_text", "pair_views"]
 
 UNSETTLED = ("order_conflict", "mixed", "incomplete_M", "incomplete_I", "incomplete_X")
 """The dispositions a reader opens one by one, in the order the report groups them."""
@@ -33,7 +33,12 @@ class PairCall:
     outcome: str
     note: str | None
     recorded: str | None
-    """The verdict the imported file records for this reply (None: not imported, or none)."""
+    """The verdict the imported file records for this reply as it wrote it, in its tool's slot
+    letters (None: not imported, or none)."""
+    recorded_label: str | None = None
+    """That verdict as a slot label of this call's display (None: none a label reads)."""
+    recorded_outcome: str | None = None
+    """The identity outcome the file's verdict names through this call's order."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,9 @@ class PairView:
     answer_a: str
     answer_b: str
     calls: tuple[PairCall, ...]
+    label_a: str = ""
+    """Who wrote answer A, from the pair's metadata (`model_a`, `role_a`); empty if unknown."""
+    label_b: str = ""
 
     @property
     def anchor(self) -> str:
@@ -58,6 +66,32 @@ class PairView:
         from tasks.hashing import sha256_text
 
         return "pair-" + sha256_text(f"{self.judge}|{self.config}|{self.pair_id}|{self.seed}")[:12]
+
+
+_SLOT_OUTCOME = {"Tie": "T", "Abstain": "X"}
+
+
+def _outcome_of(label: str | None, order: str) -> str | None:
+    """The identity outcome a slot label names in a call of `order` (`BA`: Left is B)."""
+    if label in ("Left", "Right"):
+        return order[0] if label == "Left" else order[1]
+    return _SLOT_OUTCOME.get(label) if label is not None else None
+
+
+def answer_label(metadata: str | None, identity: str) -> str:
+    """Who wrote the answer of `identity` ("qwq-32b (judged model)"), from the pair's metadata
+    keys `model_a`/`model_b` and `role_a`/`role_b`; empty when the metadata names nobody."""
+    import json
+
+    try:
+        meta = json.loads(metadata or "{}")
+    except ValueError:
+        return ""
+    side = identity.lower()
+    name, role = meta.get(f"model_{side}"), meta.get(f"role_{side}")
+    name = str(name) if isinstance(name, str | int) and str(name) else ""
+    role = str(role) if isinstance(role, str) and role else ""
+    return f"{name} ({role})" if name and role else name or role
 
 
 def _read(folder: RunFolder, name: str) -> list[dict[str, Any]]:
@@ -93,7 +127,7 @@ def pair_views(work: WorkDir, run_id: str, pair_id: str | None = None) -> list[P
     }
     keys = {o["call_key"] for o in outcomes.values() if o["call_key"]}
     notes = {r["call_key"]: r["note"] for r in _read(folder, "labels") if r["call_key"] in keys}
-    recorded = {r["call_key"]: r["recorded_verdict"] for r in _read(folder, "imported")}
+    recorded = {r["call_key"]: r for r in _read(folder, "imported")}
     texts = {
         r["call_key"]: r["raw_reply"]
         for r in read_replies(work, keys).select(["call_key", "raw_reply"]).to_pylist()
@@ -101,7 +135,9 @@ def pair_views(work: WorkDir, run_id: str, pair_id: str | None = None) -> list[P
     _, manifest = read_manifest(work, record.manifest_hash)
     pairs = {
         p["pair_id"]: p
-        for p in manifest.select(["pair_id", "question", "answer_a", "answer_b"]).to_pylist()
+        for p in manifest.select(
+            ["pair_id", "question", "answer_a", "answer_b", "metadata"]
+        ).to_pylist()
         if p["pair_id"] in wanted
     }
     views = []
@@ -112,6 +148,7 @@ def pair_views(work: WorkDir, run_id: str, pair_id: str | None = None) -> list[P
             if o is None:
                 continue
             key = o["call_key"]
+            file = recorded.get(key, {})
             calls.append(
                 PairCall(
                     order=order,
@@ -121,7 +158,9 @@ def pair_views(work: WorkDir, run_id: str, pair_id: str | None = None) -> list[P
                     label=o["label"],
                     outcome=o["outcome"],
                     note=notes.get(key),
-                    recorded=recorded.get(key),
+                    recorded=file.get("recorded_verdict"),
+                    recorded_label=file.get("recorded_label"),
+                    recorded_outcome=_outcome_of(file.get("recorded_label"), order),
                 )  # fmt: skip
             )
         pair = pairs[d["pair_id"]]
@@ -138,6 +177,8 @@ def pair_views(work: WorkDir, run_id: str, pair_id: str | None = None) -> list[P
                 answer_a=pair["answer_a"],
                 answer_b=pair["answer_b"],
                 calls=tuple(calls),
+                label_a=answer_label(pair["metadata"], "A"),
+                label_b=answer_label(pair["metadata"], "B"),
             )  # fmt: skip
         )
     rank = {name: i for i, name in enumerate(UNSETTLED)}
@@ -158,7 +199,14 @@ def _reading(call: PairCall) -> str:
     """`Left -> A` style: the parsed slot label and the identity it maps to."""
     label = call.label or "no reply"
     note = f" ({call.note})" if call.note else ""
-    file = f"; the file records {call.recorded}" if call.recorded is not None else ""
+    file = ""
+    if call.recorded is not None:
+        named = (
+            f"{call.recorded_label} -> {call.recorded_outcome}"
+            if call.recorded_label
+            else "no verdict judgeline reads"
+        )
+        file = f"; the file records {named} (it wrote {call.recorded!r})"
     return f"parsed {label} -> outcome {call.outcome}{note}{file}"
 
 
@@ -173,10 +221,10 @@ def pair_text(view: PairView) -> str:
         "QUESTION",
         view.question,
         rule,
-        "ANSWER A",
+        f"ANSWER A: {view.label_a}" if view.label_a else "ANSWER A",
         view.answer_a,
         rule,
-        "ANSWER B",
+        f"ANSWER B: {view.label_b}" if view.label_b else "ANSWER B",
         view.answer_b,
     ]
     for call in view.calls:

@@ -63,6 +63,9 @@ class ReportData:
     """Tokens and USD per judge config (`tasks.report.money.spend_frame`; None: not known)."""
     advice: pd.DataFrame | None = None
     """The run's stopping-policy advice (`AdviceRow`s) for the advice section (None: none)."""
+    no_replay: str = ""
+    """Why the run has no replay (an imported run of K = 1), said where a section built from
+    the replay is empty; empty if it was replayed."""
 
 
 _COLUMNS: dict[str, tuple[str, ...]] = {
@@ -168,6 +171,10 @@ def run_ks(summary: pd.DataFrame) -> list[int]:
     return sorted({round(float(c)) for c in full})
 
 
+_FROM_REPLAY = frozenset({"scores", "cost", "changes", "designs"})
+"""Sections built from the replay's tables."""
+
+
 def render_report(data: ReportData) -> str:
     """The report as one self-contained HTML document (same input, same bytes)."""
     validate_report_data(data)
@@ -178,9 +185,12 @@ def render_report(data: ReportData) -> str:
         scores_section(ordered(data.scores)),
         cost_section(summary, ordered(data.components)),
         bias_section(ordered(data.position_bias)),
-        changes_section(summary),
+        changes_section(summary, run_ks(summary)),
         designs_section(ordered(data.design), run_ks(summary)),
     ]
+    for section in sections:
+        if section.sid in _FROM_REPLAY and section.missing:
+            section.why = data.no_replay
     money = money_section(data.spend, summary)
     if money is not None:
         sections.insert(3, money)

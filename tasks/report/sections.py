@@ -67,6 +67,8 @@ class Section:
     """The reference design the cost charts show."""
     note: str = ""
     """A sentence of the lead that depends on the run (designs: its K)."""
+    why: str = ""
+    """Why the section is empty, when the run says (an imported run that was not replayed)."""
 
 
 @dataclass(frozen=True)
@@ -246,9 +248,29 @@ def bias_section(frame: pd.DataFrame) -> Section:
     return out
 
 
-def changes_section(summary: pd.DataFrame) -> Section:
-    """How often each adaptive policy changes the reference decision, by kind."""
+def reversal_note(summary: pd.DataFrame, ks: list[int]) -> str:
+    """The half bound at its scope, and the paired policies that reverse decisions in this run
+    (docs/design.md#scope-of-the-half-bound)."""
+    note = (
+        "Per pair, paired unanimity changes at most half as many decisions as nonstrict when "
+        "K ≤ 4; the bound fails beyond (at K = 6, seeds AA AA AA AA AB BA: nonstrict changes "
+        "nothing, paired unanimity 1/30, all of it reversal), and from K = 6 a paired policy "
+        "can reverse a decision, which nonstrict never does."
+    ) + (f" This run has K = {', '.join(str(k) for k in ks)}." if ks else "")
+    paired = summary[summary["policy"].astype(str).str.startswith("paired")]
+    parts = [
+        f"{policy} in {len(rows)} group{'s' * (len(rows) > 1)} "
+        f"(up to {pct(float(rows['p_reversal'].max()), 2)})"
+        for policy, rows in paired[paired["p_reversal"] > 0].groupby("policy", observed=True)
+    ]
+    return f"{note} Reversals above zero in this run: {'; '.join(parts)}." if parts else note
+
+
+def changes_section(summary: pd.DataFrame, ks: list[int] | None = None) -> Section:
+    """How often each adaptive policy changes the reference decision, by kind; `ks` are the
+    run's K values (the lead states the half bound's scope and flags paired reversals)."""
     out = Section("changes", "Decision changes", "Decision changes")
+    out.note = reversal_note(summary, ks or [])
     adaptive = summary[summary["policy"] != "full"]
     if adaptive.empty:
         out.missing = "adaptive policies"

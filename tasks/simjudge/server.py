@@ -133,6 +133,23 @@ class SimJudgeServer:
         self.judge.set_faults(**rates)
 
 
+PARENT_PID_ENV = "JUDGELINE_SIMJUDGE_PARENT"
+"""Set by `simjudge_subprocess` to its own pid: the judge it starts exits with it."""
+
+
+def die_with_parent() -> None:
+    """In a judge started by `simjudge_subprocess`: get SIGTERM when that process dies
+    (Linux), and exit at once if it already has."""
+    parent = os.environ.get(PARENT_PID_ENV)
+    if not parent or sys.platform != "linux":
+        return
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    if os.getppid() != int(parent):
+        raise SystemExit(0)
+
+
 @contextmanager
 def simjudge_subprocess(*args: str, startup_timeout: float = 60.0) -> Iterator[str]:
     """Run `judgeline serve-judge ARGS` in a subprocess; yield its base URL once healthy."""
@@ -141,10 +158,15 @@ def simjudge_subprocess(*args: str, startup_timeout: float = 60.0) -> Iterator[s
         command += ["--port", "0"]
     paths = [str(_REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+    env[PARENT_PID_ENV] = str(os.getpid())
     with tempfile.TemporaryFile("w+") as stderr:
+        # A process group of its own: a terminal's Ctrl-C reaches the command using it, which
+        # stops cleanly while the judge goes on answering the calls in flight; it exits with
+        # that command (`die_with_parent`), however the command ends.
         proc = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env, cwd=_REPO
-        )
+            command, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env, cwd=_REPO,
+            process_group=0,
+        )  # fmt: skip
         lines: queue.Queue[str] = queue.Queue()
 
         def pump() -> None:

@@ -124,15 +124,38 @@ def test_a_running_record_whose_lock_is_free_is_interrupted(work: WorkDir) -> No
     from tasks.jobrecord import resume_command, scan_records
 
     write_record(work, running_record("dead"))
-    judged = running_record("dead-judged").model_copy(update={"plan_id": "p"})
-    write_record(work, judged)
     write_record(work, running_record("alive"))
     with RunLock(work, "alive"):
         status = {e.run_id: e.status for e in scan_records(work)}
-    assert status == {"dead": "interrupted", "dead-judged": "interrupted", "alive": "running"}
-    entries = {e.run_id: e for e in scan_records(work)}
-    assert resume_command(entries["dead-judged"]) == "judgeline rerun-failed dead-judged"
-    assert resume_command(entries["dead"]) == "judgeline run CONFIG.yaml --run-id dead"
+    assert status == {"dead": "interrupted", "alive": "running"}
+    assert resume_command("dead") == "judgeline rerun-failed dead"
+
+
+def test_resume_kind_follows_the_stage_the_run_stopped_in(work: WorkDir) -> None:
+    """One command resumes any run: how depends on what the run left behind."""
+    from tasks.errors import InputError
+    from tasks.jobrecord import resume_kind
+    from tasks.runfolder import RunFolder
+
+    nightly = {"name": "mine", "datasets": [{"kind": "demo"}], "judges": [
+        {"name": "j", "base_url": "http://127.0.0.1:9/v1", "model": "m"}]}  # fmt: skip
+    judged = {"plan_id": "p", "template": None, "judges": nightly["judges"]}
+    configs = {
+        "before-judging": nightly,
+        "judge-only": judged,
+        "live": {**judged, "live": {"rng_seed": 1}},
+        "imported": {"import": "judgebench", "files": ["a.jsonl"]},
+    }
+    for run_id, config in configs.items():
+        write_record(work, running_record(run_id).model_copy(update={"config": config}))
+    judged_run = running_record("judged").model_copy(update={"config": nightly})
+    write_record(work, judged_run)
+    RunFolder(work, "judged").info.write_text("{}")  # its judge stage ended
+    kinds = {run_id: resume_kind(work, run_id)[0] for run_id in [*configs, "judged"]}
+    assert kinds == {"before-judging": "nightly", "judge-only": "judge", "live": "live",
+                     "imported": "import", "judged": "rerun"}  # fmt: skip
+    with pytest.raises(InputError, match="no run 'nosuch'"):
+        resume_kind(work, "nosuch")
 
 
 @pytest.mark.slow

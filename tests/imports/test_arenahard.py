@@ -135,3 +135,37 @@ def test_unreadable_games_are_refused_naming_the_line(
     with pytest.raises(InputError, match=message) as err:
         read_imported("arena-hard", path)
     assert "row 1" in str(err.value) or ":1" in str(err.value)
+
+
+def test_v01_error_judgments_are_failed_calls(tmp_path: Path) -> None:
+    # v0.1 appends "\n" + each attempt's output; a failed call's output is $ERROR$.
+    q, m, b = "Name a prime.", "7", "9"
+    games = [
+        {"user_prompt": prompt(q, b, m), "judgment": "\n$ERROR$\n$ERROR$", "score": None},
+        {"user_prompt": prompt(q, m, b), "judgment": "\n$ERROR$", "score": None},
+    ]
+    partial = [
+        # A first attempt that failed, then a reply: the reply is kept (with the marker).
+        {"user_prompt": prompt(q, b, m), "judgment": "\n$ERROR$\nB is right [[B>A]]",
+         "score": "B>A"},
+        # A reply without a label whose follow-up failed: a reply without a verdict.
+        {"user_prompt": prompt(q, m, b), "judgment": "\nBoth fine.\n$ERROR$", "score": None},
+    ]  # fmt: skip
+    lines = [
+        {"question_id": "e1", "model": "model-m", "judge": "gpt-4-1106-preview", "games": games},
+        {"question_id": "e2", "model": "model-m", "judge": "gpt-4-1106-preview", "games": partial},
+    ]
+    file = read_imported("arena-hard", write(tmp_path / "model-m.jsonl", lines))
+    assert [(j.pair_id, j.reply) for j in file.judgments] == [
+        ("e1", None), ("e1", None),
+        ("e2", "\n$ERROR$\nB is right [[B>A]]"), ("e2", "\nBoth fine.\n$ERROR$"),
+    ]  # fmt: skip
+    work = WorkDir.at(tmp_path / "work")
+    built = build_import(work, [file], "ah-err")
+    assert (built.counts["imported"], built.counts["failed"]) == (2, 2)
+    write_remap(work, remap_run(work, "ah-err"))
+    disp = {
+        r["pair_id"]: r["disposition"]
+        for r in pq.read_table(RunFolder(work, "ah-err").table("dispositions")).to_pylist()
+    }
+    assert disp == {"e1": "incomplete_M", "e2": "incomplete_I"}

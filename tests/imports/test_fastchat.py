@@ -115,10 +115,100 @@ def test_missing_question_or_answer_files_are_refused(tmp_path: Path) -> None:
         )
 
 
-def test_cli_refuses_fastchat_without_its_text_files_in_one_paragraph(
+def test_cli_refuses_fastchat_whose_prompts_hold_no_texts_in_one_paragraph(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path, _, _ = mt_bench(tmp_path)
     work = str(tmp_path / "w")
     result = run_main(monkeypatch, "--work-dir", work, "import", "fastchat", str(path))
     result.assert_one_paragraph(str(path), "--questions", "--answers-dir")
+
+
+SINGLE = (
+    "[User Question]\n{q1}\n\n{ref}[The Start of Assistant A's Answer]\n{a1}\n"
+    "[The End of Assistant A's Answer]\n\n[The Start of Assistant B's Answer]\n{b1}\n"
+    "[The End of Assistant B's Answer]"
+)
+MULTI = (
+    "{ref}<|The Start of Assistant A's Conversation with User|>\n\n### User:\n{q1}\n\n"
+    "### Assistant A:\n{a1}\n\n### User:\n{q2}\n\n### Assistant A:\n{a2}\n\n"
+    "<|The End of Assistant A's Conversation with User|>\n\n\n"
+    "<|The Start of Assistant B's Conversation with User|>\n\n### User:\n{q1}\n\n"
+    "### Assistant B:\n{b1}\n\n### User:\n{q2}\n\n### Assistant B:\n{b2}\n\n"
+    "<|The End of Assistant B's Conversation with User|>"
+)
+REF_SINGLE = "[The Start of Reference Answer]\nref-1\n[The End of Reference Answer]\n\n"
+REF_MULTI = (
+    "<|The Start of Reference Answer|>\n\n### User:\nQ one?\n\n### Reference answer:\nref-1\n\n"
+    "### User:\nQ two?\n\n### Reference answer:\nref-2\n\n<|The End of Reference Answer|>\n\n\n"
+)
+ANTHROPIC = "[Instruction]\nPlease act as an impartial judge ... [[A]], [[B]] or [[C]].\n\n"
+
+
+def rendered(turn: int, first: list[str], second: list[str], ref: bool = False) -> str:
+    """A FastChat user prompt as common.py's run_judge_pair renders it."""
+    fields = {"q1": "Q one?", "q2": "Q two?", "a1": first[0], "a2": first[1],
+              "b1": second[0], "b2": second[1]}  # fmt: skip
+    if turn == 1:
+        return SINGLE.format(ref=REF_SINGLE if ref else "", **fields)
+    return MULTI.format(ref=REF_MULTI if ref else "", **fields)
+
+
+def with_prompts(line: dict[str, Any], *, ref: bool = False, prefix: str = "") -> dict[str, Any]:
+    one, two = ["one-1", "one-2"], ["two-1", "two-2"]
+    turn = line["turn"]
+    return line | {
+        "g1_user_prompt": prefix + rendered(turn, one, two, ref),
+        "g2_user_prompt": prefix + rendered(turn, two, one, ref),
+    }
+
+
+@pytest.mark.parametrize(("ref", "prefix"), [(False, ""), (True, ""), (False, ANTHROPIC)])
+def test_texts_come_from_the_stored_prompts_without_side_files(
+    tmp_path: Path, ref: bool, prefix: str
+) -> None:
+    path, questions, answers = mt_bench(tmp_path)
+    lines = [json.loads(x) for x in path.read_text("utf-8").splitlines()]
+    write(path, [with_prompts(x, ref=ref, prefix=prefix) for x in lines])
+    (from_prompts,) = read_seeds("fastchat", path, ImportOptions())
+    (from_files,) = read_seeds(
+        "fastchat", path, ImportOptions(questions=str(questions), answers_dir=str(answers))
+    )
+    # The same pairs, byte for byte, whichever way the texts were found.
+    assert from_prompts.pairs.pairs == from_files.pairs.pairs
+    assert from_prompts.judgments == from_files.judgments
+    assert from_prompts.pairs.pairs[1].answer_b.endswith("### Assistant:\ntwo-2")
+
+
+def test_a_vicuna_bench_file_is_read_from_its_prompts(tmp_path: Path) -> None:
+    line = judgment(1, ("model_2", "[[B]]"), ("model_1", "[[B]]")) | {"question_id": 3}
+    path = write(
+        tmp_path / "data" / "vicuna_bench" / "model_judgment" / "gpt-4_pair.jsonl",
+        [with_prompts(line)],
+    )
+    (file,) = read_seeds("fastchat", path, ImportOptions())
+    (pair,) = file.pairs.pairs
+    assert (pair.dataset, pair.question, pair.answer_a, pair.answer_b) == (
+        "vicuna_bench", "Q one?", "one-1", "two-1",
+    )  # fmt: skip
+    assert json.loads(pair.metadata)["model_a"] == "m-one"
+
+
+@pytest.mark.parametrize(
+    ("g2", "message"),
+    [
+        (rendered(1, ["one-1", ""], ["two-X", ""]), "swapped places"),
+        ("[User Question]\nQ one?\n\nno answers here", "laid out"),
+        (rendered(1, ["one-1 [The End of Assistant A's Answer]\n", ""], ["two-1", ""]), "once"),
+        (None, "--questions"),
+    ],
+)
+def test_unreadable_prompts_are_refused_naming_the_line(
+    tmp_path: Path, g2: str | None, message: str
+) -> None:
+    path, _, _ = mt_bench(tmp_path)
+    line = with_prompts(judgment(1, ("model_1", "[[A]]"), ("model_1", "[[B]]")))
+    write(path, [line | {"g2_user_prompt": g2}])
+    with pytest.raises(InputError, match=message) as err:
+        read_seeds("fastchat", path, ImportOptions())
+    assert "row 1" in str(err.value) or ":1" in str(err.value)

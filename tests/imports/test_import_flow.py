@@ -11,7 +11,7 @@ import pytest
 from support import stage_demo_plan
 
 import tasks.parsing as parsing
-from flows.imports import NO_REPLAY_K1, import_flow, reparse_flow
+from flows.imports import import_flow, no_replay_reason, reparse_flow
 from flows.judge import judge_flow
 from schemas.judge import JudgeSpec
 from schemas.run import RunRecord
@@ -37,7 +37,9 @@ def test_import_then_reparse(
     assert record is not None and record["status"] == "degraded"
     assert record["calls"]["sent"] == 0
     assert record["imported"]["agreement"]["agree"] == 4
-    assert record["imported"]["replay"] == NO_REPLAY_K1
+    assert record["imported"]["replay"] == no_replay_reason(1)
+    (summary,) = record["imported"]["summary"]
+    assert (summary["pairs"], summary["replies"], summary["without_reply"]) == (3, 5, 1)
     assert Path(record["report"]).is_file()
     (listed,) = list_records(work)
     assert listed.imported is not None and listed.imported["tool"] == "judgebench"

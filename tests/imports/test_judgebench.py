@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tasks.errors import InputError
-from tasks.imports import agreement, build_import, imported_table, read_imported
+from tasks.imports import agreement, build_import, check_files, imported_table, read_imported
 from tasks.judging.cache import read_replies
 from tasks.remap import remap_run, write_remap
 from tasks.runfolder import RunFolder
@@ -133,3 +133,59 @@ def test_unknown_judge_names_the_line(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="pandalm") as err:
         read_imported("judgebench", path)
     assert "row 1" in str(err.value) or ":1" in str(err.value)
+
+
+def test_an_unreadable_recorded_decision_keeps_the_reply(tmp_path: Path) -> None:
+    # JudgeBench records whatever its regex [AB<>=]+ matched, e.g. 'A>A' (minimax-m2.1).
+    path = _write(
+        tmp_path / NAME,
+        [
+            _line("p1", "A>B", _entry("[[A>B]]", "A>B"), _entry("Hmm [[A>A]]", "A>A")),
+            _line("p2", "B>A", _entry("[[B>A]]", "B>A"), _entry("[[A>B]]", ">")),
+        ],
+    )
+    file = read_imported("judgebench", path)
+    got = [(j.pair_id, j.order, j.reply, j.recorded_verdict, j.recorded_label)
+           for j in file.judgments]  # fmt: skip
+    assert got == [
+        ("p1", "AB", "[[A>B]]", "A>B", "Left"),
+        ("p1", "BA", "Hmm [[A>A]]", "A>A", None),
+        ("p2", "AB", "[[B>A]]", "B>A", "Right"),
+        ("p2", "BA", "[[A>B]]", ">", None),
+    ]
+
+
+def test_a_decision_that_is_not_text_is_refused_naming_the_line(tmp_path: Path) -> None:
+    path = _write(tmp_path / NAME, [_line("p1", "A>B", _entry("[[A>B]]", "A>B"), None)])
+    lines = path.read_text("utf-8").replace('"decision": "A>B"', '"decision": 3')
+    path.write_text(lines, "utf-8")
+    with pytest.raises(InputError, match=r"judgments\[0\]\.decision.*string or null") as err:
+        read_imported("judgebench", path)
+    assert "row 1" in str(err.value) or ":1" in str(err.value)
+
+
+def test_the_same_file_twice_is_refused(tmp_path: Path) -> None:
+    path = _file(tmp_path)
+    (tmp_path / "copy").mkdir()
+    copy = tmp_path / "copy" / NAME
+    copy.write_bytes(path.read_bytes())
+    files = [read_imported("judgebench", p) for p in (path, copy)]
+    with pytest.raises(InputError) as err:
+        check_files(files)
+    message = str(err.value)
+    assert "\n" not in message
+    assert str(copy) in message and str(path) in message and files[0].sha256[:12] in message
+    with pytest.raises(InputError, match="same file"):
+        check_files([files[0], files[0]])
+
+
+def test_repeated_runs_may_list_their_pairs_in_another_order(tmp_path: Path) -> None:
+    first = _file(tmp_path)
+    lines = first.read_text("utf-8").splitlines(keepends=True)
+    (tmp_path / "again").mkdir()
+    second = tmp_path / "again" / NAME
+    second.write_text("".join(reversed(lines)), "utf-8")
+    files = [read_imported("judgebench", p) for p in (first, second)]
+    check_files(files)
+    built = build_import(WorkDir.at(tmp_path / "work"), files, "run-4")
+    assert built.k == 2 and built.counts["not_in_files"] == 0

@@ -342,3 +342,16 @@ def test_freezes_real_judgebench_pairs_byte_for_byte(work: WorkDir, shared_data:
         records = [json.loads(line) for line in handle if line.strip()]
     by_answers = {(r["response_A"], r["response_B"]) for r in records}
     assert {(r["answer_a"], r["answer_b"]) for r in stored.values()} == by_answers
+
+
+def test_many_identical_answer_pairs_log_one_summary_line(
+    work: WorkDir, caplog: pytest.LogCaptureFixture
+) -> None:
+    same = [make_pair(f"s{i}", answer_a="42\n", answer_b="42\n") for i in range(3)]
+    with caplog.at_level(logging.WARNING, logger="tasks.ingest.manifest"):
+        frozen = freeze_manifest([("f.jsonl", [make_pair("p1"), *same])], work)
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert line.startswith("3 pairs have byte-identical answers A and B (kept)")
+    assert "f.jsonl, row 2: pair 's0'" in line
+    assert len(frozen.warnings) == 3
+    assert frozen.info.identical_answer_pairs == ["s0", "s1", "s2"]

@@ -19,19 +19,22 @@ from tasks.storage import write_parquet_atomic
 from tasks.workdir import WorkDir
 
 
-def _write_advice(work: WorkDir, policies: dict[str, str | None]) -> None:
+def _write_advice(work: WorkDir, policies: dict[str, str], certificate: str = "certified") -> None:
     rows = [
         {
             "judge": "j",
             "config": config,
-            "rank": "advised",
             "policy": policy,
+            "rank": "advised",
             "max_change": 0.01,
-            "rng_seed": 0,
             "level": 0.95,
-            "selection_pairs": 5,
-            "holdout_pairs": 5,
-            "holdout_savings": 0.25,
+            "pairs": 400,
+            "savings": 0.25,
+            "change": 0.002,
+            "reversal": 0.0,
+            "change_range": 0.5,
+            "change_bound": 0.008 if certificate == "certified" else 0.013,
+            "certificate": certificate,
             "note": "n",
         }
         for config, policy in policies.items()
@@ -72,4 +75,18 @@ def test_advice_is_followed_only_where_the_live_engine_reproduces_it(tmp_path: P
         advised_savings(work, "r1", _judges())
     _write_advice(work, {"low": "paired_unanimity"})
     with pytest.raises(InputError, match="no advice for judge 'j' config 'high'"):
+        advised_savings(work, "r1", _judges())
+
+
+def test_advice_without_a_certificate_is_refused(tmp_path: Path) -> None:
+    """docs/design.md#advice: only certified advice is followed, whatever the policy."""
+    work = WorkDir.at(tmp_path)
+    _write_advice(work, {"low": "paired_strict", "high": "paired_strict"}, certificate="over")
+    with pytest.raises(InputError, match=r"without a certificate \(over: bound 1.30% against"):
+        advised_savings(work, "r1", _judges())
+    # Advice written before certificates existed has no certificate column: refused too.
+    old = pa.table({"judge": ["j"], "config": ["low"], "rank": ["advised"],
+                    "policy": ["paired_strict"], "holdout_savings": [0.25]})  # fmt: skip
+    write_parquet_atomic(old, RunFolder(work, "r1").table("advice"), overwrite=True)
+    with pytest.raises(InputError, match="written before advice was certified"):
         advised_savings(work, "r1", _judges())

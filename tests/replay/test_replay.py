@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from schemas import ComponentRow, DesignRow, ReplayRow, SummaryRow, conform
+from schemas.vocabulary import POLICIES
 from tasks.errors import InputError
 from tasks.replay.engine import design_policy_pairs, replay, write_replay
 from tasks.replay.grid import read_replay_input
@@ -120,12 +121,48 @@ def test_hard_labels_added_variance_is_quarter_of_p_change() -> None:
         assert rows["added_variance"].max() > 0
 
 
-def test_paired_unanimity_changes_at_most_half_of_nonstrict(exhaustive: pa.Table) -> None:
+def test_paired_unanimity_changes_at_most_half_of_nonstrict_at_k4(exhaustive: pa.Table) -> None:
+    """The per-pair half bound, over every K = 4 grid (docs/design.md#tested-properties)."""
     unanimity = rows_by(exhaustive, design="balanced", policy="paired_unanimity")["p_change"]
     nonstrict = rows_by(exhaustive, design="balanced", policy="nonstrict")["p_change"]
     assert (unanimity <= nonstrict / 2 + 1e-12).all()
     assert unanimity.max() > 0  # the bound is tight on some grids, not trivially zero
     assert ((unanimity - nonstrict / 2).abs() < 1e-12).sum() > 0
+
+
+def test_paired_unanimity_changes_at_most_half_of_nonstrict_at_k2() -> None:
+    """At K = 2 the one couple is the whole reference: paired unanimity changes nothing."""
+    grids = list(itertools.product("ABT", repeat=4))
+    result = replay(table_of(grids, [None] * len(grids)), designs=["balanced"]).replay
+    unanimity = rows_by(result, policy="paired_unanimity")["p_change"]
+    assert unanimity.abs().max() == 0.0
+    assert rows_by(result, policy="nonstrict")["p_change"].max() == 1.0
+
+
+def test_the_half_bound_fails_at_k6_and_paired_unanimity_reverses() -> None:
+    """docs/design.md#scope-of-the-half-bound: seeds as (AB, BA) AA AA AA AA AB BA. nonstrict
+    never changes it; paired unanimity stops on B B when seed 5 is in AB, seed 4 in BA and they
+    are the first couple (3/6 x 3/5 x 1/9 = 1/30), against a reference of 4 A to 2 B."""
+    grid = ("A", "A") * 4 + ("A", "B", "B", "A")
+    result = replay(table_of([grid], [None]), designs=["balanced"], policies=POLICIES).replay
+    nonstrict = rows_by(result, policy="nonstrict").iloc[0]
+    assert nonstrict["p_change"] == 0.0
+    for policy in ("paired_unanimity", "paired_strict", "paired_nonstrict"):
+        row = rows_by(result, policy=policy).iloc[0]
+        assert row["p_change"] == pytest.approx(1 / 30, abs=1e-15)
+        assert row["p_reversal"] == pytest.approx(1 / 30, abs=1e-15)
+        assert row["p_change"] > nonstrict["p_change"] / 2
+
+
+@pytest.mark.parametrize("k", [2, 4])
+def test_paired_policies_never_reverse_a_decision_up_to_k4(k: int) -> None:
+    """At K = 4 a unanimous couple is 2 of 4 votes: the other two can tie it, not beat it."""
+    grids = list(itertools.product("ABT", repeat=2 * k))
+    paired = [p for p in POLICIES if p.startswith("paired")]
+    result = replay(table_of(grids, [None] * len(grids)), designs=["balanced"], policies=paired)
+    frame = result.replay.to_pandas()
+    assert frame["p_reversal"].abs().max() == 0.0
+    assert frame["p_change"].max() > 0 or k == 2
 
 
 def test_strict_never_changes_a_decision(exhaustive: pa.Table) -> None:

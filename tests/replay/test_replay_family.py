@@ -56,6 +56,12 @@ def run_on(k: int, executed: tuple[str, ...], rest: tuple[str, ...], boundary: s
     return run_multisets(k, tuple(sorted(executed)), tuple(sorted(rest)), boundary)
 
 
+def stops(k: int, done: tuple[str, ...], boundary: str | None) -> bool:
+    """The boundary after the executed calls `done`: |#A - #B| against the K - t calls left."""
+    margin, left = abs(done.count("A") - done.count("B")), k - len(done)
+    return (boundary == "strict" and margin > left) or (boundary == "nonstrict" and margin >= left)
+
+
 @cache
 def run_multisets(
     k: int, executed: tuple[str, ...], rest: tuple[str, ...], boundary: str | None
@@ -66,11 +72,7 @@ def run_multisets(
         done = list(executed)
         for outcome in order:
             done.append(outcome)
-            t = len(done)
-            margin = abs(done.count("A") - done.count("B"))
-            if (boundary == "strict" and margin > k - t) or (
-                boundary == "nonstrict" and margin >= k - t
-            ):
+            if stops(k, tuple(done), boundary):
                 break
         seen[(decide(tuple(done)), len(done))] += 1
     if not every:
@@ -86,7 +88,8 @@ def sequential(outcomes: tuple[str, ...], boundary: str | None) -> Law:
 
 @cache
 def paired(ab: tuple[str, ...], ba: tuple[str, ...], couples: int, boundary: str | None) -> Law:
-    """Every perfect matching x couple order; the first `couples` couples, unanimous or not."""
+    """Every perfect matching x couple order; the first `couples` couples stop when unanimous
+    or when they meet the boundary, else the rest run under it."""
     k = 2 * len(ab)
     seen: Counter[tuple[str, int]] = Counter()
     total = 0
@@ -98,6 +101,9 @@ def paired(ab: tuple[str, ...], ba: tuple[str, ...], couples: int, boundary: str
             total += 1
             if start.count("A") == 2 * m or start.count("B") == 2 * m:
                 seen[(start[0], 2 * m)] += 1
+                continue
+            if stops(k, start, boundary):  # the boundary, checked right after the start
+                seen[(decide(start), 2 * m)] += 1
                 continue
             for p, d, c in run_on(k, start, rest, boundary):
                 seen[(d, c)] += p
@@ -205,3 +211,37 @@ def test_every_policy_matches_literal_enumeration_k2_to_k6() -> None:
 @pytest.mark.slow
 def test_every_policy_matches_literal_enumeration_k8() -> None:
     _check([(8, 2)], ("common", "independent", "balanced"), seed=5)
+
+
+def _one_pair(k: int, grid: dict[tuple[int, str], str]) -> pa.Table:
+    rows = [
+        {"judge": "j", "config": "c", "dataset": "d", "pair_id": "p", "seed": s, "order": o,
+         "outcome": grid[(s, o)], "key": None}
+        for s in range(k) for o in ("AB", "BA")
+    ]  # fmt: skip
+    return pa.Table.from_pylist(rows, schema=_SCHEMA)
+
+
+def _policy_rows(table: pa.Table) -> dict[str, dict]:
+    result = replay(table, designs=("balanced",), policies=POLICIES)
+    return {r["policy"]: r for r in result.replay.to_pylist()}
+
+
+def test_the_boundary_is_checked_right_after_the_paired_start() -> None:
+    """docs/design.md#paired-family: after the first m couples, if they are not unanimous,
+    the boundary is checked at once (t = 2m) before another call runs. At K = 4 no start that
+    is not unanimous can meet it (margin <= 2m - 1 = 1 < K - 2 = 2); at K = 6 the two couples
+    of paired_unanimity_2 can (3 A and a tie: margin 3 > 6 - 4)."""
+    # K = 4: every seed A in both orders but one tie seed. paired_strict's first couple holds
+    # the tie with probability 1/2 (then one more A settles it: 3 calls), else stops at 2.
+    k4 = {(s, o): "A" if s < 3 else "T" for s in range(4) for o in ("AB", "BA")}
+    rows = _policy_rows(_one_pair(4, k4))
+    assert rows["paired_strict"]["expected_calls"] == pytest.approx(2.5, abs=1e-12)
+    assert rows["paired_unanimity_2"]["expected_calls"] == pytest.approx(4.0, abs=1e-12)
+    # K = 6, same shape: the two couples are unanimous (4 calls) or hold the tie (3 A and T,
+    # margin 3 > 2 calls left: settled, stop at 4 as well). Never a fifth call.
+    k6 = {(s, o): "A" if s < 5 else "T" for s in range(6) for o in ("AB", "BA")}
+    rows = _policy_rows(_one_pair(6, k6))
+    assert rows["paired_unanimity_2"]["expected_calls"] == pytest.approx(4.0, abs=1e-12)
+    assert rows["paired_unanimity_2"]["p_change"] == 0.0
+    assert expect(k6, 6, "balanced", "paired_unanimity_2")["expected_calls"] == 4

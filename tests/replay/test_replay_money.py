@@ -146,8 +146,8 @@ def _paired_rule(
     cells: list[tuple[int, int]], outs: dict, costs: dict, couples: int, boundary: str | None
 ) -> Fraction:
     """Mean cost over every matching, couple order and order of the calls left: the first
-    `couples` couples run; unless all their calls are decisive and equal, the rest run under
-    `boundary` (None: all of them)."""
+    `couples` couples run; unless all their calls are decisive and equal or they meet the
+    boundary already, the rest run under `boundary` (None: all of them)."""
     k = len(cells)
     ab = [c for c in cells if c[1] == 0]
     ba = [c for c in cells if c[1] == 1]
@@ -157,7 +157,13 @@ def _paired_rule(
             start = [c for couple in order[:couples] for c in couple]
             spent = sum((costs[c] for c in start), Fraction(0))
             votes = [outs[c] for c in start]
-            if votes.count("A") == len(votes) or votes.count("B") == len(votes):
+            margin, left = abs(votes.count("A") - votes.count("B")), k - len(votes)
+            if (
+                votes.count("A") == len(votes)
+                or votes.count("B") == len(votes)
+                or (boundary == "strict" and margin > left)
+                or (boundary == "nonstrict" and margin >= left)
+            ):  # unanimous, or the boundary met right after the start
                 total, n = total + spent, n + 1
                 continue
             rest = [c for c in cells if c not in start]

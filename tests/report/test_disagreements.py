@@ -88,3 +88,29 @@ def test_report_and_show(tmp_path: Path) -> None:
         app, ["--work-dir", str(work.root), "show", "run-1", "--pair", "nope"]
     )
     assert isinstance(missing.exception, InputError) and "nope" in str(missing.exception)
+
+
+def test_views_name_the_answers_models_and_map_the_files_verdict(tmp_path: Path) -> None:
+    from tests.imports.test_arenahard import judgment_file
+
+    work = WorkDir.at(tmp_path / "work")
+    built = build_import(work, [read_imported("arena-hard", judgment_file(tmp_path))], "ah")
+    write_remap(work, remap_run(work, "ah"))
+    record = RunRecord(
+        run_id="ah", name="import", status="completed", config_hash="0" * 64,
+        config={"k": 1}, code=code_version(), started_at=dt.datetime.now(dt.UTC),
+        manifest_hash=built.manifest_hash, plan_id=built.plan_id,
+    )  # fmt: skip
+    write_record(work, record)
+    (view,) = pair_views(work, "ah", "q2")
+    assert (view.label_a, view.label_b) == ("model-m (judged model)", "base-b (baseline)")
+    ab, ba = view.calls
+    # games[0] is order BA: the file's A>B is its Left slot, identity B (the baseline).
+    assert (ba.recorded, ba.recorded_label, ba.recorded_outcome) == ("A>B", "Left", "B")
+    assert (ab.recorded, ab.recorded_label, ab.recorded_outcome) == ("A=B", "Tie", "T")
+    text = pair_text(view)
+    assert "ANSWER A: model-m (judged model)" in text and "ANSWER B: base-b (baseline)" in text
+    assert "the file records Left -> B (it wrote 'A>B')" in text
+    html = build_report(work, "ah").read_text("utf-8")
+    assert "answer A: model-m (judged model)" in html
+    assert "file: Left &#8594; B" in html and "file: A&gt;B" not in html

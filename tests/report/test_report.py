@@ -412,3 +412,21 @@ def test_rows_follow_natural_order(data: ReportData) -> None:
     for sid in ("disclosure", "scores", "cost", "bias", "changes", "designs"):
         part = _section(html, sid)
         assert 0 < part.index("r2") < part.index("r10"), sid
+
+
+def test_changes_section_states_the_half_bound_at_its_scope_and_flags_reversals() -> None:
+    """docs/design.md#scope-of-the-half-bound: the bound is stated for K <= 4 with the K = 6
+    counterexample; a paired policy reversing decisions in the run is flagged."""
+    data = synthetic_report_data()
+    summary = data.summary.assign(
+        p_reversal=data.summary["p_reversal"].where(
+            data.summary["policy"] != "paired_unanimity", 0.0
+        )
+    )
+    quiet = _section(render_report(replace(data, summary=summary)), "changes")
+    assert "K ≤ 4" in quiet
+    assert "AA AA AA AA AB BA" in quiet and "This run has K = 4." in quiet
+    assert "Reversals above zero" not in quiet
+    flagged = _section(render_report(data), "changes")  # synthetic: paired reversals above zero
+    most = data.summary.query("policy == 'paired_unanimity'")["p_reversal"].max()
+    assert f"paired_unanimity in 6 groups (up to {100 * most:.2f}%)" in flagged

@@ -1,0 +1,291 @@
+"""What a user waits for: whole `judgeline` commands, start-up included, each against a
+baseline process run in the same bench.
+
+Usage: python bench/commands.py [--pairs 150] [--k 4] [--replay-pairs 1000000] [--repeat 3]
+
+Every judgeline command runs as a user runs it (`.venv/bin/judgeline`, a fresh process)
+with a Prefect home of its own, so the first one starts the work dir's local Prefect server
+and the later ones reuse it. Lines, each with its ratio and target:
+
+- first command: the overhead (command wall minus its stages' walls) of the command that
+  starts the server (target <= 15 s);
+- cold demo run (every call sent) against a bare asyncio httpx loop sending the same bodies
+  from a process of its own at the same concurrency (throughput ratio, target >= 0.8);
+- warm demo run (every call cached) against the same bare loop, and its overhead;
+- a warm tiny run (4 pairs, every call cached) and a 10-line JudgeBench import, each against
+  `judgeline runs` (target <= 3x);
+- `judgeline replay --calls` against a Python process doing DuckDB's scan, group and write
+  of the same rows (target <= 1.5x).
+
+Walls are medians of --repeat runs; the load average is printed beside them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+JUDGELINE = str(REPO / ".venv" / "bin" / "judgeline")
+PYTHON = str(REPO / ".venv" / "bin" / "python")
+JUDGEBENCH_OUTPUT = (
+    REPO.parent / "shared" / "data" / "judgebench"
+    / "dataset=judgebench,response_model=gpt-4o-2024-05-13,judge_name=arena_hard,"
+    "judge_model=o1-mini-2024-09-12.jsonl"
+)  # fmt: skip
+
+BARE_LOOP = """
+import asyncio, json, sys, httpx
+calls = [json.loads(line) for line in open(sys.argv[1])]
+limit = int(sys.argv[2])
+async def main():
+    pools = {}
+    slots = {}
+    ok = 0
+    async def one(call):
+        nonlocal ok
+        judge = call["judge"]
+        if judge not in pools:
+            pools[judge] = httpx.AsyncClient(base_url=call["base_url"] + "/", timeout=60,
+                limits=httpx.Limits(max_connections=limit, max_keepalive_connections=limit))
+            slots[judge] = asyncio.Semaphore(limit)
+        async with slots[judge]:
+            r = await pools[judge].post("chat/completions", json=call["body"])
+            ok += r.status_code == 200 and bool(r.json()["choices"])
+    await asyncio.gather(*(one(c) for c in calls))
+    for pool in pools.values():
+        await pool.aclose()
+    assert ok == len(calls), (ok, len(calls))
+asyncio.run(main())
+"""
+
+DUCKDB_REPLAY = """
+import sys, duckdb
+src, out = sys.argv[1], sys.argv[2]
+con = duckdb.connect()
+con.execute(f'''COPY (
+  SELECT judge, config, dataset, pair_id, count(*) AS calls,
+         sum(CASE WHEN outcome = 'A' THEN 1 ELSE 0 END) AS a,
+         sum(CASE WHEN outcome = 'B' THEN 1 ELSE 0 END) AS b,
+         sum(CASE WHEN "order" = 'AB' AND outcome = 'A' THEN 1 ELSE 0 END) AS ab_a,
+         sum(CASE WHEN "order" = 'BA' AND outcome = 'A' THEN 1 ELSE 0 END) AS ba_a,
+         any_value(key) AS key
+  FROM read_parquet('{src}') GROUP BY ALL) TO '{out}' (FORMAT parquet)''')
+"""
+
+
+def load() -> str:
+    return Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
+
+
+class Bench:
+    """Commands in one temporary folder, one Prefect home for all of them."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+        self.env.pop("JUDGELINE_WORK_DIR", None)
+        self.env["PREFECT_HOME"] = str(root / "prefect-home")
+        self.env["JUDGELINE_SERVER_IDLE_SECONDS"] = "300"
+        self.env["COLUMNS"] = "200"
+
+    def timed(self, *args: str, ok: tuple[int, ...] = (0,)) -> float:
+        started = time.perf_counter()
+        result = subprocess.run(args, env=self.env, capture_output=True, text=True)
+        wall = time.perf_counter() - started
+        if result.returncode not in ok:
+            raise SystemExit(f"{' '.join(args)} exited {result.returncode}:\n{result.stderr}")
+        return wall
+
+    def judgeline(self, work: Path, *args: str) -> float:
+        return self.timed(JUDGELINE, "--work-dir", str(work), *args)
+
+    def median(self, repeat: int, *args: str) -> float:
+        return statistics.median(self.timed(*args) for _ in range(repeat))
+
+
+def latest_stages(work: Path) -> float:
+    """The summed stage walls of the newest run in `work`."""
+    records = sorted(work.glob("runs/*/record.json"), key=lambda p: p.stat().st_mtime)
+    record = json.loads(records[-1].read_text())
+    return float(sum(record["stage_seconds"].values()))
+
+
+def write_config(path: Path, work: Path, base_url: str, *, tiny: Path | None, k: int) -> None:
+    from tasks.demo import demo_config
+
+    config = demo_config(base_url, k=k).model_dump(mode="json", exclude_none=True)
+    config["work_dir"] = str(work)
+    if tiny is not None:
+        config["name"] = "tiny"
+        config["datasets"] = [{"kind": "table", "path": str(tiny),
+                               "mapping": "question=q,answer_a=a,answer_b=b"}]  # fmt: skip
+        config["judges"] = config["judges"][:1]
+        config["judges"][0]["configs"] = config["judges"][0]["configs"][:1]
+    import yaml
+
+    path.write_text(yaml.safe_dump(config))
+
+
+def bare_bodies(work: Path, base_url: str, k: int, out: Path) -> int:
+    """The demo's planned request bodies as the run sent them, one JSON line per call."""
+    import asyncio
+
+    import httpx
+
+    from tasks.demo import demo_config
+    from tasks.ingest.manifest import read_manifest
+    from tasks.judging.planned import plan_calls
+    from tasks.judging.providers import OpenAIProvider
+    from tasks.plan import read_plan
+    from tasks.templates import DEFAULT_TEMPLATE
+    from tasks.workdir import WorkDir
+
+    wd = WorkDir(work)
+    plan_dir = next(p for p in wd.plans.iterdir() if p.is_dir())
+    info, presentations = read_plan(wd, plan_dir.name, gate=False)
+    _, manifest = read_manifest(wd, info.manifest_hash, gate=False)
+    judges = demo_config(base_url, k=k).judges
+
+    async def render() -> int:
+        n = 0
+        async with httpx.AsyncClient() as http:
+            with out.open("w") as handle:
+                for judge in judges:
+                    provider = OpenAIProvider(judge, http, None)
+                    for call in plan_calls(manifest, presentations, [judge], DEFAULT_TEMPLATE,
+                                           "bench"):  # fmt: skip
+                        body = provider.body(call.request())
+                        handle.write(json.dumps({"judge": judge.name, "base_url": judge.base_url,
+                                                 "body": body}) + "\n")  # fmt: skip
+                        n += 1
+        return n
+
+    return asyncio.run(render())
+
+
+def replay_input(path: Path, pairs: int, k: int) -> None:
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(7)
+    n = pairs * 2 * k
+    pair = np.repeat(np.arange(pairs), 2 * k)
+    table = pa.table({
+        "judge": pa.array(["j"] * n).dictionary_encode(),
+        "config": pa.array(["c"] * n).dictionary_encode(),
+        "dataset": pa.array(["d"] * n).dictionary_encode(),
+        "pair_id": pa.array([f"p{i:07d}" for i in pair]),
+        "seed": np.tile(np.repeat(np.arange(k), 2), pairs),
+        "order": pa.array(np.tile(["AB", "BA"], pairs * k)),
+        "outcome": pa.array(rng.choice(["A", "B", "T", "I"], size=n, p=[0.5, 0.35, 0.1, 0.05])),
+        "key": pa.array(np.where(pair % 2 == 0, "A", "B")),
+    })  # fmt: skip
+    pq.write_table(table, path)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=150, help="demo pairs (150: 7,200 calls)")
+    parser.add_argument("--k", type=int, default=4)
+    parser.add_argument("--replay-pairs", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    from tasks.simjudge.server import simjudge_subprocess
+
+    root = Path(tempfile.mkdtemp(prefix="judgeline-bench-commands-"))
+    bench = Bench(root)
+    rows: list[tuple[str, str]] = []
+
+    def say(name: str, line: str) -> None:
+        rows.append((name, line))
+        print(f"{name:<34} {line}   (load {load()})", flush=True)
+
+    try:
+        with simjudge_subprocess("--latency-ms", "0") as base_url:
+            demo = root / "demo"
+            config = root / "demo.yaml"
+            write_config(config, demo, base_url, tiny=None, k=args.k)
+            tiny_csv = root / "tiny.csv"
+            tiny_csv.write_text("q,a,b\n" + "".join(f"Q{i}?,yes {i},no {i}\n" for i in range(4)))
+            tiny = root / "tiny"
+            tiny_config = root / "tiny.yaml"
+            write_config(tiny_config, tiny, base_url, tiny=tiny_csv, k=2)
+
+            # The first command starts the Prefect server: the tiny run, cold.
+            wall = bench.judgeline(tiny, "run", str(tiny_config))
+            overhead = wall - latest_stages(tiny)
+            say("first command (starts the server)",
+                f"{wall:6.1f} s, overhead {overhead:5.1f} s (target <= 15 s)")  # fmt: skip
+
+            wall = bench.judgeline(demo, "run", str(config))
+            stages = latest_stages(demo)
+            bodies = root / "bodies.jsonl"
+            calls = bare_bodies(demo, base_url, args.k, bodies)
+            bare = bench.median(args.repeat, PYTHON, "-c", BARE_LOOP, str(bodies), "32")
+            say(f"cold demo run ({calls:,} calls)",
+                f"{wall:6.1f} s vs bare httpx loop {bare:5.1f} s: ratio {bare / wall:.2f} "
+                f"(target >= 0.8); overhead {wall - stages:4.1f} s")  # fmt: skip
+            warm = [bench.judgeline(demo, "run", str(config)) for _ in range(args.repeat)]
+            wall = statistics.median(warm)
+            say("warm demo run (all cached)",
+                f"{wall:6.1f} s vs bare loop {bare:5.1f} s: {wall / bare:.2f}x its time; "
+                f"overhead {wall - latest_stages(demo):4.1f} s (target <= 1.5 s)")  # fmt: skip
+
+            runs = bench.median(args.repeat, JUDGELINE, "--work-dir", str(tiny), "runs")
+            tiny_walls = []
+            for _ in range(args.repeat):
+                tiny_walls.append(bench.judgeline(tiny, "run", str(tiny_config)))
+            wall = statistics.median(tiny_walls)
+            say("warm tiny run (4 pairs, cached)",
+                f"{wall:6.2f} s vs `judgeline runs` {runs:4.2f} s: {wall / runs:.2f}x "
+                f"(target <= 3x); overhead {wall - latest_stages(tiny):4.2f} s")  # fmt: skip
+
+            if JUDGEBENCH_OUTPUT.is_file():
+                ten = root / "ten.jsonl"
+                lines = JUDGEBENCH_OUTPUT.read_text().splitlines(keepends=True)[:10]
+                ten.write_text("".join(lines))
+                imports = root / "imports"
+                walls = [bench.judgeline(imports, "import", "judgebench", str(ten))
+                         for _ in range(args.repeat)]  # fmt: skip
+                wall = statistics.median(walls)
+                say("10-line JudgeBench import",
+                    f"{wall:6.2f} s vs `judgeline runs` {runs:4.2f} s: {wall / runs:.2f}x "
+                    "(target <= 3x)")  # fmt: skip
+
+        if args.replay_pairs:
+            src = root / "replay-input.parquet"
+            replay_input(src, args.replay_pairs, args.k)
+            duck = bench.median(args.repeat, PYTHON, "-c", DUCKDB_REPLAY, str(src),
+                                str(root / "duck.parquet"))  # fmt: skip
+            walls = []
+            for i in range(args.repeat):
+                out = root / f"replay-{i}"
+                walls.append(bench.judgeline(root / "replay-work", "replay", "--calls", str(src),
+                                             "--out", str(out)))  # fmt: skip
+            wall = statistics.median(walls)
+            say(f"replay --calls ({args.replay_pairs:,} pairs, K={args.k})",
+                f"{wall:6.2f} s vs DuckDB process {duck:5.2f} s: {wall / duck:.2f}x "
+                "(target <= 1.5x)")  # fmt: skip
+    finally:
+        subprocess.run([JUDGELINE, "--work-dir", str(root / "tiny"), "server", "stop"],
+                       env=bench.env, capture_output=True)  # fmt: skip
+        shutil.rmtree(root, ignore_errors=True)
+    print()
+    for name, line in rows:
+        print(f"| {name} | {line} |")
+
+
+if __name__ == "__main__":
+    main()

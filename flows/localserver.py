@@ -1,0 +1,382 @@
+"""The local Prefect server a work dir's commands share: found, started, reused, stopped.
+
+With no PREFECT_API_URL, the first command that runs a flow starts one Prefect server for
+the Prefect home (its database lives there: `WORK/.prefect` unless PREFECT_HOME says
+otherwise) as a detached process in a session of its own (`flows.serverd`), and points
+itself at it; later commands find it in `HOME/judgeline-server.json` and pay no start-up.
+It stops once no command has used it for its idle period.
+
+Three files keep starters and the server honest with each other, all under HOME:
+- `judgeline-server.lock`: held while a command checks for, replaces or starts the server,
+  and by a server from the moment it decides to stop until it exits, so two commands
+  starting at once start one, and none picks a server that is going away;
+- `judgeline-clients.lock`: every command using the server holds it shared for its whole
+  life; the server counts itself idle only while nobody does (a lock dies with its process,
+  so a killed command never keeps a server alive);
+- `judgeline-server.json`: pid, port and Prefect version of the live server, written by the
+  server once its API answers.
+
+Nothing here imports Prefect: a command that only reads runs never pays for it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from importlib import metadata
+from pathlib import Path
+
+from tasks.errors import InputError, JudgelineError
+
+IDLE_SECONDS = 600.0
+"""How long a server with no client waits before it stops (JUDGELINE_SERVER_IDLE_SECONDS).
+Ten minutes: a working session's next command finds it; a nightly run's machine is quiet
+again soon after the run."""
+
+WATCH_EVERY_S = 1.0
+"""How often a command checks that its server's process is still alive (no request made)."""
+
+START_TIMEOUT_S = 120.0
+"""A fresh database on a loaded 2-core machine takes 10-30 s; beyond this, something is wrong."""
+
+_held: list[int] = []
+"""Descriptors of the clients' lock this process holds (for its whole life)."""
+_stopped_here: set[int] = set()
+"""Servers this process stopped (its own watcher says nothing of them)."""
+
+
+class ServerError(JudgelineError):
+    """The local Prefect server could not be started or reached."""
+
+
+def prefect_version() -> str:
+    return metadata.version("prefect")
+
+
+def idle_seconds() -> float:
+    raw = os.environ.get("JUDGELINE_SERVER_IDLE_SECONDS")
+    try:
+        return float(raw) if raw else IDLE_SECONDS
+    except ValueError:
+        raise InputError(
+            f"JUDGELINE_SERVER_IDLE_SECONDS must be a number of seconds, got {raw!r}"
+        ) from None
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """What `judgeline-server.json` says of the live server."""
+
+    pid: int
+    port: int
+    prefect_version: str
+    idle_seconds: float
+    started_at: float
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def api_url(self) -> str:
+        return f"{self.url}/api"
+
+
+def _lock(path: Path, mode: int) -> int | None:
+    """An open descriptor holding `mode` on `path`, or None if it would block (LOCK_NB)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, mode)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie does not: a server this process started and that died
+    stays one until this process exits)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state != "Z"
+
+
+class ServerFiles:
+    """The lock, state and log files of one Prefect home's server."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.state = home / "judgeline-server.json"
+        self.start_lock = home / "judgeline-server.lock"
+        self.clients_lock = home / "judgeline-clients.lock"
+        self.log = home / "judgeline-server.log"
+        self.stopped = home / "judgeline-server.stopped"
+        """Names the pid `stop_server` stopped: a command using it does not restart it."""
+
+    def read(self) -> ServerInfo | None:
+        """The state file's server, or None (absent or unreadable: no server to trust)."""
+        try:
+            return ServerInfo(**json.loads(self.state.read_text()))
+        except (OSError, ValueError, TypeError):
+            return None
+
+    def publish(self, info: ServerInfo) -> None:
+        tmp = self.state.with_name(f".{self.state.name}.{info.pid}")
+        tmp.write_text(json.dumps(asdict(info)))
+        os.replace(tmp, self.state)
+
+    def clear(self, pid: int | None = None) -> None:
+        """Remove the state file (only if it names `pid`, when given)."""
+        info = self.read()
+        if pid is None or (info is not None and info.pid == pid):
+            self.state.unlink(missing_ok=True)
+
+    @contextmanager
+    def starting(self) -> Iterator[None]:
+        """Hold the start lock (waits for another starter or a stopping server)."""
+        fd = _lock(self.start_lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+    def hold_client(self) -> None:
+        """Hold the clients' lock shared until this process exits."""
+        fd = _lock(self.clients_lock, fcntl.LOCK_SH)
+        if fd is not None:
+            _held.append(fd)
+
+    def clients_active(self) -> bool:
+        fd = _lock(self.clients_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if fd is None:
+            return True
+        os.close(fd)
+        return False
+
+    def retire(self, pid: int) -> bool:
+        """Called by the idle server `pid`: unless a command is starting or using it,
+        remove the state file and keep the start lock until this process exits, so the next
+        command waits for it to be gone and starts a new one."""
+        start = _lock(self.start_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if start is None:
+            return False
+        if self.clients_active():
+            os.close(start)
+            return False
+        self.clear(pid)
+        _held.append(start)  # released when the process exits
+        return True
+
+
+def _healthy(info: ServerInfo, *, tries: int = 1, timeout: float = 5.0) -> bool:
+    for _ in range(tries):
+        try:
+            with urllib.request.urlopen(f"{info.api_url}/health", timeout=timeout) as reply:
+                if reply.status == 200:
+                    return True
+        except (OSError, urllib.error.URLError):
+            time.sleep(0.2)
+    return False
+
+
+def live_server(files: ServerFiles) -> ServerInfo | None:
+    """The server the state file names, if it runs this Prefect and answers."""
+    info = files.read()
+    if info is None or not _alive(info.pid):
+        return None
+    # A busy machine can be slow to answer: a live server is never replaced on one miss.
+    if info.prefect_version != prefect_version() or not _healthy(info, tries=3):
+        return None
+    return info
+
+
+def _terminate(pid: int, timeout: float = 15.0) -> None:
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if _alive(pid):
+        os.kill(pid, signal.SIGKILL)
+
+
+def _check_home(home: Path) -> None:
+    """Refuse at once, naming the folder, a Prefect home this process cannot write."""
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        probe = home / f".judgeline-write-check.{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise InputError(
+            f"Prefect's home (its database and the local server's files) cannot be written "
+            f"there ({exc.strerror}); give a writable --work-dir, or set PREFECT_HOME or "
+            "PREFECT_API_URL",
+            file=str(home),
+        ) from None
+
+
+def _log_tail(path: Path, lines: int = 12) -> str:
+    try:
+        text = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return "\n".join(text[-lines:])
+
+
+def _start(files: ServerFiles, idle_s: float, port: int = 0) -> ServerInfo:
+    """Start a server for this home (on `port`, else a free one) and wait until its API
+    answers."""
+    env = {**os.environ}
+    env.pop("PREFECT_API_URL", None)
+    env["PREFECT_HOME"] = str(files.home)
+    env.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    env["PREFECT_LOGGING_LEVEL"] = "WARNING"
+    with open(files.log, "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "flows.serverd", str(files.home), str(idle_s), str(port)],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # a terminal's Ctrl-C never reaches it
+            cwd=files.home,
+        )
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise ServerError(
+                f"the local Prefect server for {files.home} exited with code "
+                f"{proc.returncode} while starting; the end of {files.log}:\n"
+                + _log_tail(files.log)
+            )
+        info = files.read()
+        if info is not None and info.pid == proc.pid and _healthy(info, timeout=2.0):
+            return info
+        time.sleep(0.1)
+    _terminate(proc.pid)
+    raise ServerError(
+        f"the local Prefect server for {files.home} did not answer within "
+        f"{START_TIMEOUT_S:.0f} s; the end of {files.log}:\n" + _log_tail(files.log)
+    )
+
+
+def ensure_server(home: Path, *, idle_s: float | None = None) -> ServerInfo:
+    """The home's live server, started if none runs (or the one running is stale: dead,
+    not answering, or another Prefect version); this process holds it as a client."""
+    _check_home(home)
+    files = ServerFiles(home)
+    with files.starting():
+        info = live_server(files)
+        if info is None:
+            stale = files.read()
+            if stale is not None and _alive(stale.pid):
+                _terminate(stale.pid)
+            files.clear()
+            info = _start(files, idle_seconds() if idle_s is None else idle_s)
+        files.hold_client()
+    return info
+
+
+def stop_server(home: Path) -> ServerInfo | None:
+    """Stop the home's server (SIGTERM, then SIGKILL after 15 s); the one stopped, if any.
+    Runs using it at the time lose their connection to Prefect, not their records."""
+    files = ServerFiles(home)
+    if not files.state.exists():
+        return None
+    with files.starting():
+        info = files.read()
+        if info is None:
+            return None
+        files.stopped.write_text(str(info.pid))
+        _stopped_here.add(info.pid)
+        if _alive(info.pid):
+            _terminate(info.pid)
+        files.clear()
+    return info
+
+
+def _replace_if_gone(files: ServerFiles, info: ServerInfo) -> ServerInfo | None:
+    """A server on `info`'s port again if `info`'s process died (another command may have
+    restarted it already); None if it could not be restarted there."""
+    with files.starting():
+        live = live_server(files)
+        if live is not None:
+            return live if live.port == info.port else None
+        try:
+            return _start(files, info.idle_seconds, port=info.port)
+        except JudgelineError:
+            return None
+
+
+def _watch(files: ServerFiles, info: ServerInfo) -> None:
+    """While this command runs, restart its server if the process dies (killed, OOM): on
+    the same port, over the same database, so the Prefect client's retries (up to about a
+    minute on a lost connection) carry the flow run over and no record is lost."""
+    while True:
+        time.sleep(WATCH_EVERY_S)
+        if _alive(info.pid):
+            continue
+        if files.stopped.is_file() and files.stopped.read_text().strip() == str(info.pid):
+            if info.pid in _stopped_here:
+                return  # this process stopped it: nothing to say
+            print(
+                f"judgeline: the local Prefect server (pid {info.pid}) was stopped by "
+                "`judgeline server stop`; this command's flow run cannot go on",
+                file=sys.stderr,
+                flush=True,
+            )
+            return
+        print(
+            f"judgeline: the local Prefect server (pid {info.pid}) stopped; restarting it "
+            f"on {info.url}",
+            file=sys.stderr,
+            flush=True,
+        )
+        restarted = _replace_if_gone(files, info)
+        if restarted is None:
+            print(
+                f"judgeline: could not restart the local Prefect server on {info.url}; "
+                f"this command's flow run will fail (its log: {files.log})",
+                file=sys.stderr,
+                flush=True,
+            )
+            return
+        info = restarted
+
+
+def use_local_server(home: Path) -> ServerInfo | None:
+    """Point this process's Prefect client at the home's server (started if needed, and
+    restarted should it die while this process runs), unless PREFECT_API_URL already names
+    a server. Call before Prefect is imported."""
+    if os.environ.get("PREFECT_API_URL"):
+        return None
+    info = ensure_server(home)
+    os.environ["PREFECT_API_URL"] = info.api_url
+    watcher = threading.Thread(
+        target=_watch, args=(ServerFiles(home), info), name="judgeline-server-watch", daemon=True
+    )
+    watcher.start()
+    return info

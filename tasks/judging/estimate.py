@@ -39,6 +39,8 @@ from tasks.judging.planned import PlannedCall, plan_calls
 from tasks.judging.prices import price_of
 from tasks.judging.prompt_cache import hit_tokens, write_tokens
 from tasks.plan.designs import make_plan
+from tasks.runcheck import readable
+from tasks.runfolder import RunFolder
 from tasks.workdir import WorkDir
 
 __all__ = [
@@ -129,9 +131,12 @@ class _Group:
 
 
 def _pu_fraction(work: WorkDir, judge: str, config: str) -> float | None:
-    """Live paired unanimity's expected share of the grid, from the newest replay."""
+    """Live paired unanimity's expected share of the grid, from the newest replay of a run
+    that can be read."""
     runs = sorted(work.runs.glob("*/summary.parquet"), key=lambda p: p.stat().st_mtime)
     for path in reversed(runs):
+        if not readable(RunFolder(work, path.parent.name)):
+            continue  # skipped with a warning
         table = pq.read_table(path).to_pylist()
         rows = [
             r for r in table

@@ -82,6 +82,13 @@ from schemas.decoding import (
 )
 
 Provider = Literal["openai", "anthropic"]
+
+PromptCache = Literal["auto", "off", "1h"]
+"""How a judge uses its provider's prompt cache across the K repeats of a prompt
+(`tasks.judging.prompt_cache`): `auto` sends each prompt's first call before its repeats and
+marks the prompt for the cache (OpenAI `prompt_cache_key`, Anthropic `cache_control` with the
+default 5-minute lifetime); `1h` (Anthropic) does so with the 1-hour lifetime; `off` sends
+nothing of the kind and the calls in any order."""
 """The API dialect a judge speaks: OpenAI chat completions or Anthropic Messages."""
 
 Profile = Literal["openai", "azure", "openai_compatible", "anthropic"]
@@ -126,6 +133,7 @@ def _defaults(
         "simulated": False,
         "price": None,
         "batch": False,
+        "prompt_cache": "auto",
     }
 
 
@@ -142,7 +150,7 @@ TIMEOUT_UNBOUNDED_S = 600.0
 _NEW = frozenset(
     {"profile", "reasoning", "seed", "stop", "response_format", "reasoning_effort", "thinking",
      "system_role", "anthropic_version", "anthropic_beta", "headers", "query", "simulated",
-     "price", "batch"}
+     "price", "batch", "prompt_cache"}
 )  # fmt: skip
 """Fields a judge dump holds only when they differ from the profile's default (the dumps of
 earlier runs have none of them)."""
@@ -161,8 +169,9 @@ class JudgeSpec(Decoding):
     the default, `anthropic_beta` (betas can change replies). The seed of the planned call
     always enters it, sent or not, and so does the repeat index: the K calls of a judge that
     sends no seed stay K distinct calls. Profile, base URL, `headers` (e.g. `X-Title`),
-    `query` (e.g. `api-version`), `batch`, credentials, timeouts, concurrency, rate limits,
-    retries, prices and names do not.
+    `query` (e.g. `api-version`), `batch`, `prompt_cache` (and the caching fields it adds to
+    a request), credentials, timeouts, concurrency, rate limits, retries, prices and names do
+    not.
     """
 
     name: str = Field(min_length=1, description="Judge name used in every table of the run.")
@@ -211,6 +220,11 @@ class JudgeSpec(Decoding):
         description="Send this judge's calls through the provider's batch API (OpenAI Batch, "
         "Anthropic Message Batches: half price, replies within 24 h) instead of one request "
         "each; not part of the call key (a reply is the same however it was sent).",
+    )
+    prompt_cache: PromptCache = Field(
+        default="auto",
+        description="The provider's prompt cache across repeats (see `PromptCache`): `auto`, "
+        "`off`, or `1h` (Anthropic's 1-hour lifetime); not part of the call key.",
     )
     extra: dict[str, Any] = Field(
         default_factory=dict, description="Request parameters passed through unchanged."
@@ -294,6 +308,11 @@ class JudgeSpec(Decoding):
                 raise ValueError(f"{who}: headers.{header} is set by judgeline, not headers")
         if self.profile == "azure":
             self._check_azure()
+        if self.prompt_cache == "1h" and not anthropic:
+            raise ValueError(
+                f"{who}: prompt_cache: 1h is Anthropic's 1-hour cache lifetime; an OpenAI-dialect "
+                "judge takes auto or off (its provider decides how long a prefix stays cached)"
+            )
         if self.batch and self.profile not in ("openai", "anthropic"):
             raise ValueError(
                 f"{who}: batch: true needs profile openai or anthropic (the OpenAI Batch or "

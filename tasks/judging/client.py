@@ -28,7 +28,7 @@ import httpx
 from schemas.calls import AttemptRecord, ReplyRecord
 from schemas.judge import JudgeSpec
 from tasks.errors import InputError
-from tasks.judging.attempts import attempt_record
+from tasks.judging.attempts import attempt_record, reply_record
 from tasks.judging.claims import CallClaims, Claim
 from tasks.judging.endpoints import endpoint, extra_headers
 from tasks.judging.failures import CallFailure, scrub
@@ -277,19 +277,7 @@ class JudgeClient:
                 continue
             where = (request.call_key, self.run_id, request.attempts_before + attempt, started)
             if isinstance(outcome, Reply):
-                result.reply = ReplyRecord(
-                    call_key=request.call_key,
-                    provider=self.spec.provider,
-                    model=self.spec.model,
-                    raw_reply=outcome.text,
-                    finish_reason=outcome.finish_reason,
-                    prompt_tokens=outcome.prompt_tokens,
-                    completion_tokens=outcome.completion_tokens,
-                    latency_ms=outcome.latency_ms,
-                    received_at=dt.datetime.now(dt.UTC),
-                    cached_prompt_tokens=outcome.cached_prompt_tokens,
-                    reasoning_tokens=outcome.reasoning_tokens,
-                )
+                result.reply = reply_record(outcome, request.call_key, self.spec)
                 result.failure = None
                 result.attempts.append(attempt_record(outcome, *where))
                 return result

@@ -109,7 +109,9 @@ def test_the_readme_has_one_block_per_profile() -> None:
     assert set(BLOCKS) == set(EXPECTED)
     profiles = {JudgeSpec.model_validate(j).profile for js in BLOCKS.values() for j in js}
     assert profiles == {"openai", "anthropic", "azure", "openai_compatible"}
-    assert set(OTHER_BLOCKS) == {"a-run-configuration", "provider-batch-apis-half-price"}
+    assert set(OTHER_BLOCKS) == {
+        "a-run-configuration", "provider-prompt-caching", "provider-batch-apis-half-price",
+    }  # fmt: skip
 
 
 def test_every_readme_judge_config_passes_the_model_profiles() -> None:

@@ -24,12 +24,14 @@ def printed(monkeypatch: pytest.MonkeyPatch, width: int, *args: object) -> str:
 
 SPEND = SpendRow(
     judge="gpt-small", config="high-reasoning", sent_calls=6_912, cached_calls=288,
-    prompt_tokens=12_345_678, cached_prompt_tokens=1_234_567, completion_tokens=2_345_678,
-    reasoning_tokens=987_654, usd=123.456789, price_as_of=dt.date(2026, 11, 30),
+    prompt_tokens=12_345_678, cached_prompt_tokens=1_234_567, cache_write_tokens=234_567,
+    completion_tokens=2_345_678, reasoning_tokens=987_654, usd=123.456789,
+    prompt_cache_saved_usd=4.5678, price_as_of=dt.date(2026, 11, 30),
 )  # fmt: skip
 ESTIMATE = EstimateRow(
     judge="gpt-small", config="high-reasoning", planned_calls=7_200, cached_calls=288,
-    calls_to_send=6_912, input_tokens=12_345_678, output_tokens_per_call=312.5,
+    calls_to_send=6_912, input_tokens=12_345_678, cached_share=0.375, cache_write_tokens=98_765,
+    output_tokens_per_call=312.5, uncached_usd_low=14.56, uncached_usd_high=50.12,
     output_source="cached replies (288)", usd_low=12.3456, usd_high=45.6789,
     price_as_of=dt.date(2026, 11, 30), pu_expected_calls=4_321.5, pu_usd_low=7.891,
     pu_usd_high=28.765,

@@ -1,7 +1,9 @@
 """The DuckDB warehouse: views over every stage's parquet files and the report queries.
 
 The database file is a rebuildable artifact: `build_warehouse` writes it from scratch from
-the `view_*.sql` files in `tasks/sql/`. Report queries are the `report_*.sql` files, run by
+the `view_*.sql` files in `tasks/sql/`. For a work dir on an object store the views read the
+local copy of the store's tables (`refresh_tables` brings it up to date first) and the
+database lives in this machine's scratch dir. Report queries are the `report_*.sql` files, run by
 `query(work, name, **params)` with parameters bound, never formatted into the SQL.
 """
 
@@ -42,7 +44,7 @@ from schemas import (
 from schemas.advice import AdviceRow
 from tasks.errors import InputError, IntegrityError
 from tasks.hashing import digest, sha256_bytes
-from tasks.runfolder import TABLE_FILES
+from tasks.runfolder import TABLE_FILES, RunFolder
 from tasks.tablefiles import TableFile, damage_of, list_table_files
 from tasks.workdir import WorkDir
 
@@ -54,6 +56,7 @@ __all__ = [
     "build_warehouse",
     "check_run_tables",
     "query",
+    "refresh_tables",
     "report_names",
 ]
 
@@ -137,9 +140,27 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _listing(root: Path) -> dict[View, list[TableFile]]:
+def refresh_tables(work: WorkDir) -> None:
+    """Bring every view's files into the local copy of an object store (each folder listed
+    once; nothing to do on a local disk)."""
+    if not work.store.remote:
+        return
+    folders: dict[tuple[str, ...], None] = {}
+    for view in VIEWS:
+        fixed = []
+        for part in view.pattern:
+            if _GLOB_CHARS.search(part):
+                break
+            fixed.append(part)
+        folders[tuple(fixed)] = None
+    for folder in folders:
+        work.fresh(*folder)
+
+
+def _listing(work: WorkDir) -> dict[View, list[TableFile]]:
     """Every view's files as they are now, each checked (footers only)."""
-    return {view: list_table_files(root, view.pattern, view.model) for view in VIEWS}
+    refresh_tables(work)
+    return {view: list_table_files(work.root, view.pattern, view.model) for view in VIEWS}
 
 
 def _source(files: list[TableFile]) -> str | None:
@@ -152,7 +173,8 @@ def check_run_tables(work: WorkDir, run_id: str) -> None:
     """Raise an InputError if a run has no outcomes yet (it was judged only), and an
     IntegrityError naming every damaged table file of a run (the warehouse leaves such
     files out, so the run's figures would be silently incomplete)."""
-    outcomes = work.root.joinpath("runs", run_id, TABLE_FILES["outcomes"])
+    folder = RunFolder(work, run_id)
+    outcomes = folder.outcomes
     if not outcomes.exists():
         raise InputError(
             f"run {run_id!r} has no outcomes yet ({outcomes} does not exist): it was judged "
@@ -162,7 +184,7 @@ def check_run_tables(work: WorkDir, run_id: str) -> None:
     for view in VIEWS:
         if view.pattern[0] != "runs":
             continue
-        path = work.root.joinpath("runs", run_id, view.pattern[-1])
+        path = folder.path / view.pattern[-1]
         problem = damage_of(path, view.model) if path.exists() else None
         if problem is not None:
             damaged.append(f"{path} ({problem})")
@@ -203,7 +225,7 @@ def build_warehouse(work: WorkDir) -> Path:
     os.close(fd)
     tmp = Path(name)
     tmp.unlink()  # duckdb refuses to open an empty non-database file
-    listing = _listing(work.root)
+    listing = _listing(work)
     for files in listing.values():
         for f in files:
             if f.problem is not None:
@@ -322,6 +344,7 @@ def query(work: WorkDir, name: str, **params: Any) -> pd.DataFrame:
     """
     if name not in report_names():
         raise InputError(f"no report query {name!r}; known: {', '.join(report_names())}")
+    refresh_tables(work)
     if not work.warehouse.is_file() or _stale(work):
         build_warehouse(work)
     con = duckdb.connect(str(work.warehouse), read_only=True)

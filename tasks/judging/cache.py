@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shutil
 import time
 import uuid
 from collections.abc import Iterable, Sequence
@@ -28,7 +27,7 @@ from pydantic import BaseModel
 
 from schemas.arrow import arrow_schema, conform, rows_to_table
 from schemas.calls import AttemptRecord, ReplyRecord
-from tasks.judging.journal import Entry, ReplyJournal, dead_segments
+from tasks.judging.journal import Entry, dead_writers, open_journal
 from tasks.storage import write_parquet_atomic
 from tasks.workdir import WorkDir
 
@@ -81,7 +80,7 @@ def fold_dead_journals(work: WorkDir) -> int:
     """Publish the journal lines of writers that died before their flush; returns replies
     published. Journals of live writers are left to them."""
     published = 0
-    for segment in dead_segments(work.journal):
+    for segment in dead_writers(work):
         write_replies(work, segment.replies)
         write_attempts(work, segment.attempts)
         segment.delete()
@@ -116,9 +115,7 @@ def recover(work: WorkDir) -> int:
 
 def _quarantine(work: WorkDir, path: Path, why: str) -> None:
     target = work.quarantine / f"{path.parent.name}-{path.name}"
-    try:
-        shutil.move(str(path), target)
-    except FileNotFoundError:
+    if not work.store.move(path, target):
         return
     log.warning("cache file %s could not be read (%s); moved to %s", path, why, target)
 
@@ -139,6 +136,7 @@ def _read_folder(
     """
     full = arrow_schema(model)
     schema = full if columns is None else pa.schema([full.field(c) for c in columns])
+    work.store.refresh(folder, "*.parquet")
     fast = _read_fast(folder, full, columns)
     if fast is not None:
         return fast
@@ -247,7 +245,7 @@ def compact(work: WorkDir) -> tuple[int, int]:
     merged = _earliest_per_key(pa.concat_tables(tables))
     write_parquet_atomic(merged, work.replies / f"{uuid.uuid4().hex}.parquet")
     for path in paths:
-        path.unlink(missing_ok=True)
+        work.store.remove(path)
     return len(paths), merged.num_rows
 
 
@@ -281,7 +279,7 @@ class CacheWriter:
         self.max_rows = max_rows
         self.max_age_s = max_age_s
         self.claims = claims
-        self.journal = ReplyJournal(work.journal)
+        self.journal = open_journal(work)
         self._unjournaled: list[Entry] = []
         self._replies: list[ReplyRecord] = []
         self._attempts: list[AttemptRecord] = []
@@ -365,6 +363,9 @@ class CacheWriter:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if self._pending:
-            await asyncio.gather(*list(self._pending))
-        await self.flush()
+        try:
+            if self._pending:
+                await asyncio.gather(*list(self._pending))
+            await self.flush()
+        finally:
+            self.journal.close()

@@ -28,7 +28,7 @@ from schemas.calls import AttemptRecord, ReplyRecord
 from schemas.judge import JudgeSpec
 from tasks.errors import InputError
 from tasks.judging.attempts import attempt_record
-from tasks.judging.claims import CallClaims, Claim
+from tasks.judging.claims import Claim, Claims
 from tasks.judging.endpoints import endpoint, extra_headers
 from tasks.judging.failures import CallFailure, scrub
 from tasks.judging.pacing import (
@@ -128,7 +128,7 @@ class JudgeClient:
         *,
         run_id: str = "",
         retry: RetryPolicy | None = None,
-        claims: CallClaims | None = None,
+        claims: Claims | None = None,
         stop: StopRequest | None = None,
     ) -> None:
         self.spec = spec
@@ -217,7 +217,7 @@ class JudgeClient:
                 breaker.held += 1
                 return None
             if claim and self._claims is not None:
-                state = self._claims.take(request.call_key)
+                state = await self._claims.claim(request.call_key)
                 if state is not Claim.MINE:
                     return state
             if self._limiter is not None:

@@ -29,13 +29,28 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
 from schemas.calls import AttemptRecord, ReplyRecord
 from tasks.storage import FolderChanges
+from tasks.workdir import WorkDir
 
-__all__ = ["DeadWriterWatch", "Entry", "JournalSegment", "ReplyJournal", "dead_segments"]
+if TYPE_CHECKING:
+    from tasks.judging.store_journal import StoreJournal
+
+__all__ = [
+    "DeadWriterWatch",
+    "Entry",
+    "JournalSegment",
+    "ReplyJournal",
+    "dead_segments",
+    "dead_writers",
+    "encode",
+    "open_journal",
+    "parse",
+]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +68,18 @@ def same_file(fd: int, path: Path) -> bool:
         return False
 
 
+def encode(entries: Sequence[Entry]) -> bytes:
+    """One JSON line per entry: its reply (or null) and its attempts."""
+    return "".join(
+        '{"reply":'
+        + (reply.model_dump_json() if reply is not None else "null")
+        + ',"attempts":['
+        + ",".join(a.model_dump_json() for a in attempts)
+        + "]}\n"
+        for reply, attempts in entries
+    ).encode("utf-8")
+
+
 @dataclass
 class JournalSegment:
     """One journal file: open, locked, and appended to by one writer."""
@@ -62,15 +89,7 @@ class JournalSegment:
 
     def write(self, entries: Sequence[Entry]) -> None:
         """Append one line per entry, in one write."""
-        data = "".join(
-            '{"reply":'
-            + (reply.model_dump_json() if reply is not None else "null")
-            + ',"attempts":['
-            + ",".join(a.model_dump_json() for a in attempts)
-            + "]}\n"
-            for reply, attempts in entries
-        ).encode("utf-8")
-        view = memoryview(data)
+        view = memoryview(encode(entries))
         while view:
             written = os.write(self.fd, view)
             view = view[written:]
@@ -94,6 +113,9 @@ class ReplyJournal:
         if self.current is None:
             self.current = self._start()
         self.current.write(entries)
+
+    def close(self) -> None:
+        """Nothing to wait for: every line is in the file when `write` returns."""
 
     def cut(self) -> JournalSegment | None:
         """End the current segment (a flush is about to publish its lines) and return it."""
@@ -191,12 +213,15 @@ class DeadWriterWatch:
 
 @dataclass
 class DeadSegment:
-    path: Path
+    """What a dead writer journaled: `path` names the file (or the store's objects)."""
+
+    path: Path | str
     replies: list[ReplyRecord]
     attempts: list[AttemptRecord]
     bad_lines: list[int]
 
     def delete(self) -> None:
+        assert isinstance(self.path, Path)
         self.path.unlink(missing_ok=True)
 
 
@@ -214,10 +239,10 @@ def dead_segments(folder: Path) -> Iterator[DeadSegment]:
                 continue
             with os.fdopen(os.dup(fd), "rb") as handle:
                 data = handle.read()
-            yield _parse(path, data)
+            yield parse(path, data)
 
 
-def _parse(path: Path, data: bytes) -> DeadSegment:
+def parse(path: Path | str, data: bytes) -> DeadSegment:
     segment = DeadSegment(path, [], [], [])
     for number, raw in enumerate(data.splitlines(), start=1):
         try:
@@ -237,3 +262,23 @@ def _parse(path: Path, data: bytes) -> DeadSegment:
             segment.bad_lines,
         )
     return segment
+
+
+def open_journal(work: WorkDir) -> ReplyJournal | StoreJournal:
+    """This writer's journal in `work`: a locked local file, or objects in the store."""
+    if work.store.remote:
+        from tasks.judging.store_journal import StoreJournal
+
+        return StoreJournal(work)
+    return ReplyJournal(work.journal)
+
+
+def dead_writers(work: WorkDir) -> Iterator[DeadSegment]:
+    """What writers that died before publishing left in their journals (`dead_segments`,
+    or on an object store the journals of writers whose lease ran out)."""
+    if work.store.remote:
+        from tasks.judging.store_journal import dead_store_segments
+
+        yield from dead_store_segments(work)
+    else:
+        yield from dead_segments(work.journal)

@@ -159,14 +159,15 @@ def publish_folder_once(
     non-empty folder), returns `verify_existing()`, which must raise if the stored folder
     differs from what this call would have written.
     """
-    if final.exists():
+    store = store_of(final)
+    if store.folder_stands(final, complete_with=info_file):
         return verify_existing()
     staging = final.parent / f".staging-{final.name[:16]}-{uuid.uuid4().hex}"
     try:
         write_parquet_atomic(table, staging / table_file)
         write_json_atomic(info.model_dump(mode="json"), staging / info_file)
         check(staging)
-        if not store_of(final).publish_folder(staging, final, complete_with=info_file):
+        if not store.publish_folder(staging, final, complete_with=info_file):
             return verify_existing()
     finally:
         shutil.rmtree(staging, ignore_errors=True)

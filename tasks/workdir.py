@@ -87,7 +87,6 @@ class WorkDir:
         folders) brought into the local copy first; a local work dir's folder as it is."""
         path = self.root.joinpath(*parts)
         if self.store.remote:
-            path.mkdir(parents=True, exist_ok=True)
             self.store.refresh(path, pattern)
         return path
 

@@ -41,6 +41,10 @@ class Store:
         finally:
             tmp.unlink(missing_ok=True)
 
+    def folder_stands(self, final: Path, *, complete_with: str) -> bool:
+        """Whether a write-once folder was published (a local folder appears whole)."""
+        return final.exists()
+
     def publish_folder(self, staging: Path, final: Path, *, complete_with: str) -> bool:
         """Rename a finished staging folder to `final` in one step; False if another writer's
         folder stood there (rename never replaces a non-empty folder; a folder holding none

@@ -201,6 +201,11 @@ class ObjectStore(Store):
         finally:
             tmp.unlink(missing_ok=True)
 
+    def folder_stands(self, final: Path, *, complete_with: str) -> bool:
+        """A folder in the store stands once its last file is there: without it, its writer
+        died between its puts, and the next writer completes it."""
+        return (final / complete_with).is_file()
+
     def publish_folder(self, staging: Path, final: Path, *, complete_with: str) -> bool:
         names = sorted(
             (p.name for p in staging.iterdir() if p.is_file()),

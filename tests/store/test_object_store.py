@@ -206,9 +206,7 @@ def test_a_killed_writers_journaled_reply_is_published_and_its_claims_expire(
         time.sleep(0.2)
     # The reply the dead process received is published before the claim is decided...
     assert state is Claim.STORED
-    assert read_replies(store_work).column("raw_reply").to_pylist() == [
-        reply("received").raw_reply
-    ]
+    assert read_replies(store_work).column("raw_reply").to_pylist() == [reply("received").raw_reply]
     # ... and the call it had in flight is this process's to send.
     assert survivor.take("in-flight") is Claim.MINE
     survivor.close()

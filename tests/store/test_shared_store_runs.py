@@ -175,9 +175,15 @@ def test_dask_workers_that_share_only_the_store_send_each_call_once(
                                       "simulated": True, "model": "steady",
                                       "max_concurrency": 4})  # fmt: skip
     counts = asyncio.run(
-        judge_flow(run_id="dask", plan_id=staged.plan_id, judges=[judge],
-                   template_id="arena-hard-v1", work_dir=bucket_url, batch_size=8,
-                   dask_address=cluster.scheduler_address)  # fmt: skip
+        judge_flow(
+            run_id="dask",
+            plan_id=staged.plan_id,
+            judges=[judge],
+            template_id="arena-hard-v1",
+            work_dir=bucket_url,
+            batch_size=8,
+            dask_address=cluster.scheduler_address,
+        )  # fmt: skip
     )
     assert counts["sent"] == counts["stored"] == counts["planned"] == CALLS
     answered = _answered(server)

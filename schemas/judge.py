@@ -129,6 +129,16 @@ def _defaults(
     }
 
 
+TIMEOUT_FLOOR_S = 120.0
+"""The shortest default timeout (the old fixed default): enough for a 1,024-token reply."""
+TIMEOUT_BASE_S = 60.0
+"""Queueing and the prompt, before the first output token."""
+TIMEOUT_S_PER_TOKEN = 3600 / 128_000
+"""Seconds per output token the Anthropic SDK itself allows a non-streaming request (an hour
+for 128,000 tokens, `_calculate_nonstreaming_timeout`): 16,000 tokens wait 60 + 450 s."""
+TIMEOUT_UNBOUNDED_S = 600.0
+"""A request with no `max_tokens`: the OpenAI and Anthropic SDKs' default, 10 minutes."""
+
 _NEW = frozenset(
     {"profile", "reasoning", "seed", "stop", "response_format", "reasoning_effort", "thinking",
      "system_role", "anthropic_version", "anthropic_beta", "headers", "query", "simulated",
@@ -215,7 +225,12 @@ class JudgeSpec(Decoding):
         min_length=1,
         description="Reasoning configurations; every call is made once per config.",
     )
-    timeout_s: float = Field(default=120.0, gt=0, description="Per-request timeout (seconds).")
+    timeout_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="Per-request timeout (seconds); default: grows with each config's "
+        "output budget (`request_timeout`).",
+    )
     max_concurrency: int = Field(default=16, ge=1, description="Requests in flight at most.")
     requests_per_minute: float | None = Field(
         default=None, gt=0, description="Client-side rate limit; None for no limit."
@@ -317,6 +332,18 @@ class JudgeSpec(Decoding):
                 fields["temperature"] = None
             fields.update({f: getattr(config, f) for f in config.overrides})
         return fields
+
+    def request_timeout(self, config: ReasoningConfig | None = None) -> float:
+        """Seconds to wait for one reply under `config`: `timeout_s` when set, else
+        TIMEOUT_BASE_S plus TIMEOUT_S_PER_TOKEN per token of the config's `max_tokens` (its
+        output budget, reasoning or thinking included), at least TIMEOUT_FLOOR_S; a config
+        that sends no `max_tokens` waits TIMEOUT_UNBOUNDED_S."""
+        if self.timeout_s is not None:
+            return self.timeout_s
+        limit = self.decoding(config).get("max_tokens")
+        if not isinstance(limit, int):
+            return TIMEOUT_UNBOUNDED_S
+        return max(TIMEOUT_FLOOR_S, TIMEOUT_BASE_S + TIMEOUT_S_PER_TOKEN * limit)
 
     def config(self, name: str) -> ReasoningConfig:
         """The reasoning config called `name`."""

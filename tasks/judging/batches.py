@@ -152,6 +152,7 @@ async def send_all(
             return list(await asyncio.gather(*(bounded(b, session) for b in batches)))
     finally:
         tally.add_trips(t for client in clients.values() for t in client.tripped)
+        tally.timed_out += sum(client.timed_out for client in clients.values())
         claims.close()
         for client in clients.values():
             await client.aclose()

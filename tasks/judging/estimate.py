@@ -31,6 +31,8 @@ from tasks.judging.cache import read_replies, stored_keys
 from tasks.judging.planned import PlannedCall, plan_calls
 from tasks.judging.prices import price_of
 from tasks.plan.designs import make_plan
+from tasks.runcheck import readable
+from tasks.runfolder import RunFolder
 from tasks.workdir import WorkDir
 
 __all__ = [
@@ -114,10 +116,13 @@ class _Group:
 
 
 def _pu_fraction(work: WorkDir, judge: str, config: str) -> float | None:
-    """Live paired unanimity's expected share of the grid, from the newest replay."""
+    """Live paired unanimity's expected share of the grid, from the newest replay of a run
+    that can be read."""
     found = work.fresh("runs", pattern="*/summary.parquet").glob("*/summary.parquet")
     runs = sorted(found, key=lambda p: p.stat().st_mtime)
     for path in reversed(runs):
+        if not readable(RunFolder(work, path.parent.name)):
+            continue  # skipped with a warning
         table = pq.read_table(path).to_pylist()
         rows = [
             r for r in table

@@ -124,7 +124,12 @@ class Provider(ABC):
             headers[CALL_KEY_HEADER] = request.call_key
         started = time.perf_counter()
         try:
-            response = await self.http.post(self.path, json=self.body(request), headers=headers)
+            response = await self.http.post(
+                self.path,
+                json=self.body(request),
+                headers=headers,
+                timeout=httpx.Timeout(self.spec.request_timeout(request.config)),
+            )
         except httpx.TimeoutException as exc:
             ms = (time.perf_counter() - started) * 1000
             return self._fail("timeout", f"{type(exc).__name__} after {ms:.0f} ms", ms)

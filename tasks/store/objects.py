@@ -252,7 +252,7 @@ class ObjectStore(Store):
         prefix = self.key(folder) + "/"
         memo = (prefix, pattern)
         now = time.monotonic()
-        if not force and now - self._listed.get(memo, -FRESH_S) < FRESH_S:
+        if not force and self._listed_lately(prefix, pattern, now):
             return
         with self._listing_lock:
             listed = {
@@ -272,6 +272,18 @@ class ObjectStore(Store):
                 (self.root / key).unlink(missing_ok=True)
             self._index.drop(gone)
             self._listed[memo] = now
+
+    def _listed_lately(self, prefix: str, pattern: str, now: float) -> bool:
+        """Whether this folder, or a folder above it with everything in it, was listed in
+        the last `FRESH_S` (a warehouse lists `runs/` once, not each run again)."""
+        if now - self._listed.get((prefix, pattern), -FRESH_S) < FRESH_S:
+            return True
+        parts = prefix.rstrip("/").split("/")
+        for cut in range(len(parts), 0, -1):
+            above = "/".join(parts[:cut]) + "/"
+            if now - self._listed.get((above, "*"), -FRESH_S) < FRESH_S:
+                return True
+        return False
 
     def _download(self, metas: list[dict[str, Any]]) -> None:
         """Fetch objects into the copy, each written to a temp name and renamed; JSON

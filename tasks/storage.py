@@ -181,10 +181,13 @@ def published_folders(root: Path, info_file: str) -> list[Path]:
     if `root` does not exist."""
     if not root.is_dir():
         return []
+    store = store_of(root)
     return sorted(
         p
         for p in root.iterdir()
-        if p.is_dir() and not p.name.startswith(".") and (p / info_file).is_file()
+        if p.is_dir()
+        and not p.name.startswith(".")
+        and store.folder_stands(p, complete_with=info_file)
     )
 
 

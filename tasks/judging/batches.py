@@ -14,10 +14,11 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 
 from tasks.judging.cache import CacheWriter
-from tasks.judging.claims import StoredKeyView, call_claims
+from tasks.judging.claims import StoredKeyView
 from tasks.judging.client import JudgeClient, aresolve_api_key
 from tasks.judging.planned import PlannedCall
 from tasks.judging.request import JudgeRequest
+from tasks.judging.sharing import call_claims
 from tasks.judging.stopping import StopRequest
 from tasks.judging.tally import Tally
 

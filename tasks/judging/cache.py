@@ -16,9 +16,9 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -27,9 +27,12 @@ from pydantic import BaseModel
 
 from schemas.arrow import arrow_schema, conform, rows_to_table
 from schemas.calls import AttemptRecord, ReplyRecord
-from tasks.judging.journal import Entry, dead_writers, open_journal
+from tasks.judging.journal import DeadSegment, Entry, ReplyJournal, dead_segments
 from tasks.storage import write_parquet_atomic
 from tasks.workdir import WorkDir
+
+if TYPE_CHECKING:
+    from tasks.judging.store_journal import StoreJournal
 
 
 class PublishListener(Protocol):
@@ -76,11 +79,31 @@ def write_attempts(work: WorkDir, records: Sequence[AttemptRecord]) -> Path | No
     return _write(records, AttemptRecord, work.attempts)
 
 
+def _journal_for(work: WorkDir) -> ReplyJournal | StoreJournal:
+    """This writer's journal in `work`: a locked local file, or objects in the store."""
+    if work.store.remote:
+        from tasks.judging.store_journal import StoreJournal
+
+        return StoreJournal(work)
+    return ReplyJournal(work.journal)
+
+
+def _dead_writers(work: WorkDir) -> Iterator[DeadSegment]:
+    """What writers that died before publishing left in their journals: locked files no
+    process holds, or in a store the journals of writers whose lease ran out."""
+    if work.store.remote:
+        from tasks.judging.store_journal import dead_store_segments
+
+        yield from dead_store_segments(work)
+    else:
+        yield from dead_segments(work.journal)
+
+
 def fold_dead_journals(work: WorkDir) -> int:
     """Publish the journal lines of writers that died before their flush; returns replies
     published. Journals of live writers are left to them."""
     published = 0
-    for segment in dead_writers(work):
+    for segment in _dead_writers(work):
         write_replies(work, segment.replies)
         write_attempts(work, segment.attempts)
         segment.delete()
@@ -279,7 +302,7 @@ class CacheWriter:
         self.max_rows = max_rows
         self.max_age_s = max_age_s
         self.claims = claims
-        self.journal = open_journal(work)
+        self.journal = _journal_for(work)
         self._unjournaled: list[Entry] = []
         self._replies: list[ReplyRecord] = []
         self._attempts: list[AttemptRecord] = []

@@ -18,7 +18,8 @@ again.
 
 On an object store (`tasks.store`) there are no such locks: the run lock is a lock object
 held by a lease, and call claims are objects created with conditional writes
-(`tasks.judging.store_claims`); `call_claims` picks the kind the work dir needs.
+(`tasks.judging.store_claims`); `tasks.judging.sharing.call_claims` picks the kind the work
+dir needs.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import struct
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -53,10 +54,8 @@ if TYPE_CHECKING:
 __all__ = [
     "CallClaims",
     "Claim",
-    "Claims",
     "RunLock",
     "StoredKeyView",
-    "call_claims",
     "run_lock_is_free",
 ]
 
@@ -372,37 +371,3 @@ class CallClaims:
             os.close(self._fd)
             self._fd = -1
             self._dead_writers.close()
-
-
-class Claims(Protocol):
-    """Claims on calls, as `JudgeClient` and `CacheWriter` use them (`CallClaims` on a
-    local disk, `tasks.judging.store_claims.StoreCallClaims` on an object store)."""
-
-    view: StoredKeyView
-    waited: set[str]
-
-    def take(self, call_key: str) -> Claim:
-        """Claim a call before its first attempt: MINE (send it), STORED or BUSY."""
-        ...
-
-    async def claim(self, call_key: str) -> Claim:
-        """`take` without blocking the event loop."""
-        ...
-
-    def published(self, path: Path | None, stored: list[str], settled: set[str]) -> None: ...
-
-    def release(self, call_keys: Iterable[str]) -> None: ...
-
-    @property
-    def held(self) -> int: ...
-
-    def close(self) -> None: ...
-
-
-def call_claims(work: WorkDir, view: StoredKeyView | None = None) -> Claims:
-    """The claims of this process on the calls of `work`, of the kind its store needs."""
-    if work.store.remote:
-        from tasks.judging.store_claims import StoreCallClaims
-
-        return StoreCallClaims(work, view)
-    return CallClaims(work, view)

@@ -29,7 +29,7 @@ from schemas.calls import AttemptRecord, ReplyRecord
 from schemas.judge import JudgeSpec
 from tasks.errors import InputError
 from tasks.judging.attempts import attempt_record
-from tasks.judging.claims import Claim, Claims
+from tasks.judging.claims import Claim
 from tasks.judging.endpoints import endpoint, extra_headers
 from tasks.judging.failures import CallFailure, scrub
 from tasks.judging.pacing import (
@@ -41,6 +41,7 @@ from tasks.judging.pacing import (
     RetryPolicy,
 )
 from tasks.judging.providers import PROVIDERS, CallRequest, Provider, Reply
+from tasks.judging.sharing import Claims
 from tasks.judging.stopping import StopRequest
 
 __all__ = [

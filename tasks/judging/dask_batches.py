@@ -31,10 +31,10 @@ from tasks.errors import InputError, IntegrityError
 from tasks.ingest.manifest import read_manifest
 from tasks.judging.batches import send_batch, split_batches
 from tasks.judging.cache import CacheWriter
-from tasks.judging.claims import call_claims
 from tasks.judging.client import JudgeClient, aresolve_api_key
 from tasks.judging.planned import PlannedCall, plan_calls
 from tasks.judging.request import JudgeRequest
+from tasks.judging.sharing import call_claims
 from tasks.plan import read_plan
 from tasks.workdir import WorkDir
 

@@ -29,16 +29,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
 from schemas.calls import AttemptRecord, ReplyRecord
 from tasks.storage import FolderChanges
-from tasks.workdir import WorkDir
-
-if TYPE_CHECKING:
-    from tasks.judging.store_journal import StoreJournal
 
 __all__ = [
     "DeadWriterWatch",
@@ -46,9 +41,7 @@ __all__ = [
     "JournalSegment",
     "ReplyJournal",
     "dead_segments",
-    "dead_writers",
     "encode",
-    "open_journal",
     "parse",
 ]
 
@@ -262,23 +255,3 @@ def parse(path: Path | str, data: bytes) -> DeadSegment:
             segment.bad_lines,
         )
     return segment
-
-
-def open_journal(work: WorkDir) -> ReplyJournal | StoreJournal:
-    """This writer's journal in `work`: a locked local file, or objects in the store."""
-    if work.store.remote:
-        from tasks.judging.store_journal import StoreJournal
-
-        return StoreJournal(work)
-    return ReplyJournal(work.journal)
-
-
-def dead_writers(work: WorkDir) -> Iterator[DeadSegment]:
-    """What writers that died before publishing left in their journals (`dead_segments`,
-    or on an object store the journals of writers whose lease ran out)."""
-    if work.store.remote:
-        from tasks.judging.store_journal import dead_store_segments
-
-        yield from dead_store_segments(work)
-    else:
-        yield from dead_segments(work.journal)

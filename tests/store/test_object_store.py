@@ -22,7 +22,8 @@ from schemas.calls import AttemptRecord, ReplyRecord
 from tasks.errors import InputError
 from tasks.ingest.manifest import list_manifests
 from tasks.judging.cache import CacheWriter, compact, read_replies, write_replies
-from tasks.judging.claims import Claim, RunLock, call_claims, run_lock_is_free
+from tasks.judging.claims import Claim, RunLock, run_lock_is_free
+from tasks.judging.sharing import call_claims
 from tasks.plan import read_plan
 from tasks.runfolder import RunFolder
 from tasks.storage import write_parquet_atomic
@@ -176,7 +177,7 @@ def test_a_killed_writers_journaled_reply_is_published_and_its_claims_expire(
         sys.path[:0] = [{str(Path(__file__).parent)!r}, {str(REPO / "tests")!r}]
         from test_object_store import reply, attempt
         from tasks.judging.cache import CacheWriter
-        from tasks.judging.claims import call_claims
+        from tasks.judging.sharing import call_claims
         from tasks.workdir import WorkDir
 
         async def main():

@@ -9,7 +9,7 @@ from pathlib import Path
 from types import FrameType
 
 from flows.localserver import use_local_server
-from tasks.errors import InputError, JudgelineError
+from tasks.errors import InputError, JudgelineError, StoreError
 from tasks.workdir import WorkDir
 
 # The loggers on which Prefect reports a failed flow or task run, traceback included.
@@ -116,7 +116,7 @@ def open_work_dir(address: str | None) -> WorkDir:
     store URL cannot be opened (an unknown scheme option, a malformed URL)."""
     try:
         return WorkDir.at(address)
-    except (ValueError, OSError) as exc:
+    except StoreError as exc:
         raise InputError(f"cannot open work dir {address}: {exc}") from None
 
 
@@ -141,13 +141,12 @@ def check_store_access(work: WorkDir) -> None:
     assert isinstance(work.store, ObjectStore)
     try:
         work.store.check_access()
-    except Exception as exc:  # noqa: BLE001 - obstore raises one class per cause
-        reason = " ".join(str(exc).split("\n\nDebug source:")[0].split())[:400]
+    except StoreError as exc:
         raise InputError(
-            f"work dir {work.url} cannot be written: {type(exc).__name__}: {reason}. "
-            "Credentials come from the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, "
-            "AWS_ENDPOINT_URL and AWS_ALLOW_HTTP=true for an http endpoint; "
-            "GOOGLE_APPLICATION_CREDENTIALS; AZURE_STORAGE_ACCOUNT_NAME and a key or token)"
+            f"work dir {work.url} cannot be written: {exc}. Credentials come from the "
+            "environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL and "
+            "AWS_ALLOW_HTTP=true for an http endpoint; GOOGLE_APPLICATION_CREDENTIALS; "
+            "AZURE_STORAGE_ACCOUNT_NAME and a key or token) or the platform's role"
         ) from None
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
 import uuid
 from collections.abc import Iterable
@@ -31,6 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from tasks.errors import StoreError
 from tasks.judging.cache import fold_dead_journals
 from tasks.judging.claims import Claim, StoredKeyView
 from tasks.store.leases import writer_lease
@@ -38,6 +40,8 @@ from tasks.store.objects import ObjectStore
 from tasks.workdir import WorkDir
 
 __all__ = ["CLAIM_PREFIX", "StoreCallClaims"]
+
+log = logging.getLogger(__name__)
 
 CLAIM_PREFIX = "cache/claims/"
 MARKER_THREADS = 8
@@ -130,11 +134,19 @@ class StoreCallClaims:
             if call_key not in self._held:
                 return
             self._held.discard(call_key)
-        key = CLAIM_PREFIX + call_key
-        if stored:
-            self._markers.submit(self.store.replace, key, self._body("stored", file=file))
-        else:
-            self._markers.submit(self.store.delete, key)
+        body = self._body("stored", file=file) if stored else None
+        self._markers.submit(self._write_marker, CLAIM_PREFIX + call_key, body)
+
+    def _write_marker(self, key: str, body: bytes | None) -> None:
+        try:
+            if body is None:
+                self.store.delete(key)
+            else:
+                self.store.replace(key, body)
+        except StoreError as exc:
+            # Others wait for this claim until this process's lease runs out; then they
+            # find the reply stored (or send the call again).
+            log.warning("claim %s could not be settled: %s", key, exc)
 
     def published(self, path: Path | None, stored: list[str], settled: set[str]) -> None:
         """A writer published `path` holding the replies of `stored`: let the view see them,

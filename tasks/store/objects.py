@@ -32,8 +32,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import obstore
-from obstore.exceptions import AlreadyExistsError, PreconditionError
+from obstore.exceptions import AlreadyExistsError, BaseError, PreconditionError
 
+from tasks.errors import StoreError
 from tasks.store.files import Store, register_copy
 
 __all__ = ["FRESH_S", "ObjectStore", "StoreObject"]
@@ -117,7 +118,8 @@ class ObjectStore(Store):
         """This machine's folder for the store: the copy, its index, Prefect's home."""
         self.root = state / "work"
         self.root.mkdir(parents=True, exist_ok=True)
-        self.objects = from_url(self.url, retry_config={"max_retries": 4})
+        with self.requests("open"):
+            self.objects = from_url(self.url, retry_config={"max_retries": 4})
         self._index = _Index(state / "copy-index.sqlite")
         self._listed: dict[tuple[str, str], float] = {}
         self._listing_lock = threading.Lock()
@@ -125,6 +127,21 @@ class ObjectStore(Store):
 
     def __repr__(self) -> str:
         return f"ObjectStore({self.url!r}, copy at {self.root})"
+
+    @contextlib.contextmanager
+    def requests(self, what: str) -> Iterator[None]:
+        """Requests to the store: its refusals and failures become a StoreError naming the
+        store, the request and the reason (absent objects and failed conditions are answers,
+        not errors, and pass through)."""
+        try:
+            yield
+        except (FileNotFoundError, AlreadyExistsError, PreconditionError):
+            raise
+        except (BaseError, OSError, ValueError) as exc:
+            reason = " ".join(str(exc).split("\n\nDebug source:")[0].split())[:400]
+            raise StoreError(
+                f"object store {self.url}: {what} failed: {type(exc).__name__}: {reason}"
+            ) from exc
 
     # --- keys -------------------------------------------------------------------------------
 
@@ -161,20 +178,23 @@ class ObjectStore(Store):
     def read(self, key: str) -> StoreObject | None:
         """The object at `key`, or None if there is none."""
         try:
-            result = obstore.get(self.objects, key)
+            with self.requests(f"reading {key}"):
+                result = obstore.get(self.objects, key)
+                data = bytes(result.bytes())
         except FileNotFoundError:
             return None
-        return StoreObject(bytes(result.bytes()), result.meta.get("e_tag"))
+        return StoreObject(data, result.meta.get("e_tag"))
 
     def delete(self, keys: str | list[str]) -> None:
         """Delete objects (absent ones are no error); many in few requests."""
         if keys:
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(FileNotFoundError), self.requests("deleting objects"):
                 obstore.delete(self.objects, keys)
 
     def list_objects(self, prefix: str) -> list[dict[str, Any]]:
         """Every object under `prefix` (a folder key ending in '/'), with path, size, e_tag."""
-        return [dict(meta) for chunk in obstore.list(self.objects, prefix) for meta in chunk]
+        with self.requests(f"listing {prefix}"):
+            return [dict(meta) for chunk in obstore.list(self.objects, prefix) for meta in chunk]
 
     # --- files ------------------------------------------------------------------------------
 
@@ -183,7 +203,7 @@ class ObjectStore(Store):
         if _hidden(key):
             return super().publish(tmp, path, overwrite=overwrite)  # staging: this machine's
         try:
-            with tmp.open("rb") as handle:
+            with tmp.open("rb") as handle, self.requests(f"writing {key}"):
                 if overwrite:
                     # A single PUT up to 5 GB, else a multipart upload: either way the object
                     # appears whole when the upload completes.
@@ -238,7 +258,8 @@ class ObjectStore(Store):
     def move(self, path: Path, target: Path) -> bool:
         source, key = self.key(path), self.key(target)
         try:
-            obstore.copy(self.objects, source, key)
+            with self.requests(f"copying {source} to {key}"):
+                obstore.copy(self.objects, source, key)
         except FileNotFoundError:
             return False
         self.delete(source)
@@ -315,9 +336,10 @@ class ObjectStore(Store):
     def check_access(self) -> None:
         """Write, read and delete a probe object: raises the store's error if any fails."""
         key = f".judgeline-write-check/{os.getpid()}-{time.time_ns()}"
-        obstore.put(self.objects, key, b"", use_multipart=False)
-        obstore.get(self.objects, key).bytes()
-        obstore.delete(self.objects, key)
+        with self.requests("writing, reading and deleting a probe object"):
+            obstore.put(self.objects, key, b"", use_multipart=False)
+            obstore.get(self.objects, key).bytes()
+            obstore.delete(self.objects, key)
 
 
 def _hidden(key: str) -> bool:

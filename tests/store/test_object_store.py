@@ -233,3 +233,15 @@ def test_a_cache_writer_on_the_store_publishes_and_clears_its_journal(
     other = _other(bucket_url, tmp_path)
     assert sorted(read_replies(other).column("call_key").to_pylist()) == ["a", "b"]
     assert call_claims(other).take("a") is Claim.STORED
+
+
+@pytest.mark.slow
+def test_a_store_that_refuses_is_one_paragraph_naming_it(s3_server: object) -> None:
+    url = "s3://no-such-bucket-here/judgeline"
+    judgeline = str(REPO / ".venv" / "bin" / "judgeline")
+    env = {k: v for k, v in os.environ.items() if k != "JUDGELINE_WORK_DIR"}
+    listed = subprocess.run([judgeline, "--work-dir", url, "runs"], env=env,
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert listed.returncode == 2, listed.stdout + listed.stderr
+    assert "Traceback" not in listed.stderr
+    assert listed.stderr.startswith(f"error: object store {url}: listing runs/ failed")

@@ -199,3 +199,17 @@ def test_a_read_only_work_dir_is_refused_at_once(
     assert "Read-only file system" in result.stderr and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert time.monotonic() - started < 30
+
+
+@pytest.mark.slow
+def test_a_server_whose_home_is_deleted_stops(tmp_path: Path, home: Path) -> None:
+    """`rm -rf work` under a running server: no command can reach it any more, so it exits
+    instead of running forever."""
+    import shutil
+
+    command = [JUDGELINE, "--work-dir", str(tmp_path / "work"), "server", "start"]
+    started = subprocess.run(command, env=_env(home), capture_output=True, text=True)
+    assert started.returncode == 0, started.stderr
+    pid = _server_pid(home)
+    shutil.rmtree(home)
+    assert _gone(pid, 30), "the server outlived its deleted home"

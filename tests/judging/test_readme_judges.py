@@ -157,17 +157,17 @@ def _at(server: SimJudgeServer, base_url: str) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_readme_judge_against_the_simulated_judge(
+def _judged(
     name: str,
+    blocks: list[dict[str, Any]],
     server: SimJudgeServer,
-    _stored_plan: StagedPlan,
-    work: WorkDir,
+    staged: StagedPlan,
     monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    staged = _stored_plan.copy_to(work)
+) -> dict[str, Any]:
+    """Judge the staged plan with a README block's judges on the simulated judge (its log
+    cleared first); every call must be stored. Returns the stage's counts."""
     judges = []
-    for raw in BLOCKS[name]:
+    for raw in blocks:
         monkeypatch.setenv(raw["api_key_env"], KEY)
         judges.append(JudgeSpec.model_validate({**raw, "base_url": _at(server, raw["base_url"])}))
     server.clear_log()
@@ -176,7 +176,18 @@ def test_readme_judge_against_the_simulated_judge(
     )
     counts = asyncio.run(run_judge_stage(request))
     assert counts["stored"] == counts["planned"] > 0, counts
+    return counts
 
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_readme_judge_against_the_simulated_judge(
+    name: str,
+    server: SimJudgeServer,
+    _stored_plan: StagedPlan,
+    work: WorkDir,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    counts = _judged(name, BLOCKS[name], server, _stored_plan.copy_to(work), monkeypatch)
     want = EXPECTED[name]
     log = server.request_log()
     assert len(log) == counts["planned"] and {e["status"] for e in log} == {200}
@@ -209,15 +220,5 @@ def test_other_readme_judges_against_the_simulated_judge(
 ) -> None:
     """The run configuration's and the batch section's judges store every call (batch
     judges through the simulated judge's batch APIs), and every request was answered 200."""
-    staged = _stored_plan.copy_to(work)
-    judges = []
-    for raw in OTHER_BLOCKS[name]:
-        monkeypatch.setenv(raw["api_key_env"], KEY)
-        judges.append(JudgeSpec.model_validate({**raw, "base_url": _at(server, raw["base_url"])}))
-    server.clear_log()
-    request = JudgeRequest(
-        work=staged.work, run_id=f"readme-{name}", plan_id=staged.plan_id, judges=tuple(judges)
-    )
-    counts = asyncio.run(run_judge_stage(request))
-    assert counts["stored"] == counts["planned"] > 0, counts
+    _judged(name, OTHER_BLOCKS[name], server, _stored_plan.copy_to(work), monkeypatch)
     assert {e["status"] for e in server.request_log()} == {200}

@@ -232,7 +232,9 @@ def test_a_cache_writer_on_the_store_publishes_and_clears_its_journal(
     assert store.list_objects("leases/") == []  # type: ignore[attr-defined]
     other = _other(bucket_url, tmp_path)
     assert sorted(read_replies(other).column("call_key").to_pylist()) == ["a", "b"]
-    assert call_claims(other).take("a") is Claim.STORED
+    late = call_claims(other)
+    assert late.take("a") is Claim.STORED
+    late.close()
 
 
 @pytest.mark.slow

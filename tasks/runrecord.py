@@ -70,7 +70,7 @@ def list_records(work: WorkDir) -> list[RunRecord]:
     """Every run's record, newest first; unreadable records and foreign folders (names that
     are not run ids) are skipped."""
     records = []
-    for path in sorted((work.root / "runs").glob(f"*/{RECORD_FILE}")):
+    for path in sorted(work.fresh("runs", pattern=f"*/{RECORD_FILE}").glob(f"*/{RECORD_FILE}")):
         if not is_run_id(path.parent.name):
             continue
         try:

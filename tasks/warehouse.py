@@ -1,17 +1,17 @@
 """The DuckDB warehouse: views over every stage's parquet files and the report queries.
 
 The database file is a rebuildable artifact: `build_warehouse` writes it from scratch from
-the `view_*.sql` files in `tasks/sql/`. Report queries are the `report_*.sql` files, run by
+the `view_*.sql` files in `tasks/sql/`. For a work dir on an object store the views read the
+local copy of the store's tables (`refresh_tables` brings it up to date first) and the
+database lives in this machine's scratch dir. Report queries are the `report_*.sql` files, run by
 `query(work, name, **params)` with parameters bound, never formatted into the SQL.
 """
 
 from __future__ import annotations
 
-import atexit
 import logging
 import os
 import re
-import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -47,7 +47,7 @@ from tasks.hashing import digest, sha256_bytes
 from tasks.runcheck import RUN_TABLES, check_readable, json_damage, skip
 from tasks.runfolder import TABLE_FILES, RunFolder, is_run_id
 from tasks.tablefiles import TableFile, list_table_files
-from tasks.workdir import WAREHOUSE_FILE, WorkDir, cannot_write
+from tasks.workdir import WorkDir, cannot_write
 
 __all__ = [
     "BOOTSTRAP_RESAMPLES",
@@ -57,8 +57,8 @@ __all__ = [
     "build_warehouse",
     "check_run_tables",
     "query",
+    "refresh_tables",
     "report_names",
-    "warehouse_path",
 ]
 
 
@@ -137,11 +137,29 @@ def _foreign(view: View, path: Path) -> bool:
     return view.pattern[0] == "runs" and not is_run_id(path.parent.name)
 
 
+def refresh_tables(work: WorkDir) -> None:
+    """Bring every view's files into the local copy of an object store (each folder listed
+    once; nothing to do on a local disk)."""
+    if not work.store.remote:
+        return
+    folders: dict[tuple[str, ...], None] = {}
+    for view in VIEWS:
+        fixed = []
+        for part in view.pattern:
+            if _GLOB_CHARS.search(part):
+                break
+            fixed.append(part)
+        folders[tuple(fixed)] = None
+    for folder in folders:
+        work.fresh(*folder)
+
+
 def _listing(work: WorkDir) -> dict[View, list[TableFile]]:
     """Every view's files as they are now, each checked (footers only). Every file of a run
     that cannot be read (`tasks.runcheck`) counts as damaged, with one warning naming the
     run; another damaged file, with a warning naming it. Damaged files are left out, and so
     are the files of foreign folders (`_foreign`)."""
+    refresh_tables(work)
     listing = {
         view: [
             f
@@ -188,7 +206,7 @@ def check_run_tables(work: WorkDir, run_id: str) -> None:
     """Raise an InputError if a run has no outcomes yet (it was judged only), and an
     IntegrityError naming every damaged file of a run and the command that rewrites it (the
     warehouse leaves such files out, so the run's figures would be silently incomplete)."""
-    outcomes = work.root.joinpath("runs", run_id, TABLE_FILES["outcomes"])
+    outcomes = RunFolder(work, run_id).outcomes
     if not outcomes.exists():
         raise InputError(
             f"run {run_id!r} has no outcomes yet ({outcomes} does not exist): it was judged "
@@ -205,28 +223,9 @@ def _empty(view: View) -> pa.Table:
     return schema.empty_table()
 
 
-_PRIVATE: dict[Path, Path] = {}
-"""The warehouse this process built in a temporary folder, per work dir it cannot write."""
-
-
-def warehouse_path(work: WorkDir) -> Path:
-    """The warehouse of `work` that readers open: `work.warehouse`, or for a work dir this
-    process cannot write (a read-only mount), the one it built in a private temporary
-    folder, deleted when the process exits."""
-    return _PRIVATE.get(work.root) or work.root / WAREHOUSE_FILE
-
-
-def _private_target(work: WorkDir) -> Path:
-    folder = Path(tempfile.mkdtemp(prefix="judgeline-warehouse-"))
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    target = _PRIVATE[work.root] = folder / WAREHOUSE_FILE
-    log.info("work dir %s cannot be written: its warehouse is built in %s", work.root, folder)
-    return target
-
-
 def build_warehouse(work: WorkDir) -> Path:
     """(Re)build the warehouse from scratch: one view per stage table; returns its path
-    (`warehouse_path`: in the work dir, unless this process cannot write it).
+    (`work.warehouse`: a private one for a work dir this process cannot write).
 
     It is written beside the old file and renamed into place, so a reader never sees a
     half-built database. A stage with no files yet becomes an empty table of its schema
@@ -240,14 +239,14 @@ def build_warehouse(work: WorkDir) -> Path:
             f"work dir {work.root} contains a glob character (*, ? or [); DuckDB would read "
             "other folders' files through it. Use a work dir path without them."
         )
-    target = warehouse_path(work)
+    target = work.warehouse
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, name = tempfile.mkstemp(prefix=".warehouse.", suffix=".duckdb", dir=target.parent)
     except OSError as exc:
         if not cannot_write(exc):
             raise
-        target = _private_target(work)
+        target = work.private_warehouse()
         fd, name = tempfile.mkstemp(prefix=".warehouse.", suffix=".duckdb", dir=target.parent)
     os.close(fd)
     tmp = Path(name)
@@ -350,14 +349,14 @@ def _stale(work: WorkDir, path: Path) -> bool:
         con.close()
     now = set()
     for view in VIEWS:
-        for path in sorted(work.root.glob("/".join(view.pattern))):
-            if _foreign(view, path):
+        for file in sorted(work.root.glob("/".join(view.pattern))):
+            if _foreign(view, file):
                 continue
             try:
-                stat = path.stat()
+                stat = file.stat()
             except FileNotFoundError:
                 continue
-            now.add((str(path), stat.st_size, stat.st_mtime_ns))
+            now.add((str(file), stat.st_size, stat.st_mtime_ns))
     return now != built
 
 
@@ -369,7 +368,8 @@ def query(work: WorkDir, name: str, **params: Any) -> pd.DataFrame:
     """
     if name not in report_names():
         raise InputError(f"no report query {name!r}; known: {', '.join(report_names())}")
-    path = warehouse_path(work)
+    refresh_tables(work)
+    path = work.warehouse
     if not path.is_file() or _stale(work, path):
         path = build_warehouse(work)
     con = duckdb.connect(str(path), read_only=True)

@@ -16,15 +16,15 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from flows.runtime import check_work_dir, configure_prefect, start_prefect
+from flows.runtime import check_work_dir, configure_prefect, open_work_dir, start_prefect
 from tasks.errors import InputError
-from tasks.workdir import WorkDir
+from tasks.store import SCRATCH_ENV
+from tasks.workdir import WorkDir, default_address
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from schemas.judge import JudgeSpec
-    from tasks.history.diff import RunDiff
 
 __all__ = [
     "DaskAddress",
@@ -33,7 +33,6 @@ __all__ = [
     "err_console",
     "fits",
     "load_judges",
-    "print_diff",
     "print_rows",
     "prepare_prefect",
     "print_reasons",
@@ -56,7 +55,7 @@ class State:
     """The global options of one invocation."""
 
     work: WorkDir = WorkDir.at()
-    work_given: Path | None = None
+    work_given: str | None = None
     """--work-dir or JUDGELINE_WORK_DIR when given (it beats a configuration's work_dir)."""
     debug: bool = False
 
@@ -67,15 +66,32 @@ state = State()
 @app.callback()
 def global_options(
     work_dir: Annotated[
+        str | None,
+        typer.Option(
+            "--work-dir",
+            envvar="JUDGELINE_WORK_DIR",
+            help="Work directory: a path, or an object store URL (s3://bucket/prefix, gs://, "
+            "az://).",
+        ),
+    ] = None,
+    scratch_dir: Annotated[
         Path | None,
-        typer.Option("--work-dir", envvar="JUDGELINE_WORK_DIR", help="Work directory."),
+        typer.Option(
+            "--scratch-dir",
+            envvar=SCRATCH_ENV,
+            help="This machine's copy of what it read from an object store work dir "
+            "(default: the user's cache dir, ~/.cache/judgeline).",
+        ),
     ] = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
 ) -> None:
     if not sys.stdout.isatty():
         # Tables go to terminals at their width; to files and pipes wide enough not to cut.
         os.environ.setdefault("COLUMNS", "160")
-    state.work = WorkDir.at(work_dir)
+    if scratch_dir is not None:
+        # Processes this command starts (a flow's workers, the simulated judge) use it too.
+        os.environ[SCRATCH_ENV] = str(scratch_dir.expanduser().resolve())
+    state.work = open_work_dir(work_dir)
     state.work_given = work_dir
     state.debug = debug
     configure_prefect(debug=debug)
@@ -123,8 +139,8 @@ def resume_line(run_id: str) -> str:
     from tasks.jobrecord import resume_command
 
     command = resume_command(run_id)
-    if state.work.root != WorkDir.at().root:
-        where = shlex.quote(str(state.work.root))
+    if state.work.address != default_address():
+        where = shlex.quote(state.work.address)
         command = command.replace("judgeline ", f"judgeline --work-dir {where} ", 1)
     return command
 
@@ -194,77 +210,6 @@ def print_reasons(lines: list[str]) -> None:
     for i, line in enumerate(lines):
         style = "bold red" if i == 0 else "red"
         console.print(f"[{style}]{escape(line)}[/{style}]", highlight=False, soft_wrap=True)
-
-
-FLIPS_SHOWN = 20
-"""Flipped pairs listed in the terminal (all of them with --json)."""
-
-
-def _pct(value: float) -> str:
-    return "-" if value != value else f"{value:.1%}"  # NaN: no order conflict, no decided pair
-
-
-def _signed(value: float) -> str:
-    return "-" if value != value else f"{value:+.3f}"
-
-
-def _calls(counts: dict[str, object]) -> str:
-    return f"{counts.get('sent', 0)} sent, {counts.get('cached', 0)} reused from the cache"
-
-
-def print_diff(diff: RunDiff) -> None:
-    """The diff as the terminal shows it: pairs and configs, calls, one row per judge config."""
-    from rich.table import Table
-
-    say = console.print
-    say(f"[bold]{diff.run_a}[/bold] -> [bold]{diff.run_b}[/bold]", highlight=False)
-    say(
-        f"pairs: {diff.pairs_shared} shared, {diff.pairs_added} added, "
-        f"{diff.pairs_removed} removed",
-        highlight=False,
-    )
-    for label, configs in (("added", diff.configs_added), ("removed", diff.configs_removed)):
-        if configs:
-            names = ", ".join(f"{j} · {c}" for j, c in configs)
-            say(f"judge configs {label}: {escape(names)}", highlight=False, soft_wrap=True)
-    say(f"calls before: {_calls(diff.calls_a)}; after: {_calls(diff.calls_b)}", highlight=False)
-    table = Table(
-        title="per judge config (before -> after)",
-        caption="score and flips: over the shared pairs; consistency, left wins and valid: "
-        "over each run's pairs",
-    )
-    for column in ("judge · config", "pairs", "score", "change (95% CI)", "consistency",
-                   "left wins conflicts", "valid", "flips"):  # fmt: skip
-        table.add_column(column, justify="left" if column == "judge · config" else "right")
-    flips: dict[tuple[str, str], int] = {}
-    for flip in diff.flips:
-        flips[(flip.judge, flip.config)] = flips.get((flip.judge, flip.config), 0) + 1
-    for c in diff.changes:
-        table.add_row(
-            escape(f"{c.judge} · {c.config}"),
-            str(c.shared_pairs),
-            f"{c.score_before:.3f} -> {c.score_after:.3f}"
-            if c.score_before == c.score_before and c.score_after == c.score_after
-            else "- (not replayed)",
-            f"{_signed(c.score_change)} ({_signed(c.change_low)} to {_signed(c.change_high)})",
-            f"{_pct(c.before['consistency'])} -> {_pct(c.after['consistency'])}",
-            f"{_pct(c.before['left_share'])} -> {_pct(c.after['left_share'])}",
-            f"{_pct(c.before['valid_share'])} -> {_pct(c.after['valid_share'])}",
-            str(flips.get((c.judge, c.config), 0)),
-        )
-    console.print(table)
-    if diff.flips:
-        say(f"reference decisions that flipped ({len(diff.flips)}):", highlight=False)
-        for f in diff.flips[:FLIPS_SHOWN]:
-            say(
-                escape(
-                    f"  {f.judge} · {f.config}  {f.dataset}/{f.pair_id}: {f.before} -> {f.after}"
-                ),
-                highlight=False,
-                soft_wrap=True,
-            )
-        if len(diff.flips) > FLIPS_SHOWN:
-            say(f"  ... and {len(diff.flips) - FLIPS_SHOWN} more (--json lists all)")
 
 
 def print_spend(run_id: str) -> None:

@@ -1,14 +1,90 @@
-"""Subcommands diff and trends: what changed between runs, and every judge config's history."""
+"""Subcommands diff and trends: what changed between runs (and how the terminal shows a diff),
+and every judge config's history."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 
-from flows.cli.app import app, console, print_diff, run_id_given, state
+from flows.cli.app import app, console, run_id_given, state
+
+if TYPE_CHECKING:
+    from tasks.history.diff import RunDiff
+
+
+FLIPS_SHOWN = 20
+"""Flipped pairs listed in the terminal (all of them with --json)."""
+
+
+def _pct(value: float) -> str:
+    return "-" if value != value else f"{value:.1%}"  # NaN: no order conflict, no decided pair
+
+
+def _signed(value: float) -> str:
+    return "-" if value != value else f"{value:+.3f}"
+
+
+def _calls(counts: dict[str, object]) -> str:
+    return f"{counts.get('sent', 0)} sent, {counts.get('cached', 0)} reused from the cache"
+
+
+def print_diff(diff: RunDiff) -> None:
+    """The diff as the terminal shows it: pairs and configs, calls, one row per judge config."""
+    from rich.table import Table
+
+    say = console.print
+    say(f"[bold]{diff.run_a}[/bold] -> [bold]{diff.run_b}[/bold]", highlight=False)
+    say(
+        f"pairs: {diff.pairs_shared} shared, {diff.pairs_added} added, "
+        f"{diff.pairs_removed} removed",
+        highlight=False,
+    )
+    for label, configs in (("added", diff.configs_added), ("removed", diff.configs_removed)):
+        if configs:
+            names = ", ".join(f"{j} · {c}" for j, c in configs)
+            say(f"judge configs {label}: {escape(names)}", highlight=False, soft_wrap=True)
+    say(f"calls before: {_calls(diff.calls_a)}; after: {_calls(diff.calls_b)}", highlight=False)
+    table = Table(
+        title="per judge config (before -> after)",
+        caption="score and flips: over the shared pairs; consistency, left wins and valid: "
+        "over each run's pairs",
+    )
+    for column in ("judge · config", "pairs", "score", "change (95% CI)", "consistency",
+                   "left wins conflicts", "valid", "flips"):  # fmt: skip
+        table.add_column(column, justify="left" if column == "judge · config" else "right")
+    flips: dict[tuple[str, str], int] = {}
+    for flip in diff.flips:
+        flips[(flip.judge, flip.config)] = flips.get((flip.judge, flip.config), 0) + 1
+    for c in diff.changes:
+        table.add_row(
+            escape(f"{c.judge} · {c.config}"),
+            str(c.shared_pairs),
+            f"{c.score_before:.3f} -> {c.score_after:.3f}"
+            if c.score_before == c.score_before and c.score_after == c.score_after
+            else "- (not replayed)",
+            f"{_signed(c.score_change)} ({_signed(c.change_low)} to {_signed(c.change_high)})",
+            f"{_pct(c.before['consistency'])} -> {_pct(c.after['consistency'])}",
+            f"{_pct(c.before['left_share'])} -> {_pct(c.after['left_share'])}",
+            f"{_pct(c.before['valid_share'])} -> {_pct(c.after['valid_share'])}",
+            str(flips.get((c.judge, c.config), 0)),
+        )
+    console.print(table)
+    if diff.flips:
+        say(f"reference decisions that flipped ({len(diff.flips)}):", highlight=False)
+        for f in diff.flips[:FLIPS_SHOWN]:
+            say(
+                escape(
+                    f"  {f.judge} · {f.config}  {f.dataset}/{f.pair_id}: {f.before} -> {f.after}"
+                ),
+                highlight=False,
+                soft_wrap=True,
+            )
+        if len(diff.flips) > FLIPS_SHOWN:
+            say(f"  ... and {len(diff.flips) - FLIPS_SHOWN} more (--json lists all)")
 
 
 @app.command("diff")
@@ -37,4 +113,5 @@ def trends() -> None:
     path = write_trends(state.work, points)
     runs = len({p.run_id for p in points})
     configs = len({(p.judge, p.config) for p in points})
-    console.print(f"trends of {configs} judge configs over {runs} runs: {path}", highlight=False)
+    where = state.work.location(path)
+    console.print(f"trends of {configs} judge configs over {runs} runs: {where}", highlight=False)

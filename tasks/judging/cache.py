@@ -13,10 +13,9 @@ a process that was killed before its flush is still served.
 from __future__ import annotations
 
 import logging
-import shutil
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -26,7 +25,7 @@ from pydantic import BaseModel
 
 from schemas.arrow import arrow_schema, conform, rows_to_table
 from schemas.calls import AttemptRecord, ReplyRecord
-from tasks.judging.journal import dead_segments
+from tasks.judging.journal import DeadSegment, dead_segments
 from tasks.storage import write_parquet_atomic
 from tasks.workdir import WorkDir, cannot_write
 
@@ -65,11 +64,22 @@ def write_attempts(work: WorkDir, records: Sequence[AttemptRecord]) -> Path | No
     return _write(records, AttemptRecord, work.attempts)
 
 
+def _dead_writers(work: WorkDir) -> Iterator[DeadSegment]:
+    """What writers that died before publishing left in their journals: locked files no
+    process holds, or in a store the journals of writers whose lease ran out."""
+    if work.store.remote:
+        from tasks.judging.store_journal import dead_store_segments
+
+        yield from dead_store_segments(work)
+    else:
+        yield from dead_segments(work.journal)
+
+
 def fold_dead_journals(work: WorkDir) -> int:
     """Publish the journal lines of writers that died before their flush; returns replies
     published. Journals of live writers are left to them."""
     published = 0
-    for segment in dead_segments(work.journal):
+    for segment in _dead_writers(work):
         try:
             write_replies(work, segment.replies)
             write_attempts(work, segment.attempts)
@@ -114,20 +124,19 @@ def recover(work: WorkDir) -> int:
 def _quarantine(work: WorkDir, path: Path, why: str) -> None:
     target = work.quarantine / f"{path.parent.name}-{path.name}"
     try:
-        shutil.move(str(path), target)
+        moved = work.store.move(path, target)
     except OSError as exc:
-        if not path.exists():
-            return  # moved or compacted by another process meanwhile
-        if not (cannot_write(exc) or isinstance(exc, FileNotFoundError)):
+        if not cannot_write(exc):
             raise
-        # A work dir this process may only read (no quarantine folder could be made).
-        log.warning(
-            "cache file %s could not be read (%s); left in place: it cannot be moved to %s (%s)",
-            path,
-            why,
-            work.quarantine,
-            exc.strerror,
-        )
+        moved = False
+    if not moved:
+        if path.exists():  # this process may only read the work dir: no quarantine folder
+            log.warning(
+                "cache file %s could not be read (%s); left in place: it cannot be moved to %s",
+                path,
+                why,
+                work.quarantine,
+            )
         return
     log.warning("cache file %s could not be read (%s); moved to %s", path, why, target)
 
@@ -148,6 +157,7 @@ def _read_folder(
     """
     full = arrow_schema(model)
     schema = full if columns is None else pa.schema([full.field(c) for c in columns])
+    work.store.refresh(folder, "*.parquet")
     fast = _read_fast(folder, full, columns)
     if fast is not None:
         return fast
@@ -292,5 +302,5 @@ def compact(work: WorkDir) -> tuple[int, int]:
     merged = _earliest_per_key(pa.concat_tables(tables))
     write_parquet_atomic(merged, work.replies / f"{uuid.uuid4().hex}.parquet")
     for path in paths:
-        path.unlink(missing_ok=True)
+        work.store.remove(path)
     return len(paths), merged.num_rows

@@ -50,6 +50,8 @@ __all__ = [
     "ReplyJournal",
     "Reserve",
     "dead_segments",
+    "encode",
+    "parse",
 ]
 
 log = logging.getLogger(__name__)
@@ -68,6 +70,18 @@ def same_file(fd: int, path: Path) -> bool:
         return False
 
 
+def encode(entries: Sequence[Entry]) -> bytes:
+    """One JSON line per entry: its reply (or null) and its attempts."""
+    return "".join(
+        '{"reply":'
+        + (reply.model_dump_json() if reply is not None else "null")
+        + ',"attempts":['
+        + ",".join(a.model_dump_json() for a in attempts)
+        + "]}\n"
+        for reply, attempts in entries
+    ).encode("utf-8")
+
+
 @dataclass
 class JournalSegment:
     """One journal file: open, locked, and appended to by one writer."""
@@ -80,14 +94,7 @@ class JournalSegment:
     def write(self, entries: Sequence[Entry]) -> None:
         """Append one line per entry, in one write. A write that fails part way (the disk
         filled up) is cut off again: the file keeps whole lines only."""
-        data = "".join(
-            '{"reply":'
-            + (reply.model_dump_json() if reply is not None else "null")
-            + ',"attempts":['
-            + ",".join(a.model_dump_json() for a in attempts)
-            + "]}\n"
-            for reply, attempts in entries
-        ).encode("utf-8")
+        data = encode(entries)
         view = memoryview(data)
         try:
             while view:
@@ -299,12 +306,15 @@ class DeadWriterWatch:
 
 @dataclass
 class DeadSegment:
-    path: Path
+    """What a dead writer journaled: `path` names the file (or the store's objects)."""
+
+    path: Path | str
     replies: list[ReplyRecord]
     attempts: list[AttemptRecord]
     bad_lines: list[int]
 
     def delete(self) -> None:
+        assert isinstance(self.path, Path)
         self.path.unlink(missing_ok=True)
 
 
@@ -323,10 +333,10 @@ def dead_segments(folder: Path) -> Iterator[DeadSegment]:
                 continue
             with os.fdopen(os.dup(fd), "rb") as handle:
                 data = handle.read()
-            yield _parse(path, data)
+            yield parse(path, data)
 
 
-def _parse(path: Path, data: bytes) -> DeadSegment:
+def parse(path: Path | str, data: bytes) -> DeadSegment:
     segment = DeadSegment(path, [], [], [])
     for number, raw in enumerate(data.splitlines(), start=1):
         try:

@@ -8,16 +8,29 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from schemas.calls import AttemptRecord, ReplyRecord
 from tasks.judging.cache import write_attempts, write_replies
 from tasks.judging.journal import Entry, JournalSegment, ReplyJournal
 from tasks.workdir import WorkDir, disk_full
 
+if TYPE_CHECKING:
+    from tasks.judging.store_journal import StoreJournal
+
 __all__ = ["CacheWriter", "PublishListener"]
 
 log = logging.getLogger(__name__)
+
+
+def _journal_for(work: WorkDir, reserve_bytes: int) -> ReplyJournal | StoreJournal:
+    """This writer's journal in `work`: a locked local file (with its reserve of space), or
+    objects in the store."""
+    if work.store.remote:
+        from tasks.judging.store_journal import StoreJournal
+
+        return StoreJournal(work)
+    return ReplyJournal(work.journal, reserve_bytes)
 
 
 class PublishListener(Protocol):
@@ -68,7 +81,7 @@ class CacheWriter:
         self.lost = 0
         """Replies that could not be journaled even in the reserve's space."""
         self._kept: list[JournalSegment] = []
-        self.journal = ReplyJournal(work.journal, reserve_bytes)
+        self.journal = _journal_for(work, reserve_bytes)
         self._unjournaled: list[Entry] = []
         self._replies: list[ReplyRecord] = []
         self._attempts: list[AttemptRecord] = []
@@ -115,13 +128,14 @@ class CacheWriter:
             log.warning(
                 "%d replies received could not be kept (%s); they are sent again", lost, exc
             )
-        if self.journal.full is not None:
+        if isinstance(self.journal, ReplyJournal) and self.journal.full is not None:
             self._filled(self.journal.full)
 
     def _filled(self, exc: OSError) -> None:
         """The file system is full: the reserve goes to the journal, the caller is told once
         (the judge stage stops sending), and nothing is published any more."""
-        self.journal.release_reserve(exc)
+        if isinstance(self.journal, ReplyJournal):
+            self.journal.release_reserve(exc)
         if self.full is None:
             self.full = exc
             if self.on_full is not None:
@@ -159,7 +173,7 @@ class CacheWriter:
                 if not disk_full(exc):
                     raise
                 self._filled(exc)
-                if segment is not None:
+                if isinstance(segment, JournalSegment):
                     self._kept.append(segment)  # for the next reader to publish
                 return
             if segment is not None:
@@ -183,10 +197,13 @@ class CacheWriter:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if self._pending:
-            await asyncio.gather(*list(self._pending))
-        await self.flush()
-        self.journal.close()
-        segment = self.journal.cut()
-        for kept in [*self._kept, *([segment] if segment is not None else [])]:
-            kept.release()  # unpublished (the disk filled up): for the next reader
+        try:
+            if self._pending:
+                await asyncio.gather(*list(self._pending))
+            await self.flush()
+        finally:
+            self.journal.close()
+            segment = self.journal.cut()
+            left = [segment] if isinstance(segment, JournalSegment) else []
+            for kept in [*self._kept, *left]:
+                kept.release()  # unpublished (the disk filled up): for the next reader

@@ -17,6 +17,7 @@ import pytest
 from support import REPO
 
 from schemas.run import CodeVersion, RunRecord
+from tasks.judging.claims import RunLock
 from tasks.runrecord import write_record
 from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
@@ -136,12 +137,22 @@ def test_show_and_report_of_a_failed_run_say_why(night: Night) -> None:
 
 def test_show_of_a_running_run_says_so(night: Night) -> None:
     _record(night.work, "running-run", "running", None)
-    shown = judgeline(night.work, "show", "running-run")
+    with RunLock(night.work, "running-run"):  # its process is alive
+        shown = judgeline(night.work, "show", "running-run")
     assert shown.returncode == 0, shown.stderr
     assert "running-run (broken) is running since 2026-11-30 03:00 UTC" in " ".join(
         shown.stdout.split()
     )
     assert "judge · config" not in shown.stdout
+
+
+def test_show_of_a_run_whose_process_died_says_how_to_resume(night: Night) -> None:
+    _record(night.work, "dead-run", "running", None)  # nobody holds its lock
+    shown = judgeline(night.work, "show", "dead-run")
+    assert shown.returncode == 0, shown.stderr
+    text = " ".join(shown.stdout.split())
+    assert "dead-run (broken, started 2026-11-30 03:00 UTC) was interrupted" in text, text
+    assert "rerun-failed dead-run` takes it up again" in text, text
 
 
 def test_failures_lists_failed_calls_with_the_providers_message(night: Night) -> None:

@@ -114,7 +114,7 @@ def test_a_signal_to_the_process_group_stops_cleanly_and_pays_nothing_twice(
     name = signal.Signals(signum).name
     last = err.strip().splitlines()[-1]
     assert f"interrupted by {name}" in last and "resume with: judgeline" in last, shown
-    assert "--run-id run-" in last, shown
+    assert "rerun-failed run-" in last and str(work.root) in last, shown
 
     # The signal did not reach the local server; it stays for the next command.
     assert _local_servers(work) == servers
@@ -127,7 +127,7 @@ def test_a_signal_to_the_process_group_stops_cleanly_and_pays_nothing_twice(
     assert 20 <= len(received) < 240
 
     # Resuming (here without Prefect) sends only the rest, each call once.
-    run_id = last.split("--run-id ")[1].split()[0]
+    run_id = last.split("rerun-failed ")[1].split()[0]
     request = JudgeRequest(work=work, run_id=run_id, plan_id=plan_id, judges=(judge,))
     counts = asyncio.run(run_judge_stage(request))
     assert counts["stored"] == counts["planned"] == 240

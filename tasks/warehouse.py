@@ -13,7 +13,9 @@ import logging
 import os
 import re
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
@@ -360,18 +362,35 @@ def _stale(work: WorkDir, path: Path) -> bool:
     return now != built
 
 
-def query(work: WorkDir, name: str, **params: Any) -> pd.DataFrame:
-    """Run the report query `name` (e.g. `report_scores`) with bound parameters.
-
-    Builds the warehouse first if it is missing or any stage's files changed since it was
-    built (views list the files that were readable then).
-    """
-    if name not in report_names():
-        raise InputError(f"no report query {name!r}; known: {', '.join(report_names())}")
+def _fresh(work: WorkDir) -> Path:
+    """The warehouse, built first if it is missing or any stage's files changed since it was
+    built (views list the files that were readable then)."""
     refresh_tables(work)
     path = work.warehouse
-    if not path.is_file() or _stale(work, path):
-        path = build_warehouse(work)
+    return build_warehouse(work) if not path.is_file() or _stale(work, path) else path
+
+
+_checked: ContextVar[tuple[Path, Path] | None] = ContextVar("warehouse_checked", default=None)
+
+
+@contextmanager
+def warehouse_reads(work: WorkDir) -> Iterator[None]:
+    """Queries inside read the warehouse as checked (or built) once on entry: the dozen
+    queries of a report do not each list and stat every stage's files again."""
+    token = _checked.set((work.root, _fresh(work)))
+    try:
+        yield
+    finally:
+        _checked.reset(token)
+
+
+def query(work: WorkDir, name: str, **params: Any) -> pd.DataFrame:
+    """Run the report query `name` (e.g. `report_scores`) with bound parameters, over the
+    warehouse as it is now (`_fresh`; inside `warehouse_reads`, as checked on entry)."""
+    if name not in report_names():
+        raise InputError(f"no report query {name!r}; known: {', '.join(report_names())}")
+    checked = _checked.get()
+    path = checked[1] if checked is not None and checked[0] == work.root else _fresh(work)
     con = duckdb.connect(str(path), read_only=True)
     try:
         try:

@@ -317,6 +317,25 @@ def test_rebuild_sees_new_runs(work: WorkDir) -> None:
     assert not list(work.root.glob(".warehouse.*"))  # no temporary files left
 
 
+def test_queries_in_one_read_check_the_files_once(
+    work: WorkDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tasks.warehouse as warehouse
+
+    write_run(work, "run-1", 1, pairs=3)
+    checks: list[Path] = []
+    stale = warehouse._stale
+    monkeypatch.setattr(warehouse, "_stale", lambda w, p: checks.append(p) or stale(w, p))
+    with warehouse.warehouse_reads(work):
+        for _ in range(3):
+            assert len(query(work, "report_disclosure", run_id="run-1")) == 1
+    assert len(checks) <= 1  # one check on entry (none if the warehouse had to be built)
+    checks.clear()
+    query(work, "report_disclosure", run_id="run-1")
+    query(work, "report_disclosure", run_id="run-1")
+    assert len(checks) == 2  # outside a read, every query checks
+
+
 def test_dispositions_view_keeps_schema_columns(two_runs: tuple[WorkDir, pd.DataFrame]) -> None:
     work, _ = two_runs
     con = duckdb.connect(str(work.warehouse), read_only=True)

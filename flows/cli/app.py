@@ -229,17 +229,18 @@ def print_summary(run_id: str) -> None:
     from schemas.vocabulary import CORE_POLICIES
     from tasks.report.money import usd_saved
     from tasks.runrecord import read_record
-    from tasks.warehouse import query
+    from tasks.warehouse import query, warehouse_reads
 
     work = state.work
     record = read_record(work, run_id)
     designs = record.config.get("designs")
     design = str(designs[0]) if isinstance(designs, list) and designs else "balanced"
-    disclosure = query(work, "report_disclosure", run_id=run_id)
-    scores = query(work, "report_scores", run_id=run_id).set_index(
-        ["judge", "config", "dataset", "design", "policy"]
-    )
-    saved = usd_saved(query(work, "report_summary", run_id=run_id))
+    with warehouse_reads(work):
+        disclosure = query(work, "report_disclosure", run_id=run_id)
+        scores = query(work, "report_scores", run_id=run_id).set_index(
+            ["judge", "config", "dataset", "design", "policy"]
+        )
+        saved = usd_saved(query(work, "report_summary", run_id=run_id))
     datasets = sorted(set(disclosure.dataset))
     headers = ["judge · config"] + (["dataset"] if len(datasets) > 1 else [])
     headers += ["score (95% CI)", "conflicts", "consistent"]

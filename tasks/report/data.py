@@ -15,7 +15,7 @@ from tasks.report.since import since_section
 from tasks.runfolder import RunFolder
 from tasks.runhealth import reasons, run_health, run_status
 from tasks.runrecord import read_record
-from tasks.warehouse import build_warehouse, check_run_tables, query
+from tasks.warehouse import check_run_tables, query, warehouse_reads
 from tasks.workdir import WorkDir
 
 
@@ -94,10 +94,15 @@ def _live_side(
 
 
 def load_report_data(work: WorkDir, run_id: str) -> ReportData:
-    """Everything the report shows for one run, from the (rebuilt) warehouse."""
+    """Everything the report shows for one run, from the warehouse (rebuilt if its files
+    changed)."""
     header = _header(work, run_id)
     check_run_tables(work, run_id)
-    build_warehouse(work)
+    with warehouse_reads(work):
+        return _report_data(work, run_id, header)
+
+
+def _report_data(work: WorkDir, run_id: str, header: dict[str, str]) -> ReportData:
     replayed, realised = _live_side(work, run_id, header)
     advice = query(work, "report_advice", run_id=run_id)
     return ReportData(

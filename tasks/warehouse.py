@@ -44,23 +44,21 @@ from schemas import (
     arrow_schema,
 )
 from schemas.advice import AdviceRow
+from tasks.bootstrap import bootstrap_interval
 from tasks.errors import InputError
-from tasks.hashing import digest, sha256_bytes
 from tasks.runcheck import RUN_TABLES, check_readable, json_damage, skip
 from tasks.runfolder import TABLE_FILES, RunFolder, is_run_id
 from tasks.tablefiles import TableFile, list_table_files
 from tasks.workdir import WorkDir, cannot_write
 
 __all__ = [
-    "BOOTSTRAP_RESAMPLES",
-    "BOOTSTRAP_SEED",
     "VIEWS",
-    "bootstrap_interval",
     "build_warehouse",
     "check_run_tables",
     "query",
     "refresh_tables",
     "report_names",
+    "warehouse_reads",
 ]
 
 
@@ -95,10 +93,6 @@ log = logging.getLogger(__name__)
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
 _SOURCE = "{{source}}"
-
-BOOTSTRAP_RESAMPLES = 2000
-BOOTSTRAP_SEED = 20240917
-"""Fixed so a report shows the same interval every time it is rebuilt."""
 
 
 def _view_sql(view: View, source: str) -> str:
@@ -278,33 +272,6 @@ def build_warehouse(work: WorkDir) -> Path:
     return target
 
 
-def bootstrap_interval(
-    values: np.ndarray, *, seed_parts: tuple[Any, ...], resamples: int = BOOTSTRAP_RESAMPLES
-) -> tuple[float, float]:
-    """95% percentile bootstrap interval of the mean of `values`, resampling pairs.
-
-    The generator is seeded from BOOTSTRAP_SEED, `seed_parts` (the group's key) and the
-    bytes of `values`: each group's interval depends on its data only, so it is reproducible,
-    independent of which other groups exist, and the same for the same outcomes under
-    another run id.
-    """
-    n = len(values)
-    if n == 0:
-        return (float("nan"), float("nan"))
-    data = sha256_bytes(np.ascontiguousarray(values, dtype="<f8").tobytes())
-    seed = int(digest(BOOTSTRAP_SEED, *seed_parts, data)[:16], 16)
-    rng = np.random.default_rng(seed)
-    means = np.empty(resamples)
-    # Bound the index matrix to a few million cells however many pairs there are.
-    chunk = max(1, min(resamples, 4_000_000 // n))
-    for start in range(0, resamples, chunk):
-        stop = min(resamples, start + chunk)
-        idx = rng.integers(0, n, size=(stop - start, n))
-        means[start:stop] = values[idx].mean(axis=1)
-    low, high = np.percentile(means, [2.5, 97.5])
-    return float(low), float(high)
-
-
 GROUP_KEYS = ["judge", "config", "dataset", "design", "policy"]
 
 
@@ -363,8 +330,7 @@ def _stale(work: WorkDir, path: Path) -> bool:
 
 
 def _fresh(work: WorkDir) -> Path:
-    """The warehouse, built first if it is missing or any stage's files changed since it was
-    built (views list the files that were readable then)."""
+    """The warehouse, built first if it is missing or any stage's files changed since."""
     refresh_tables(work)
     path = work.warehouse
     return build_warehouse(work) if not path.is_file() or _stale(work, path) else path
@@ -375,8 +341,8 @@ _checked: ContextVar[tuple[Path, Path] | None] = ContextVar("warehouse_checked",
 
 @contextmanager
 def warehouse_reads(work: WorkDir) -> Iterator[None]:
-    """Queries inside read the warehouse as checked (or built) once on entry: the dozen
-    queries of a report do not each list and stat every stage's files again."""
+    """Queries inside read the warehouse as checked once on entry (a report's dozen queries
+    do not each list and stat every stage's files)."""
     token = _checked.set((work.root, _fresh(work)))
     try:
         yield
@@ -386,7 +352,7 @@ def warehouse_reads(work: WorkDir) -> Iterator[None]:
 
 def query(work: WorkDir, name: str, **params: Any) -> pd.DataFrame:
     """Run the report query `name` (e.g. `report_scores`) with bound parameters, over the
-    warehouse as it is now (`_fresh`; inside `warehouse_reads`, as checked on entry)."""
+    warehouse as `_fresh` finds it (inside `warehouse_reads`: as checked on entry)."""
     if name not in report_names():
         raise InputError(f"no report query {name!r}; known: {', '.join(report_names())}")
     checked = _checked.get()

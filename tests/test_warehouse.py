@@ -23,6 +23,7 @@ from schemas import (
     SummaryRow,
     rows_to_table,
 )
+from tasks.bootstrap import bootstrap_interval
 from tasks.errors import InputError, IntegrityError
 from tasks.remap.dispositions import (
     compute_disclosure,
@@ -33,7 +34,6 @@ from tasks.remap.dispositions import (
 from tasks.storage import write_parquet_atomic
 from tasks.warehouse import (
     VIEWS,
-    bootstrap_interval,
     build_warehouse,
     check_run_tables,
     query,

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tasks.bootstrap import BOOTSTRAP_RESAMPLES, percentile_interval
 from tasks.hashing import digest
 from tasks.history.view import CONFIG_KEYS, PAIR_KEYS, RunView, read_run_view
 from tasks.workdir import WorkDir
@@ -31,7 +32,6 @@ __all__ = [
     "paired_interval",
 ]
 
-BOOTSTRAP_RESAMPLES = 2000
 FIGURES = ("consistency", "left_share", "valid_share", "failed_calls")
 
 
@@ -94,13 +94,7 @@ def paired_interval(
     if n == 0 or np.isnan(delta).any():  # a run without a replay has no scores
         return (float("nan"), float("nan"))
     rng = np.random.default_rng(int(digest("judgeline-diff", *seed_parts)[:16], 16))
-    means = np.empty(BOOTSTRAP_RESAMPLES)
-    chunk = max(1, min(BOOTSTRAP_RESAMPLES, 4_000_000 // n))
-    for start in range(0, BOOTSTRAP_RESAMPLES, chunk):
-        stop = min(BOOTSTRAP_RESAMPLES, start + chunk)
-        means[start:stop] = delta[rng.integers(0, n, size=(stop - start, n))].mean(axis=1)
-    low, high = np.percentile(means, [2.5, 97.5])
-    return float(low), float(high)
+    return percentile_interval(delta, rng, BOOTSTRAP_RESAMPLES)
 
 
 def _configs(view: RunView) -> set[tuple[str, str]]:

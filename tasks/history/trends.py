@@ -18,11 +18,12 @@ import numpy as np
 import pyarrow as pa
 
 from schemas.cost import SpendRow
+from tasks.bootstrap import bootstrap_interval
 from tasks.errors import InputError
 from tasks.judging.cache import read_attempts
 from tasks.judging.spend import run_spend
 from tasks.runrecord import list_records
-from tasks.warehouse import bootstrap_interval, build_warehouse, query
+from tasks.warehouse import build_warehouse, query
 from tasks.workdir import WorkDir
 
 __all__ = ["TrendPoint", "trend_points"]

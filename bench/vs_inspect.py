@@ -20,6 +20,11 @@ of K seeds x both display orders, rendered by judgeline itself (`plan_calls` and
   (The 7,172 once quoted for it is not a multiple of 8 calls per pair and judge config;
   the demo itself, 147 pairs x 48, is 7,056.)
 
+Two of the demo's first 147 pairs repeat two others word for word (demo-code-009 is
+demo-code-003, demo-code-037 is demo-code-013), so 16 of every 1,176 planned calls share a
+call key with another: judgeline sends each key once (1,160 and 6,960 calls), and inspect is
+given the same distinct calls.
+
 inspect_ai gets one task per judge config, generated into a temporary folder: one Sample per
 call with the call's exact messages and its seed (passed to `generate`), the judge config's
 temperature, max_tokens and reasoning_effort in the task's GenerateConfig, no scorer. Its
@@ -66,10 +71,14 @@ import time
 import urllib.request
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from commands import JUDGELINE, Bench, latest_stages, load  # noqa: E402
+
+if TYPE_CHECKING:
+    from schemas.judge import JudgeSpec
 
 INSPECT_VERSION = "0.3.285"
 PROVIDER = "simjudge"
@@ -145,7 +154,7 @@ def ensure_inspect(venv: Path, version: str) -> str:
                           capture_output=True, text=True).stdout.strip()  # fmt: skip
 
 
-def judges(base_url: str, k: int, connections: int, *, demo: bool) -> list:
+def judges(base_url: str, k: int, connections: int, *, demo: bool) -> list[JudgeSpec]:
     """The demo's judges at `connections` each; only `strong` under `low` unless `demo`."""
     from tasks.demo import demo_config
 
@@ -165,7 +174,7 @@ def write_pairs(path: Path, pairs: int) -> None:
                                      "key": p.key}) + "\n")  # fmt: skip
 
 
-def write_config(path: Path, work: Path, table: Path, chosen: list, k: int) -> None:
+def write_config(path: Path, work: Path, table: Path, chosen: list[JudgeSpec], k: int) -> None:
     import yaml
 
     from tasks.demo import demo_config
@@ -179,10 +188,13 @@ def write_config(path: Path, work: Path, table: Path, chosen: list, k: int) -> N
     path.write_text(yaml.safe_dump(config))
 
 
-def write_tasks(work: Path, chosen: list, out: Path) -> tuple[int, int]:
+def write_tasks(work: Path, chosen: list[JudgeSpec], out: Path) -> tuple[int, int, int]:
     """judgeline's planned calls of `work`'s plan, rendered as judgeline sends them, written
     as one inspect task (and its JSONL of calls) per judge config into `out`/tasks.py;
-    returns (calls, tasks)."""
+    returns (planned calls, distinct calls, tasks).
+
+    A call whose key another planned call already has (two pairs rendering the same prompt)
+    is left out: judgeline sends it once."""
     import asyncio
 
     import httpx
@@ -199,13 +211,20 @@ def write_tasks(work: Path, chosen: list, out: Path) -> tuple[int, int]:
     info, presentations = read_plan(wd, plan_dir.name, gate=False)
     _, manifest = read_manifest(wd, info.manifest_hash, gate=False)
     groups: dict[str, tuple[str, dict, list[dict]]] = {}
+    seen: set[str] = set()
+    planned = 0
 
     async def render() -> None:
+        nonlocal planned
         async with httpx.AsyncClient() as http:
             for judge in chosen:
                 provider = OpenAIProvider(judge, http, None)
                 for call in plan_calls(manifest, presentations, [judge], DEFAULT_TEMPLATE,
                                        "bench"):  # fmt: skip
+                    planned += 1
+                    if call.call_key in seen:
+                        continue
+                    seen.add(call.call_key)
                     body = provider.body(call.request())
                     rest = {k: v for k, v in body.items() if k not in ("messages", "seed")}
                     unknown = set(rest) - TASK_CONFIG - {"model"}
@@ -227,7 +246,7 @@ def write_tasks(work: Path, chosen: list, out: Path) -> tuple[int, int]:
         (out / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         source += TASK.format(name=name, model=model, config=config)
     (out / "tasks.py").write_text(source)
-    return sum(len(rows) for _, _, rows in groups.values()), len(groups)
+    return planned, len(seen), len(groups)
 
 
 class Judge:
@@ -292,7 +311,7 @@ def compare(args: argparse.Namespace, bench: Bench, judge: Judge, base_url: str,
     size = "demo" if demo else "one"
     walls: dict[str, list[float]] = {"jl cold": [], "jl warm": [], "in cold": [], "in warm": []}
     overheads: dict[str, list[float]] = {"cold": [], "warm": []}
-    calls = 0
+    planned = calls = 0
     for i in range(args.repeat):
         root = bench.root / f"{size}-{i}"
         root.mkdir()
@@ -304,9 +323,9 @@ def compare(args: argparse.Namespace, bench: Bench, judge: Judge, base_url: str,
         walls["jl cold"].append(bench.judgeline(work, "run", str(config)))
         overheads["cold"].append(walls["jl cold"][-1] - latest_stages(work))
         expected = judge.sent()
-        calls, tasks = write_tasks(work, chosen, root / "inspect")
+        planned, calls, tasks = write_tasks(work, chosen, root / "inspect")
         if sum(expected.values()) != calls:
-            raise SystemExit(f"judgeline sent {sum(expected.values())} calls, planned {calls}")
+            raise SystemExit(f"judgeline sent {sum(expected.values())} calls of {calls} distinct")
         inspect = Inspect(venv, root / "inspect", base_url, tasks, args.connections)
         cache, logs = root / "inspect" / "cache", root / "inspect" / "logs"
         walls["in cold"].append(inspect.eval(cache, logs))
@@ -326,7 +345,7 @@ def compare(args: argparse.Namespace, bench: Bench, judge: Judge, base_url: str,
         line = (f"judgeline {jl:6.1f} s vs inspect_ai {ins:6.1f} s: speed-up {ins / jl:5.2f}x "
                 f"(target >= {target}x); judgeline's overhead outside its stages "
                 f"{statistics.median(overheads[when]):4.1f} s")  # fmt: skip
-        name = f"{when}, {calls:,} calls" + (" (all cached)" if when == "warm" else "")
+        name = f"{when}, {planned:,} calls ({calls:,} distinct)"
         rows.append((name, f"{line}   (load {load()})"))
         print(f"{name:<30} {rows[-1][1]}", flush=True)
     return rows
@@ -342,7 +361,7 @@ def warm_up(bench: Bench, judge: Judge, base_url: str, args: argparse.Namespace,
     write_pairs(table, 2)
     write_config(config, work, table, chosen, 2)
     bench.judgeline(work, "run", str(config))
-    _, tasks = write_tasks(work, chosen, root / "inspect")
+    _, _, tasks = write_tasks(work, chosen, root / "inspect")
     inspect = Inspect(venv, root / "inspect", base_url, tasks, args.connections)
     inspect.eval(root / "inspect" / "cache", root / "inspect" / "logs")
     judge.sent()

@@ -52,8 +52,8 @@ send exactly the calls judgeline's cold run sent (same model, fields, seed and m
 digest, as a multiset) and each warm run none; inspect's logs must say `success`.
 
 Prints, per arrangement, the cold and warm walls and judgeline's speed-up (inspect's wall /
-judgeline's; targets >= 2x cold, >= 10x warm), with the load average beside them; walls are
-medians of --repeat runs (cold ones each in fresh folders).
+judgeline's; targets >= 2x cold, >= 10x warm), with the load average at the start of each
+timed command beside them; walls are medians of --repeat runs (cold ones in fresh folders).
 """
 
 from __future__ import annotations
@@ -311,6 +311,7 @@ def compare(args: argparse.Namespace, bench: Bench, judge: Judge, base_url: str,
     size = "demo" if demo else "one"
     walls: dict[str, list[float]] = {"jl cold": [], "jl warm": [], "in cold": [], "in warm": []}
     overheads: dict[str, list[float]] = {"cold": [], "warm": []}
+    loads: dict[str, list[str]] = {"cold": [], "warm": []}
     planned = calls = 0
     for i in range(args.repeat):
         root = bench.root / f"{size}-{i}"
@@ -320,6 +321,7 @@ def compare(args: argparse.Namespace, bench: Bench, judge: Judge, base_url: str,
         work, config = root / "work", root / "run.yaml"
         write_config(config, work, table, chosen, args.k)
         judge.sent()
+        loads["cold"].append(load())
         walls["jl cold"].append(bench.judgeline(work, "run", str(config)))
         overheads["cold"].append(walls["jl cold"][-1] - latest_stages(work))
         expected = judge.sent()
@@ -328,12 +330,15 @@ def compare(args: argparse.Namespace, bench: Bench, judge: Judge, base_url: str,
             raise SystemExit(f"judgeline sent {sum(expected.values())} calls of {calls} distinct")
         inspect = Inspect(venv, root / "inspect", base_url, tasks, args.connections)
         cache, logs = root / "inspect" / "cache", root / "inspect" / "logs"
+        loads["cold"].append(load())
         walls["in cold"].append(inspect.eval(cache, logs))
         if judge.sent() != expected:
             raise SystemExit("inspect_ai's cold run did not send judgeline's calls")
+        loads["warm"].append(load())
         walls["in warm"].append(inspect.eval(cache, logs))
         if judge.sent():
             raise SystemExit("inspect_ai's warm run sent calls: its cache missed")
+        loads["warm"].append(load())
         walls["jl warm"].append(bench.judgeline(work, "run", str(config)))
         overheads["warm"].append(walls["jl warm"][-1] - latest_stages(work))
         if judge.sent():
@@ -346,7 +351,7 @@ def compare(args: argparse.Namespace, bench: Bench, judge: Judge, base_url: str,
                 f"(target >= {target}x); judgeline's overhead outside its stages "
                 f"{statistics.median(overheads[when]):4.1f} s")  # fmt: skip
         name = f"{when}, {planned:,} calls ({calls:,} distinct)"
-        rows.append((name, f"{line}   (load {load()})"))
+        rows.append((name, f"{line}   (load {', '.join(loads[when])} at each start)"))
         print(f"{name:<30} {rows[-1][1]}", flush=True)
     return rows
 

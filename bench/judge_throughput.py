@@ -88,7 +88,7 @@ async def _bare_loop(judge: JudgeSpec, planned: list[PlannedCall]) -> tuple[floa
         max_connections=judge.max_concurrency, max_keepalive_connections=judge.max_concurrency
     )
     async with httpx.AsyncClient(
-        base_url=judge.base_url + "/", limits=limits, timeout=judge.timeout_s
+        base_url=judge.base_url + "/", limits=limits, timeout=judge.request_timeout()
     ) as http:
         provider = OpenAIProvider(judge, http, None)
         bodies = [(c.call_key, provider.body(c.request())) for c in planned]

@@ -155,6 +155,7 @@ def _run_batches(
             continue
         tally.record_batch(result["counts"])
         tally.add_trips(result["trips"])
+        tally.timed_out += result.get("timed_out", 0)
         results.append(result)
     if errors:
         raise errors[0]

@@ -12,11 +12,11 @@ from prefect.events import emit_event
 from flows.judge import HOOKS
 from schemas.config import RunConfig
 from schemas.run import RunRecord
-from tasks.history.alarms import ALARM_EVENT, check_alarms, previous_run
+from tasks.history.alarms import ALARM_EVENT, check_alarms
 from tasks.history.diff import diff_views
+from tasks.history.previous import comparable, previous_view
 from tasks.history.probe import run_probe
 from tasks.history.view import read_run_view
-from tasks.runrecord import list_records
 from tasks.workdir import WorkDir
 
 
@@ -35,7 +35,7 @@ _PENDING: dict[str, list[tuple[RunRecord, dict[str, Any]]]] = {}
 
 @task(name="check-alarms", cache_policy=NO_CACHE)
 def alarms_task(work_dir: str, record: dict[str, Any]) -> list[dict[str, Any]]:
-    """Check the configuration's thresholds against the previous run of the same name and
+    """Check the configuration's thresholds against the previous run of its configuration and
     return the crossed ones; `emit_alarms` sends each as a `judgeline.alarm` event once the
     flow run has ended (so an automation acting on the flow run comes after its final state)."""
     work = WorkDir.at(work_dir)
@@ -43,11 +43,10 @@ def alarms_task(work_dir: str, record: dict[str, Any]) -> list[dict[str, Any]]:
     cfg = RunConfig.model_validate(run.config)
     if cfg.alarms is None:
         return []
-    view = read_run_view(work, run.run_id) if run.status in ("completed", "degraded") else None
-    before = previous_run(list_records(work), run)
-    diff = None
-    if view is not None and before is not None:
-        diff = diff_views(read_run_view(work, before.run_id), view)
+    measured = run.status in ("completed", "degraded") and comparable(work, run)
+    view = read_run_view(work, run.run_id) if measured else None
+    before = None if view is None else previous_view(work, run)
+    diff = None if view is None or before is None else diff_views(before, view)
     alarms = check_alarms(cfg.alarms, run, view, diff, run.probe)
     ctx = FlowRunContext.get()
     if ctx is not None and ctx.flow_run is not None:

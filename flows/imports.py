@@ -68,16 +68,19 @@ def import_flow(
 
     `questions`/`answers_dir` are FastChat's text files; `mapping`, `judge` and `template`
     read a judgments table."""
-    from tasks.imports import ImportOptions, build_import, check_files, read_seeds
+    from tasks.imports import (
+        ImportOptions,
+        build_import,
+        check_files,
+        import_config,
+        read_seeds,
+    )
 
     work = WorkDir.at(work_dir)
     options = ImportOptions(dataset, questions, answers_dir, mapping, judge, template)
     files = [f for p in paths for f in read_seeds(fmt, p, options)]
     check_files(files)  # before any record is written: a refused import leaves no entry
-    config: dict[str, Any] = {
-        "import": fmt, "files": list(paths), "k": len(files), "template": files[0].template_id,
-        "judges": [{"name": files[0].judge, "configs": [files[0].config]}],
-    }  # fmt: skip
+    config = import_config(fmt, paths, files)
     record = new_record(run_id or new_run_id(), name or f"import {fmt}", config)
     with recorded_run(work, record, timed="import"):
         built = build_import(work, files, record.run_id)

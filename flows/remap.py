@@ -8,7 +8,6 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from tasks.remap.outcomes import RemapResult, remap_run, write_remap
-from tasks.warehouse import build_warehouse
 from tasks.workdir import WorkDir
 
 
@@ -28,18 +27,12 @@ def write_task(work: WorkDir, result: RemapResult) -> None:
     write_remap(work, result)
 
 
-@task(name="build-warehouse", cache_policy=NO_CACHE)
-def warehouse_task(work: WorkDir) -> None:
-    """Rebuild the DuckDB views so reports see the new tables."""
-    build_warehouse(work)
-
-
 def remap_stage(run_id: str, work_dir: str | None = None) -> dict[str, Any]:
-    """Remap one run's slot labels to identity outcomes through the trusted presentation map."""
+    """Remap one run's slot labels to identity outcomes through the trusted presentation map.
+    (The warehouse sees the new tables when next queried: it rebuilds when its files change.)"""
     work = WorkDir.at(work_dir)
     result = remap_task(work, run_id)
     write_task(work, result)
-    warehouse_task(work)
     counts = result.counts()
     get_run_logger().info("remap %s: %s", run_id, counts)
     return counts

@@ -40,18 +40,29 @@ class Activity:
 async def _watch_idle(server: Any, files: ServerFiles, activity: Activity, idle_s: float) -> None:
     """Stop serving once idle: no client holds the clients' lock and no request came for
     `idle_s` seconds. The state file goes first, under the start lock, so a command never
-    picks a server that has decided to stop (`flows.localserver.ensure_server`)."""
+    picks a server that has decided to stop (`flows.localserver.ensure_server`).
+
+    A server the state file no longer names stops at once: its home was deleted, or another
+    server replaced it (no command can reach it any more)."""
     free_since: float | None = None
     while not server.should_exit:
         await asyncio.sleep(CHECK_EVERY_S)
         now = time.monotonic()
-        if files.clients_active():
-            free_since = None
-            continue
-        free_since = free_since or now
-        quiet = now - max(free_since, activity.last)
-        if quiet >= idle_s and files.retire(os.getpid()):
+        try:
+            named = files.read()
+            if named is None or named.pid != os.getpid():
+                server.should_exit = True
+                return
+            if files.clients_active():
+                free_since = None
+                continue
+            free_since = free_since or now
+            quiet = now - max(free_since, activity.last)
+            if quiet >= idle_s and files.retire(os.getpid()):
+                server.should_exit = True
+        except OSError:  # the home is gone or unusable
             server.should_exit = True
+            return
 
 
 def serve(home: Path, idle_s: float, port: int = 0) -> None:

@@ -46,7 +46,7 @@ class ReplyRecord(BaseModel):
     A reply cut by the token limit is stored too (it was paid for, and sending it again buys
     the same cut); `truncated` says so, and parsing labels it Invalid. `prompt_tokens`
     counts every prompt token, cached ones included (Anthropic's input_tokens plus its
-    cache reads and writes).
+    cache reads and writes): cached_prompt_tokens and cache_write_tokens are parts of it.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -71,6 +71,19 @@ class ReplyRecord(BaseModel):
         default=None,
         description="Reasoning tokens, part of completion_tokens (OpenAI "
         "completion_tokens_details.reasoning_tokens); None if not reported.",
+        json_schema_extra=ADDED_LATER,
+    )
+    cache_write_tokens: int | None = Field(
+        default=None,
+        description="Prompt tokens written to the provider's prompt cache, part of "
+        "prompt_tokens (Anthropic cache_creation_input_tokens; OpenAI bills no writes apart "
+        "and reports none); None if not reported.",
+        json_schema_extra=ADDED_LATER,
+    )
+    cache_write_1h_tokens: int | None = Field(
+        default=None,
+        description="Of cache_write_tokens, those written with the 1-hour lifetime (Anthropic "
+        "usage.cache_creation.ephemeral_1h_input_tokens); None if not reported.",
         json_schema_extra=ADDED_LATER,
     )
     sent_in_batch: bool | None = Field(

@@ -98,8 +98,9 @@ class ProbeSpec(BaseModel):
 
 
 class AlarmSpec(BaseModel):
-    """Thresholds checked at the end of each run against the previous run of the same name;
-    a crossed one emits the Prefect event `judgeline.alarm` (see deployments/)."""
+    """Thresholds checked at the end of each run against the previous run of the same
+    configuration (docs/design.md#since-the-previous-run); a crossed one emits the Prefect
+    event `judgeline.alarm` (see deployments/)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

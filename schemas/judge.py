@@ -82,6 +82,13 @@ from schemas.decoding import (
 )
 
 Provider = Literal["openai", "anthropic"]
+
+PromptCache = Literal["auto", "off", "1h"]
+"""How a judge uses its provider's prompt cache across the K repeats of a prompt
+(`tasks.judging.prompt_cache`): `auto` sends each prompt's first call before its repeats and
+marks the prompt for the cache (OpenAI `prompt_cache_key`, Anthropic `cache_control` with the
+default 5-minute lifetime); `1h` (Anthropic) does so with the 1-hour lifetime; `off` sends
+nothing of the kind and the calls in any order."""
 """The API dialect a judge speaks: OpenAI chat completions or Anthropic Messages."""
 
 Profile = Literal["openai", "azure", "openai_compatible", "anthropic"]
@@ -126,13 +133,24 @@ def _defaults(
         "simulated": False,
         "price": None,
         "batch": False,
+        "prompt_cache": "auto",
     }
 
+
+TIMEOUT_FLOOR_S = 120.0
+"""The shortest default timeout (the old fixed default): enough for a 1,024-token reply."""
+TIMEOUT_BASE_S = 60.0
+"""Queueing and the prompt, before the first output token."""
+TIMEOUT_S_PER_TOKEN = 3600 / 128_000
+"""Seconds per output token the Anthropic SDK itself allows a non-streaming request (an hour
+for 128,000 tokens, `_calculate_nonstreaming_timeout`): 16,000 tokens wait 60 + 450 s."""
+TIMEOUT_UNBOUNDED_S = 600.0
+"""A request with no `max_tokens`: the OpenAI and Anthropic SDKs' default, 10 minutes."""
 
 _NEW = frozenset(
     {"profile", "reasoning", "seed", "stop", "response_format", "reasoning_effort", "thinking",
      "system_role", "anthropic_version", "anthropic_beta", "headers", "query", "simulated",
-     "price", "batch"}
+     "price", "batch", "prompt_cache"}
 )  # fmt: skip
 """Fields a judge dump holds only when they differ from the profile's default (the dumps of
 earlier runs have none of them)."""
@@ -151,8 +169,9 @@ class JudgeSpec(Decoding):
     the default, `anthropic_beta` (betas can change replies). The seed of the planned call
     always enters it, sent or not, and so does the repeat index: the K calls of a judge that
     sends no seed stay K distinct calls. Profile, base URL, `headers` (e.g. `X-Title`),
-    `query` (e.g. `api-version`), `batch`, credentials, timeouts, concurrency, rate limits,
-    retries, prices and names do not.
+    `query` (e.g. `api-version`), `batch`, `prompt_cache` (and the caching fields it adds to
+    a request), credentials, timeouts, concurrency, rate limits, retries, prices and names do
+    not.
     """
 
     name: str = Field(min_length=1, description="Judge name used in every table of the run.")
@@ -202,6 +221,11 @@ class JudgeSpec(Decoding):
         "Anthropic Message Batches: half price, replies within 24 h) instead of one request "
         "each; not part of the call key (a reply is the same however it was sent).",
     )
+    prompt_cache: PromptCache = Field(
+        default="auto",
+        description="The provider's prompt cache across repeats (see `PromptCache`): `auto`, "
+        "`off`, or `1h` (Anthropic's 1-hour lifetime); not part of the call key.",
+    )
     extra: dict[str, Any] = Field(
         default_factory=dict, description="Request parameters passed through unchanged."
     )
@@ -215,7 +239,12 @@ class JudgeSpec(Decoding):
         min_length=1,
         description="Reasoning configurations; every call is made once per config.",
     )
-    timeout_s: float = Field(default=120.0, gt=0, description="Per-request timeout (seconds).")
+    timeout_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="Per-request timeout (seconds); default: grows with each config's "
+        "output budget (`request_timeout`).",
+    )
     max_concurrency: int = Field(default=16, ge=1, description="Requests in flight at most.")
     requests_per_minute: float | None = Field(
         default=None, gt=0, description="Client-side rate limit; None for no limit."
@@ -279,6 +308,11 @@ class JudgeSpec(Decoding):
                 raise ValueError(f"{who}: headers.{header} is set by judgeline, not headers")
         if self.profile == "azure":
             self._check_azure()
+        if self.prompt_cache == "1h" and not anthropic:
+            raise ValueError(
+                f"{who}: prompt_cache: 1h is Anthropic's 1-hour cache lifetime; an OpenAI-dialect "
+                "judge takes auto or off (its provider decides how long a prefix stays cached)"
+            )
         if self.batch and self.profile not in ("openai", "anthropic"):
             raise ValueError(
                 f"{who}: batch: true needs profile openai or anthropic (the OpenAI Batch or "
@@ -317,6 +351,18 @@ class JudgeSpec(Decoding):
                 fields["temperature"] = None
             fields.update({f: getattr(config, f) for f in config.overrides})
         return fields
+
+    def request_timeout(self, config: ReasoningConfig | None = None) -> float:
+        """Seconds to wait for one reply under `config`: `timeout_s` when set, else
+        TIMEOUT_BASE_S plus TIMEOUT_S_PER_TOKEN per token of the config's `max_tokens` (its
+        output budget, reasoning or thinking included), at least TIMEOUT_FLOOR_S; a config
+        that sends no `max_tokens` waits TIMEOUT_UNBOUNDED_S."""
+        if self.timeout_s is not None:
+            return self.timeout_s
+        limit = self.decoding(config).get("max_tokens")
+        if not isinstance(limit, int):
+            return TIMEOUT_UNBOUNDED_S
+        return max(TIMEOUT_FLOOR_S, TIMEOUT_BASE_S + TIMEOUT_S_PER_TOKEN * limit)
 
     def config(self, name: str) -> ReasoningConfig:
         """The reasoning config called `name`."""

@@ -178,10 +178,24 @@ class SpendTableRow(BaseModel):
     sent_calls: Annotated[int, Show("sent", "int", "Calls")]
     cached_calls: Annotated[int, Show("cached (free)", "int", "Calls")]
     prompt_tokens: Annotated[int, Show("prompt", "int", "Tokens")]
-    cached_prompt_tokens: Annotated[int, Show("cached prompt", "int", "Tokens")]
+    cached_prompt_tokens: Annotated[
+        int, Show("cached prompt", "int", "Tokens", tip="read from the provider's prompt cache")
+    ]
+    cache_write_tokens: Annotated[
+        int, Show("cache writes", "int", "Tokens", tip="written to the provider's prompt cache")
+    ]
     completion_tokens: Annotated[int, Show("completion", "int", "Tokens")]
     reasoning_tokens: Annotated[int, Show("reasoning", "int", "Tokens")]
     usd: Annotated[float | None, Show("USD", "usd", "Money")]
+    prompt_cache_saved_usd: Annotated[
+        float | None,
+        Show(
+            "saved by prompt cache",
+            "usd",
+            "Money",
+            tip="the same tokens without the provider's prompt cache, less USD",
+        ),
+    ]
     price_as_of: Annotated[str, Show("price as of", "text", "Money")]
 
 

@@ -47,6 +47,15 @@ class ConfigHealth(BaseModel):
     stopped: dict[str, Any] | None = Field(
         default=None, description="The breaker trip that stopped the config (`BreakerTrip`)."
     )
+    truncated: int = Field(
+        default=0, description="Replies cut by the token limit (parsed Invalid, noted so)."
+    )
+    max_tokens: int | None = Field(
+        default=None, description="The config's token limit as the run's judges set it."
+    )
+    timeout_s: float | None = Field(
+        default=None, description="The config's request timeout (seconds) in this run."
+    )
 
     @property
     def share(self) -> float:

@@ -99,5 +99,6 @@ FAILURE_RANK: Final[dict[str, int]] = {"M": 0, "I": 1, "X": 2}
 """Worst failure first when a two-order disposition is incomplete: M before I before X."""
 
 MAX_K = 16
-"""Largest K a plan or run may use: the replay enumerates 2^K order assignments per pattern
-(`independent`), so K is an even number from 2 to 16."""
+"""Largest K a plan or run may use, so K is an even number from 2 to 16: the replay's exact
+counts (of call orders, in 64-bit integers) and its per-state tables are built and tested up to
+16 (docs/design.md#exactness)."""

@@ -18,6 +18,11 @@ DEMO_CONFIGS = (
 )
 
 
+DEMO_CACHE_MIN_TOKENS = 512
+"""The shortest prompt the demo's simulated judge caches: its prompts are about 620 tokens,
+under OpenAI's 1,024-token minimum, so the demo's judge keeps prompts from 512 tokens (Claude
+Opus 5's minimum) to show what the provider's prompt cache saves on the K repeats."""
+
 DEMO_PRICE = Price(
     input=0.15,
     cached_input=0.075,

@@ -10,9 +10,11 @@ expectation are validated once and share its result.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import itertools
 import json
 import logging
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,6 +29,20 @@ from tasks.storage import write_text_atomic
 _lock = threading.Lock()
 _counter = itertools.count()
 _context: Any = None
+_preload: threading.Thread | None = None
+
+
+def preload_great_expectations() -> None:
+    """Start importing great-expectations on a background thread (it costs seconds of CPU),
+    for a gate that will run after slow input and output: the judge stage calls this when it
+    has calls to send, so the remap gate finds the library loaded."""
+    global _preload
+    if _preload is None and "great_expectations" not in sys.modules:
+        _preload = threading.Thread(
+            target=importlib.import_module, args=("great_expectations",), daemon=True,
+            name="great-expectations-import",
+        )  # fmt: skip
+        _preload.start()
 
 
 def _gx_context() -> Any:
@@ -120,6 +136,8 @@ def run_gate(
 
 
 def _validate(stage: str, df: pd.DataFrame, checks: list[Check], *, id_column: str) -> None:
+    if _preload is not None:
+        _preload.join()
     import great_expectations as gx
 
     with _lock:

@@ -16,7 +16,17 @@ from schemas.calls import TRUNCATED_FINISH_REASONS
 from schemas.vocabulary import SlotLabel, Strength
 from tasks.templates import get_template
 
-__all__ = ["EMPTY_REPLY", "PARSER_VERSION", "ParsedReply", "note_reason", "parse_reply"]
+__all__ = [
+    "EMPTY_REPLY",
+    "PARSER_VERSION",
+    "TRUNCATED_NOTE",
+    "ParsedReply",
+    "note_reason",
+    "parse_reply",
+]
+
+TRUNCATED_NOTE = "truncated: "
+"""How the note of a reply cut by the token limit starts (the run's reasons count them)."""
 
 PARSER_VERSION = "2"
 """Stored with every parsed label; bump it whenever the label of a stored reply that was not
@@ -261,8 +271,8 @@ def parse_reply(template_id: str, text: str, finish_reason: str | None = None) -
     get_template(template_id)
     if finish_reason in TRUNCATED_FINISH_REASONS:
         return _invalid(
-            f"truncated: the reply was cut by the token limit (finish_reason {finish_reason!r});"
-            " raise the judge's max_tokens"
+            f"{TRUNCATED_NOTE}the reply was cut by the token limit (finish_reason "
+            f"{finish_reason!r}); raise the judge's max_tokens"
         )
     return _PARSERS[template_id](text)
 

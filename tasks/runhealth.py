@@ -17,9 +17,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from schemas.judge import JudgeSpec
 from schemas.run import ConfigHealth, RunStatus
 from tasks.errors import JudgelineError
 from tasks.judging.cache import read_attempts
+from tasks.parsing import TRUNCATED_NOTE
 from tasks.runfolder import RunFolder
 
 __all__ = [
@@ -123,25 +125,57 @@ def _first_messages(
     return first
 
 
+def _cut_keys(folder: RunFolder) -> set[str]:
+    """The call keys of the run's replies cut by the token limit (their labels' notes)."""
+    path = folder.table("labels")
+    if not path.is_file():
+        return set()
+    labels = pq.read_table(path, columns=["call_key", "note"]).to_pylist()
+    return {r["call_key"] for r in labels if (r["note"] or "").startswith(TRUNCATED_NOTE)}
+
+
+def _limits(judges: list[dict[str, Any]]) -> dict[tuple[str, str], tuple[int | None, float]]:
+    """Per (judge, config): the token limit its calls were sent with and their timeout, from
+    run.json."""
+    limits: dict[tuple[str, str], tuple[int | None, float]] = {}
+    for dump in judges:
+        try:
+            spec = JudgeSpec.model_validate(dump)
+        except ValueError:
+            continue  # not a judge this version reads: nothing to name
+        for config in spec.configs:
+            tokens = spec.decoding(config).get("max_tokens")
+            limits[(spec.name, config.name)] = (tokens, spec.request_timeout(config))
+    return limits
+
+
 def run_health(folder: RunFolder) -> list[ConfigHealth]:
     """Per judge config of the run (in the calls table's order): planned slots, valid
-    outcomes, failed calls by category, pending calls, the first message, a breaker stop."""
+    outcomes, failed calls by category, pending calls, the first message, a breaker stop,
+    the replies cut by the token limit with that limit, and the request timeout. A run
+    judged only (no outcomes yet) counts its stored replies as valid."""
     calls = pq.read_table(
         folder.calls, columns=["judge", "config", "call_key", "status", "error_category"]
     ).to_pylist()
+    cut_keys = _cut_keys(folder)
     valid: Counter[tuple[str, str]] = Counter()
     if folder.outcomes.is_file():
         outcomes = pq.read_table(folder.outcomes, columns=["judge", "config", "outcome"])
         for row in outcomes.to_pylist():
             if row["outcome"] in VALID:
                 valid[(row["judge"], row["config"])] += 1
+    else:  # judged only (`judgeline judge`): a stored reply is all the stage can tell
+        for c in calls:
+            valid[(c["judge"], c["config"])] += c["status"] == "stored"
     info = folder.find_info()
     trips = {
         (t["judge"], t["config"]): t
         for t in ((info.counts or {}).get("breaker_trips", []) if info else [])
     }
+    limits = _limits(info.judges) if info else {}
     planned: Counter[tuple[str, str]] = Counter()
     pending: Counter[tuple[str, str]] = Counter()
+    cut: Counter[tuple[str, str]] = Counter()
     failed: dict[tuple[str, str], Counter[str]] = {}
     failed_keys: dict[tuple[str, str], set[str]] = {}
     for c in calls:
@@ -153,6 +187,8 @@ def run_health(folder: RunFolder) -> list[ConfigHealth]:
             failed_keys.setdefault(jc, set()).add(c["call_key"])
         elif c["status"] == "pending":
             pending[jc] += 1
+        if c["call_key"] in cut_keys:
+            cut[jc] += 1
     messages = _first_messages(folder, failed_keys)
     health = []
     for jc, n in planned.items():
@@ -169,6 +205,9 @@ def run_health(folder: RunFolder) -> list[ConfigHealth]:
                 pending=pending[jc],
                 message=_one_line(message),
                 stopped=trip,
+                truncated=cut[jc],
+                max_tokens=limits[jc][0] if jc in limits else None,
+                timeout_s=limits[jc][1] if jc in limits else None,
             )
         )
     return health
@@ -184,27 +223,62 @@ def run_status(health: list[ConfigHealth]) -> RunStatus:
     return "completed"
 
 
+def _in_flight(trip: dict[str, Any]) -> str:
+    """The requests already in flight when the breaker opened, and how they ended."""
+    n, failed = int(trip.get("in_flight") or 0), int(trip.get("in_flight_failed") or 0)
+    if n == 0:
+        return ""
+    if failed == n:
+        return f"; {n} requests already in flight then failed too"
+    return f"; {n} requests already in flight then answered ({failed} failed)"
+
+
 def stop_line(run_id: str, trip: dict[str, Any], message: str | None, held: int) -> str:
-    """A breaker stop as one sentence: after how many failures of which category, the
-    provider's first message, the calls held back and the command to send them later."""
+    """A breaker stop as one sentence: after how many failures in a row of which category,
+    the provider's first message, the requests already in flight, the calls held back and
+    the command to send them later."""
     status = f" (HTTP {trip['http_status']})" if trip.get("http_status") else ""
     fix = FIX.get(trip["category"], "fixing the cause")
     return (
-        f"stopped after {trip['failures']} {trip['category']} failures{status}: "
-        f"{_one_line(message) or 'no message'}; {held} calls not sent, run "
+        f"stopped after {trip['failures']} {trip['category']} failures in a row{status}: "
+        f"{_one_line(message) or 'no message'}{_in_flight(trip)}; {held} calls not sent, run "
         f"`judgeline rerun-failed {run_id}` after {fix}"
     )
 
 
+def _cut(h: ConfigHealth) -> str:
+    """The config's replies cut by the token limit, naming the limit (empty if none)."""
+    if not h.truncated:
+        return ""
+    limit = f" (max_tokens {h.max_tokens})" if h.max_tokens is not None else ""
+    return (
+        f"; {h.truncated} replies cut by the token limit{limit}: raise the config's "
+        "max_tokens and run again (a new limit makes new calls)"
+    )
+
+
+def _timeouts(h: ConfigHealth) -> str:
+    """For a config with calls failed at their timeout: the timeout and what it cost."""
+    if not h.failed.get("timeout"):
+        return ""
+    after = f" of {h.timeout_s:g} s" if h.timeout_s is not None else ""
+    return (
+        f"; the timeout{after} is retried once at most (a provider may bill a request the "
+        "client gave up on): raise the judge's timeout_s if its replies take longer"
+    )
+
+
 def describe(run_id: str, health: list[ConfigHealth]) -> list[str]:
-    """The reasons, one line per judge config that is `short`: its valid
-    outcomes, failures by category, the provider's first message and what to run next."""
+    """The reasons, one line per judge config that is `short`: its valid outcomes,
+    failures by category, the provider's first message, replies cut by the token limit
+    and what to run next."""
     lines = []
     for h in health:
         if not short(h):
             continue
-        where = f"{h.judge} · {h.config}: {h.valid}/{h.planned} valid outcomes"
+        where = f"{h.judge} · {h.config}: {h.valid}/{h.planned} valid outcomes" + _cut(h)
         failures = ", ".join(f"{n} {c}" for c, n in h.failed.items())
+        others = h.planned - h.valid - h.truncated - sum(h.failed.values())
         if h.stopped:
             lines.append(f"{where}; {stop_line(run_id, h.stopped, h.message, h.pending)}")
         elif set(h.failed) == {NOT_RECORDED}:
@@ -214,11 +288,13 @@ def describe(run_id: str, health: list[ConfigHealth]) -> list[str]:
             )
         elif failures:
             lines.append(
-                f"{where}; failed: {failures}; first: {h.message or 'no message'}; "
-                f"`judgeline rerun-failed {run_id}` sends them again"
+                f"{where}; failed: {failures}; first: {h.message or 'no message'}"
+                f"{_timeouts(h)}; `judgeline rerun-failed {run_id}` sends them again"
             )
-        else:
+        elif others > 0:
             lines.append(f"{where}; the others are invalid, abstained or pending")
+        else:
+            lines.append(where)
     return lines
 
 

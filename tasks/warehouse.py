@@ -12,7 +12,7 @@ import os
 import re
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -40,10 +40,11 @@ from schemas import (
     arrow_schema,
 )
 from schemas.advice import AdviceRow
-from tasks.errors import InputError, IntegrityError
+from tasks.errors import InputError
 from tasks.hashing import digest, sha256_bytes
-from tasks.runfolder import TABLE_FILES
-from tasks.tablefiles import TableFile, damage_of, list_table_files
+from tasks.runcheck import RUN_TABLES, check_readable, json_damage, skip
+from tasks.runfolder import TABLE_FILES, RunFolder
+from tasks.tablefiles import TableFile, list_table_files
 from tasks.workdir import WorkDir
 
 __all__ = [
@@ -66,8 +67,6 @@ class View:
     pattern: tuple[str, ...]
     model: type[BaseModel]
     run_from_path: bool
-    rewrite: str = "`judgeline remap {run}` rewrites its outcome tables from the cached replies"
-    """How a damaged file of a run is rewritten (`{run}` is the run id)."""
 
 
 VIEWS: tuple[View, ...] = (
@@ -84,14 +83,7 @@ VIEWS: tuple[View, ...] = (
     View("summary", ("runs", "*", TABLE_FILES["summary"]), SummaryRow, True),
     View("design", ("runs", "*", TABLE_FILES["design"]), DesignRow, True),
     View("components", ("runs", "*", TABLE_FILES["components"]), ComponentRow, True),
-    View(
-        "advice",
-        ("runs", "*", TABLE_FILES["advice"]),
-        AdviceRow,
-        True,
-        "`judgeline advise {run} --max-change 1%` rewrites its advice, which lacks the "
-        "certificate columns when written before advice was certified",
-    ),
+    View("advice", ("runs", "*", TABLE_FILES["advice"]), AdviceRow, True),
 )
 
 log = logging.getLogger(__name__)
@@ -137,9 +129,36 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _listing(root: Path) -> dict[View, list[TableFile]]:
-    """Every view's files as they are now, each checked (footers only)."""
-    return {view: list_table_files(root, view.pattern, view.model) for view in VIEWS}
+def _listing(work: WorkDir) -> dict[View, list[TableFile]]:
+    """Every view's files as they are now, each checked (footers only). Every file of a run
+    that cannot be read (`tasks.runcheck`) counts as damaged, with one warning naming the
+    run; another damaged file, with a warning naming it. Damaged files are left out."""
+    listing = {view: list_table_files(work.root, view.pattern, view.model) for view in VIEWS}
+    damaged: dict[str, list[str]] = {}
+    for view, files in listing.items():
+        for f in files:
+            if f.problem is None:
+                continue
+            if view.pattern[0] == "runs" and RUN_TABLES[view.name].results:
+                damaged.setdefault(f.path.parent.name, []).append(f"{f.path} ({f.problem})")
+            else:
+                log.warning("%s is damaged and left out of the warehouse: %s", f.path, f.problem)
+    runs = work.root / "runs"
+    for path in sorted(runs.iterdir()) if runs.is_dir() else []:
+        problems = json_damage(RunFolder(work, path.name)) if path.is_dir() else []
+        if problems:
+            damaged.setdefault(path.name, []).extend(problems)
+    for run_id, problems in damaged.items():
+        skip(RunFolder(work, run_id), problems)
+    return {
+        view: [
+            replace(f, problem=f.problem or f"run {f.path.parent.name} cannot be read")
+            if view.pattern[0] == "runs" and f.path.parent.name in damaged
+            else f
+            for f in files
+        ]
+        for view, files in listing.items()
+    }
 
 
 def _source(files: list[TableFile]) -> str | None:
@@ -150,29 +169,15 @@ def _source(files: list[TableFile]) -> str | None:
 
 def check_run_tables(work: WorkDir, run_id: str) -> None:
     """Raise an InputError if a run has no outcomes yet (it was judged only), and an
-    IntegrityError naming every damaged table file of a run (the warehouse leaves such
-    files out, so the run's figures would be silently incomplete)."""
+    IntegrityError naming every damaged file of a run and the command that rewrites it (the
+    warehouse leaves such files out, so the run's figures would be silently incomplete)."""
     outcomes = work.root.joinpath("runs", run_id, TABLE_FILES["outcomes"])
     if not outcomes.exists():
         raise InputError(
             f"run {run_id!r} has no outcomes yet ({outcomes} does not exist): it was judged "
             f"only. `judgeline remap {run_id}` makes them from its stored replies."
         )
-    damaged, rewrites = [], []
-    for view in VIEWS:
-        if view.pattern[0] != "runs":
-            continue
-        path = work.root.joinpath("runs", run_id, view.pattern[-1])
-        problem = damage_of(path, view.model) if path.exists() else None
-        if problem is not None:
-            damaged.append(f"{path} ({problem})")
-            rewrites.append(view.rewrite.format(run=run_id))
-    if damaged:
-        raise IntegrityError(
-            f"run {run_id!r} is damaged: {'; '.join(damaged)}. Its figures cannot be shown; "
-            "the other runs are not affected. Rewrite the damaged tables "
-            f"({'; '.join(dict.fromkeys(rewrites))}) or delete the run's folder."
-        )
+    check_readable(RunFolder(work, run_id))
 
 
 def _empty(view: View) -> pa.Table:
@@ -203,11 +208,7 @@ def build_warehouse(work: WorkDir) -> Path:
     os.close(fd)
     tmp = Path(name)
     tmp.unlink()  # duckdb refuses to open an empty non-database file
-    listing = _listing(work.root)
-    for files in listing.values():
-        for f in files:
-            if f.problem is not None:
-                log.warning("%s is damaged and left out of the warehouse: %s", f.path, f.problem)
+    listing = _listing(work)
     try:
         con = duckdb.connect(str(tmp))
         try:

@@ -14,9 +14,12 @@ from typing import TYPE_CHECKING
 from tasks.workdir import WorkDir
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     import pandas as pd
     import pyarrow as pa
 
+    from schemas import Pair
     from tasks.simjudge.persona import Persona
 
 REPO = Path(__file__).resolve().parents[1]
@@ -48,10 +51,16 @@ def stage_demo_plan(work: WorkDir, *, pairs: int, k: int) -> StagedPlan:
     """Freeze the first `pairs` demo pairs in `work` and store their full grid with K = `k`."""
     # Imported here: most test modules never stage a plan and need not load these.
     from tasks.ingest.demo_benchmark import demo_pairs
+
+    return stage_plan(work, "demo", demo_pairs()[:pairs], k=k)
+
+
+def stage_plan(work: WorkDir, source: str, pairs: Sequence[Pair], *, k: int) -> StagedPlan:
+    """Freeze `pairs` in `work` and store their full grid with K = `k`."""
     from tasks.ingest.manifest import freeze_manifest, read_manifest
     from tasks.plan import make_plan, read_plan, write_plan
 
-    frozen = freeze_manifest([("demo", demo_pairs()[:pairs])], work)
+    frozen = freeze_manifest([(source, list(pairs))], work)
     _, manifest = read_manifest(work, frozen.info.manifest_hash)
     info, table = make_plan(manifest, k, "full", None)
     write_plan(work, info, table)

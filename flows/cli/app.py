@@ -219,7 +219,9 @@ def print_diff(diff: RunDiff) -> None:
         table.add_row(
             escape(f"{c.judge} · {c.config}"),
             str(c.shared_pairs),
-            f"{c.score_before:.3f} -> {c.score_after:.3f}",
+            f"{c.score_before:.3f} -> {c.score_after:.3f}"
+            if c.score_before == c.score_before and c.score_after == c.score_after
+            else "- (not replayed)",
             f"{_signed(c.score_change)} ({_signed(c.change_low)} to {_signed(c.change_high)})",
             f"{_pct(c.before['consistency'])} -> {_pct(c.after['consistency'])}",
             f"{_pct(c.before['left_share'])} -> {_pct(c.after['left_share'])}",
@@ -284,9 +286,10 @@ def print_summary(run_id: str) -> None:
         cells = [f"{d.judge} · {d.config}"] + ([d.dataset] if len(datasets) > 1 else [])
         key = (d.judge, d.config, d.dataset)
         at = key + (design, "full")
+        scored = at in scores.index and not pd.isna(scores.loc[at].score)  # type: ignore[index]
         if at not in scores.index:
             cells.append("-")
-        elif pd.isna(scores.loc[at].score):  # type: ignore[index]
+        elif not scored:
             cells.append("no valid outcome")
         else:
             r = scores.loc[at]  # type: ignore[index]
@@ -296,16 +299,18 @@ def print_summary(run_id: str) -> None:
         for policy in policies:
             at = key + (design, policy)
             money = f" ${saved[at]:.3g}" if at in saved else ""
-            cells.append(
-                f"{scores.loc[at].savings:.0%}/{scores.loc[at].p_change:.1%}{money}"  # type: ignore[index]
-                if at in scores.index
-                else "-"
-            )
+            if not scored:
+                cells.append("")  # nothing was measured: nothing saved, nothing changed
+            elif at in scores.index:
+                r = scores.loc[at]  # type: ignore[index]
+                cells.append(f"{r.savings:.0%}/{r.p_change:.1%}{money}")
+            else:
+                cells.append("-")
         rows.append(cells)
     title = f"run {run_id} · {record.name} · {', '.join(datasets)}"
     caption = (
         f"policy columns: calls saved / decisions changed vs the full reference ({design}); "
-        "- where a policy is not defined under it"
+        "- where a policy is not defined under it, empty for a config with no valid outcome"
         + ("; $: expected USD saved over the dataset's pairs" if saved else "")
     )
     table = Table(

@@ -62,7 +62,7 @@ def demo(
         demo_nights(nights, pairs, latency_ms)
         return
     prepare_prefect()
-    from tasks.demo import DEMO_PERSONAS, demo_config
+    from tasks.demo import DEMO_CACHE_MIN_TOKENS, DEMO_PERSONAS, demo_config
     from tasks.ingest.sources import freeze_sources
     from tasks.runhealth import EXIT_CODES, RunNotCompleted
     from tasks.runrecord import read_record
@@ -76,6 +76,7 @@ def demo(
     console.print(f"manifest {manifest_hash[:16]} frozen; starting the simulated judge")
     os.environ["JUDGELINE_WORK_DIR"] = str(work.root)
     args = ["--manifest", manifest_hash, "--latency-ms", str(latency_ms)]
+    args += ["--cache-min-tokens", str(DEMO_CACHE_MIN_TOKENS)]
     for persona in DEMO_PERSONAS:
         args += ["--persona", persona]
     with simjudge_subprocess(*args) as base_url, demo_resumes():
@@ -111,6 +112,7 @@ def demo_nights(nights: int, pairs: int | None, latency_ms: float) -> None:
     import datetime as dt
 
     prepare_prefect()
+    from tasks.demo import DEMO_CACHE_MIN_TOKENS
     from tasks.demo_nights import (
         night_dataset,
         night_lines,
@@ -139,6 +141,7 @@ def demo_nights(nights: int, pairs: int | None, latency_ms: float) -> None:
         source = night_dataset(table).model_dump()
         manifest_hash = freeze_sources([source], work).info.manifest_hash
         args = ["--manifest", manifest_hash, "--latency-ms", str(latency_ms)]
+        args += ["--cache-min-tokens", str(DEMO_CACHE_MIN_TOKENS)]
         with (
             probe_date(night.date),
             simjudge_subprocess(*args, "--personas", str(personas)) as base_url,

@@ -66,12 +66,12 @@ def _print_counts(run_id: str, counts: dict[str, Any]) -> None:
             f"failed by category: {parts}; `judgeline rerun-failed {run_id}` sends them again",
             highlight=False,
         )
-    from tasks.runhealth import stop_line
-
-    print_reasons(
-        [f"{t['judge']} · {t['config']}: {stop_line(run_id, t, t['message'], t['held'])}"
-         for t in counts.get("breaker_trips", [])]
-    )  # fmt: skip
+    if counts.get("timed_out"):
+        console.print(
+            f"{counts['timed_out']} requests timed out (a provider may still bill a request "
+            "the client gave up on; each call retries a timeout once at most)",
+            highlight=False,
+        )
 
 
 @app.command("judge")
@@ -142,7 +142,8 @@ def _judge_run(
     """The judge flow for one run, with its record (so `runs`, `show` and `report` know it)."""
     prepare_prefect()
     from flows.judge import judge_flow
-    from tasks.jobrecord import judged_config, new_record, recorded_run
+    from tasks.jobrecord import judged_config, new_record, recorded_run, settle_status
+    from tasks.runhealth import EXIT_CODES, reasons
 
     specs = [j.model_dump(mode="json") for j in judges]
     record = new_record(run_id, "judge", judged_config(plan, template_id, specs))
@@ -160,7 +161,12 @@ def _judge_run(
                 dask_address=dask_address,
             )
         )
+        settle_status(state.work, record)
     _print_counts(run_id, counts)
+    if record.status != "completed":
+        # As `run` exits: 3 degraded, 4 failed (no call of the plan stored), with the reasons.
+        print_reasons(reasons(run_id, record.status, record.health))
+        raise typer.Exit(EXIT_CODES[record.status])
 
 
 @app.command("rerun-failed")

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from flows.cli.app import app, console, fits, prepare_prefect
+from flows.cli.app import app, console, fits
 
 _SHOWN = (
     ("expected_calls", "calls", "{:.3f}"),
@@ -79,20 +79,26 @@ def replay_command(
     """Replay stopping policies exactly over cached outcomes; no judge (docs/design.md#replay)."""
     import pyarrow.parquet as pq
 
+    from schemas.vocabulary import CORE_POLICIES, DESIGNS
     from tasks.errors import InputError
+    from tasks.judging.spend import outcome_costs
     from tasks.replay.coded import require_columns
+    from tasks.replay.stream import replay_file
 
     if not calls.is_file():
         raise InputError("no such outcomes file", file=str(calls))
-    try:  # refused before Prefect starts
+    try:
         schema = pq.read_schema(calls)
     except (OSError, ValueError) as exc:
         raise InputError(f"not a readable parquet file ({exc})", file=str(calls)) from None
     require_columns(schema.names, str(calls))
-    prepare_prefect()
-    from flows.replay import replay_flow
-
-    paths = replay_flow(str(calls), str(out), designs=design or None, policies=policy or None)
+    # The job runs here, without a flow run (as freeze and plan do): a file in, four tables
+    # out, nothing to orchestrate. The replay-policies flow and deployment do the same.
+    written = replay_file(
+        str(calls), str(out), designs=list(design or DESIGNS),
+        policies=list(policy or CORE_POLICIES), costs=outcome_costs(str(calls)),
+    )  # fmt: skip
+    paths = {name: str(path) for name, path in written.items()}
     rows = pq.read_table(paths["summary"]).to_pylist()
     table = summary_table(rows)
     if fits(table):

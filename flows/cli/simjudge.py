@@ -66,6 +66,7 @@ FLAGS = {
     "rate_truncated": "--fault-truncated",
     "max_faults_per_request": "--max-faults-per-request",
     "latency_ms": "--latency-ms",
+    "cache_min_tokens": "--cache-min-tokens",
 }
 """The serve-judge flag of each persona and fault field it sets (named in range errors)."""
 
@@ -107,6 +108,15 @@ def serve_judge(
     ] = None,
     latency_ms: Annotated[
         float | None, typer.Option("--latency-ms", min=0, help="Think time per reply (ms).")
+    ] = None,
+    cache_min_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--cache-min-tokens",
+            min=1,
+            help="Shortest prompt the personas' prompt caches keep (tokens; default: the "
+            "API's 1,024).",
+        ),
     ] = None,
     fault_529: Annotated[
         float | None, _rate("--fault-529", "overloaded replies (Anthropic 529, OpenAI 503)")
@@ -184,6 +194,7 @@ def serve_judge(
                 update={
                     "faults": p.faults.model_validate({**p.faults.model_dump(), **overrides}),
                     **({"latency_ms": latency_ms} if latency_ms is not None else {}),
+                    **({"cache_min_tokens": cache_min_tokens} if cache_min_tokens else {}),
                 }
             )
             for p in chosen

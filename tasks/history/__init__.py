@@ -2,6 +2,7 @@
 reference decisions, headline figures per judge config); `diff` says what changed between
 two runs (pairs and configs added and removed, calls sent and reused, score changes with a
 paired bootstrap interval, consistency, position bias, valid share, flipped decisions);
+`previous` finds the previous readable run of the same configuration;
 `trends` and `page` draw every judge config's history across runs from the warehouse;
 `probe` re-judges a fixed sample with fresh calls each night and compares it with the last;
 `alarms` checks a run's thresholds (the flow emits them as Prefect events).

@@ -1,6 +1,6 @@
 """Alarms: thresholds of a run configuration checked at the end of a run.
 
-Against the previous run of the same benchmark name (`tasks.history.diff`): a judge config's
+Against the previous run of the same configuration (`tasks.history.previous`): a judge config's
 consistency fell by more than `consistency_drop`, its left slot's share of order conflicts
 rose by more than `position_bias_rise`; in this run: a judge config's valid share below
 `valid_share_below`, the drift probe's agreement with the previous probe below
@@ -18,7 +18,7 @@ from schemas.run import RunRecord
 from tasks.history.diff import RunDiff
 from tasks.history.view import RunView
 
-__all__ = ["ALARM_EVENT", "check_alarms", "previous_run"]
+__all__ = ["ALARM_EVENT", "check_alarms"]
 
 ALARM_EVENT = "judgeline.alarm"
 """The Prefect event every crossed threshold emits (deployments/automations.yaml reacts)."""
@@ -73,17 +73,3 @@ def check_alarms(
                        previous=(probe or {}).get("previous"))
             )  # fmt: skip
     return alarms
-
-
-def previous_run(records: list[RunRecord], record: RunRecord) -> RunRecord | None:
-    """The latest run of the same benchmark name started before `record` that finished its
-    replay (`completed`), or None."""
-    earlier = [
-        r
-        for r in records
-        if r.name == record.name
-        and r.run_id != record.run_id
-        and r.status == "completed"
-        and r.started_at < record.started_at
-    ]
-    return max(earlier, key=lambda r: r.started_at, default=None)

@@ -87,10 +87,11 @@ def paired_interval(
     before: np.ndarray, after: np.ndarray, *, seed_parts: tuple[Any, ...]
 ) -> tuple[float, float]:
     """95% percentile bootstrap interval of mean(after - before), resampling pairs (the
-    same pairs in both runs). Seeded from the data's group key, so it is reproducible."""
+    same pairs in both runs). Seeded from the data's group key, so it is reproducible. NaN
+    when a score is missing (a run not replayed)."""
     delta = np.asarray(after, dtype=float) - np.asarray(before, dtype=float)
     n = len(delta)
-    if n == 0:
+    if n == 0 or np.isnan(delta).any():  # a run without a replay has no scores
         return (float("nan"), float("nan"))
     rng = np.random.default_rng(int(digest("judgeline-diff", *seed_parts)[:16], 16))
     means = np.empty(BOOTSTRAP_RESAMPLES)

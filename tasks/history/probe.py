@@ -30,6 +30,7 @@ from tasks.judging.request import JudgeRequest, StageHooks
 from tasks.judging.stage import run_judge_stage
 from tasks.plan import make_plan, write_plan
 from tasks.remap.outcomes import remap_run, write_remap
+from tasks.runcheck import readable
 from tasks.runfolder import RunFolder
 from tasks.runrecord import list_records
 from tasks.workdir import WorkDir
@@ -38,6 +39,7 @@ __all__ = [
     "PROBE_DATE_ENV",
     "PROBE_SUFFIX",
     "compare_probes",
+    "previous_probe",
     "probe_judges",
     "probe_sample",
     "probe_scope",
@@ -137,14 +139,15 @@ def compare_probes(now: RunFolder, before: RunFolder) -> dict[str, Any]:
     }
 
 
-def _previous_probe(work: WorkDir, name: str, run_id: str) -> RunFolder | None:
-    """The latest earlier run of the same benchmark name whose probe was remapped."""
+def previous_probe(work: WorkDir, name: str, run_id: str) -> RunFolder | None:
+    """The latest earlier run of the same benchmark name whose probe was remapped and can be
+    read (one that cannot is skipped with a warning, `tasks.runcheck`)."""
     for record in list_records(work):  # newest first
         probe = record.probe or {}
         if record.run_id == run_id or record.name != name or not probe.get("run_id"):
             continue
         folder = RunFolder(work, str(probe["run_id"]))
-        if folder.outcomes.is_file():
+        if folder.outcomes.is_file() and readable(folder):
             return folder
     return None
 
@@ -195,7 +198,7 @@ async def run_probe(
         "pairs": len(pairs),
         "calls": {k: counts.get(k) for k in ("planned", "sent", "cached", "failed")},
     }
-    before = _previous_probe(work, cfg.name, run_id)
+    before = previous_probe(work, cfg.name, run_id)
     if before is not None:
         result.update(compare_probes(RunFolder(work, probe_run), before))
     return result

@@ -12,11 +12,13 @@ import hashlib
 from dataclasses import dataclass
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from schemas.run import RunRecord
-from tasks.errors import InputError
+from tasks.errors import InputError, IntegrityError
 from tasks.ingest.manifest import read_manifest
+from tasks.runcheck import check_readable
 from tasks.runfolder import RunFolder
 from tasks.workdir import WorkDir
 
@@ -29,9 +31,9 @@ CONFIG_KEYS = ["judge", "config"]
 @dataclass(frozen=True)
 class RunView:
     """A run's pairs (`pairs`: dataset, pair_id, fingerprint, key) and, per (judge, config,
-    dataset, pair_id), the reference score under SCORE_DESIGN and the decision of all 2K
-    calls (`decisions`), plus per judge config its headline figures (`figures`) and
-    judge-stage counts."""
+    dataset, pair_id), the decision of all 2K calls and the reference score under
+    SCORE_DESIGN, NaN without a replay (`decisions`), plus per judge config its headline
+    figures (`figures`) and judge-stage counts."""
 
     record: RunRecord
     pairs: pd.DataFrame
@@ -79,14 +81,18 @@ def _grid_decisions(folder: RunFolder) -> pd.DataFrame:
 
 def _reference_scores(folder: RunFolder) -> pd.DataFrame:
     """Per (judge, config, dataset, pair): the expected score of the reference decision under
-    SCORE_DESIGN (every policy's row of a design carries it)."""
+    SCORE_DESIGN (every policy's row of a design carries it); no rows for a run that was not
+    replayed (K = 1 or odd K)."""
+    columns = [*CONFIG_KEYS, *PAIR_KEYS, "reference_score"]
+    if not folder.table("replay").is_file():
+        return pd.DataFrame(columns=columns).astype({"reference_score": float})
     replay = pq.read_table(
         folder.table("replay"), columns=[*CONFIG_KEYS, *PAIR_KEYS, "design", "reference_score"]
     ).to_pandas()
     designs = list(dict.fromkeys(replay["design"]))
     design = SCORE_DESIGN if SCORE_DESIGN in designs else designs[0]
     chosen = replay[replay["design"] == design].drop_duplicates([*CONFIG_KEYS, *PAIR_KEYS])
-    return chosen[[*CONFIG_KEYS, *PAIR_KEYS, "reference_score"]]
+    return chosen[columns]
 
 
 def _figures(folder: RunFolder) -> pd.DataFrame:
@@ -116,23 +122,32 @@ def _figures(folder: RunFolder) -> pd.DataFrame:
 
 
 def read_run_view(work: WorkDir, run_id: str) -> RunView:
-    """The run's pairs, reference decisions and figures; InputError if it has no results."""
+    """The run's pairs, decisions, reference scores (NaN for a run not replayed) and
+    figures; an InputError if it has no outcomes, an IntegrityError naming every damaged
+    file if it cannot be read."""
     folder = RunFolder(work, run_id)
     record = folder.read_record()
-    if record.manifest_hash is None or not folder.table("replay").is_file():
+    if record.manifest_hash is None or not folder.outcomes.is_file():
         raise InputError(
-            f"run {run_id!r} has no replayed outcomes to compare (status {record.status}); "
-            "only a run that finished its replay can be compared"
+            f"run {run_id!r} has no outcomes to compare (status {record.status}); only a run "
+            "that finished its remap can be compared"
         )
-    pairs = _fingerprints(work, record.manifest_hash)
-    decisions = _reference_scores(folder).merge(
-        _grid_decisions(folder), on=[*CONFIG_KEYS, *PAIR_KEYS], how="left"
-    )
+    check_readable(folder, results_only=True)
+    try:
+        pairs = _fingerprints(work, record.manifest_hash)
+        decisions = _grid_decisions(folder).merge(
+            _reference_scores(folder), on=[*CONFIG_KEYS, *PAIR_KEYS], how="left"
+        )
+        figures = _figures(folder)
+    except (OSError, ValueError, pa.ArrowException) as exc:  # damaged past its footer
+        raise IntegrityError(
+            f"run {run_id!r} cannot be read: {type(exc).__name__}: {exc}"[:600]
+        ) from exc
     info = folder.read_info() if folder.info.is_file() else None
     return RunView(
         record=record,
         pairs=pairs,
         decisions=decisions,
-        figures=_figures(folder),
+        figures=figures,
         calls=dict(info.counts or {}) if info is not None else dict(record.calls),
     )

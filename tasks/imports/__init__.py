@@ -11,6 +11,7 @@ run.
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tasks.errors import InputError
 from tasks.imports.agreement import agreement
@@ -38,6 +39,7 @@ __all__ = [
     "agreement",
     "build_import",
     "check_files",
+    "import_config",
     "import_summary",
     "imported_table",
     "read_imported",
@@ -61,6 +63,18 @@ class ImportOptions:
     mapping: str | None = None
     judge: str | None = None
     template: str = "arena-hard-v1"
+
+
+def import_config(
+    fmt: str, paths: list[str] | list[Path], files: list[ImportedFile]
+) -> dict[str, Any]:
+    """An imported run's configuration for its record: the format, the files given, K (one
+    seed per file read), the template and the one judge with its one config."""
+    first = files[0]
+    return {
+        "import": fmt, "files": [str(p) for p in paths], "k": len(files),
+        "template": first.template_id, "judges": [{"name": first.judge, "configs": [first.config]}],
+    }  # fmt: skip
 
 
 def read_imported(fmt: str, path: str | Path, *, dataset: str | None = None) -> ImportedFile:

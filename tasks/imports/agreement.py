@@ -19,7 +19,9 @@ _NO_VERDICT = frozenset({"Invalid", "Abstain"})
 def agreement(imported: pa.Table, labels: pa.Table, calls: pa.Table) -> dict[str, Any]:
     """Counts of compared, agreeing and disagreeing replies, and every disagreement.
 
-    Only replies with text are compared (a null judgment is `M`, not a label).
+    Only replies with text are compared (a null judgment is `M`, not a label), and nothing
+    when no row records a verdict (a judgments table without a verdict column: there is
+    nothing to agree with).
     """
     label_of = {r["call_key"]: r for r in labels.select(["call_key", "label", "note"]).to_pylist()}
     call_of = {
@@ -28,7 +30,10 @@ def agreement(imported: pa.Table, labels: pa.Table, calls: pa.Table) -> dict[str
     }
     compared = agree = 0
     disagreements: list[dict[str, Any]] = []
-    for row in imported.to_pylist():
+    rows = imported.to_pylist()
+    if all(row["recorded_verdict"] is None for row in rows):
+        rows = []
+    for row in rows:
         parsed = label_of.get(row["call_key"])
         if parsed is None:
             continue

@@ -81,6 +81,8 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         "reply",
         f"  replies without a verdict: {sum(why.values())}" + (f" ({reasons})" if reasons else ""),
         f"  parser agrees with the files' recorded verdicts on {agree['agree']} of "
-        f"{agree['compared']} replies",
+        f"{agree['compared']} replies"
+        if agree["compared"]
+        else "  the files record no verdicts to compare the parser with",
         f"  dispositions (pair x seed): {disp or 'none'}",
     ]

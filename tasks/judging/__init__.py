@@ -1,7 +1,8 @@
 """Judging: planned calls sent to judges over HTTP, every reply and attempt kept, none paid twice.
 
 `planned` turns a plan into calls (rendered messages, call keys from `callkey`);
-`endpoints` and `providers` build each API's request and read its reply, `failures`
+`endpoints` and `providers` build each API's request and read its reply, `prompt_cache`
+adds what lets a vendor's prompt cache serve the K repeats of a prompt, `failures`
 classifies what went wrong, `attempts` makes each try's log row; `client` sends with
 pooling, limits, retries and a circuit breaker; `cache`, `journal` and `claims` store
 replies crash-safely and keep two runs from paying for one call; `request`, `stage`,
@@ -85,6 +86,13 @@ from tasks.judging.planned import (
     last_failures,
     plan_calls,
 )
+from tasks.judging.prompt_cache import (
+    apply_prompt_cache,
+    hit_tokens,
+    min_cacheable_tokens,
+    prompt_cache_key,
+    write_tokens,
+)
 from tasks.judging.providers import (
     CALL_KEY_HEADER,
     PROVIDERS,
@@ -147,6 +155,7 @@ __all__ = [
     "THROTTLING",
     "Tally",
     "anthropic_body",
+    "apply_prompt_cache",
     "aresolve_api_key",
     "attempts_made",
     "auth_headers",
@@ -162,12 +171,15 @@ __all__ = [
     "error_message",
     "extra_headers",
     "fold_dead_journals",
+    "hit_tokens",
     "judge_batch",
     "judge_batch_remote",
     "last_failures",
     "messages_sha256",
+    "min_cacheable_tokens",
     "openai_body",
     "plan_calls",
+    "prompt_cache_key",
     "read_attempts",
     "read_replies",
     "rebuild_calls",
@@ -185,4 +197,5 @@ __all__ = [
     "unstored_call_keys",
     "write_attempts",
     "write_replies",
+    "write_tokens",
 ]

@@ -17,6 +17,7 @@ from tasks.judging.cache import CacheWriter
 from tasks.judging.claims import CallClaims, StoredKeyView
 from tasks.judging.client import JudgeClient, aresolve_api_key
 from tasks.judging.planned import PlannedCall
+from tasks.judging.prompt_cache import ordered
 from tasks.judging.request import JudgeRequest
 from tasks.judging.stopping import StopRequest
 from tasks.judging.tally import Tally
@@ -50,15 +51,42 @@ class Batch:
 
 
 def split_batches(calls: list[PlannedCall], batch_size: int) -> list[Batch]:
-    """The calls cut into batches of one judge each, numbered per judge, in call order."""
-    by_judge: dict[str, list[PlannedCall]] = {}
+    """The calls cut into batches of one judge each, numbered per judge, in call order.
+
+    The calls of one prompt (`PlannedCall.prompt`: its K repeats) of a judge that orders
+    them (`tasks.judging.prompt_cache.ordered`) are gathered where the first of them comes
+    and kept in one batch (cut only if they alone exceed `batch_size`), so `send_batch` can
+    send the first and its repeats after it.
+    """
+    by_judge: dict[str, list[list[PlannedCall]]] = {}
+    prompts: dict[tuple[str, str, str], list[PlannedCall]] = {}
     for c in calls:
-        by_judge.setdefault(c.judge.name, []).append(c)
-    out: list[Batch] = []
-    for judge, items in by_judge.items():
-        for i in range(0, len(items), batch_size):
-            out.append(Batch(judge, i // batch_size, items[i : i + batch_size]))
-    return out
+        if ordered(c.judge) and c.prompt in prompts:
+            prompts[c.prompt].append(c)
+            continue
+        group = [c]
+        if ordered(c.judge):
+            prompts[c.prompt] = group
+        by_judge.setdefault(c.judge.name, []).append(group)
+    return [
+        Batch(judge, index, chunk)
+        for judge, groups in by_judge.items()
+        for index, chunk in enumerate(_cut(groups, batch_size))
+    ]
+
+
+def _cut(groups: list[list[PlannedCall]], size: int) -> list[list[PlannedCall]]:
+    """Consecutive groups in chunks of at most `size` calls, a group cut only if it alone
+    exceeds `size`."""
+    chunks: list[list[PlannedCall]] = [[]]
+    for group in groups:
+        if chunks[-1] and len(chunks[-1]) + len(group) > size:
+            chunks.append([])
+        for c in group:
+            if len(chunks[-1]) == size:
+                chunks.append([])
+            chunks[-1].append(c)
+    return [chunk for chunk in chunks if chunk]
 
 
 async def send_batch(
@@ -70,13 +98,30 @@ async def send_batch(
 ) -> dict[str, int]:
     """Send calls through one client; each outcome is queued for the cache at once.
 
+    The repeats of a prompt (`PlannedCall.prompt`) of a judge that orders them wait until
+    the first call of that prompt in the batch has its answer (or its last failure): a
+    provider's prompt cache holds a prompt only once a call of it was answered, so repeats
+    sent together would all pay full price. They wait without holding a connection, and the
+    batch's other prompts fill the judge's slots meanwhile.
+
     Returns counts: `stored`, `failed_<category>` and `held` (not sent: the judge config's
     breaker is open; such calls stay pending). Shared by the in-process batches and the
     batches that run on Dask workers (`tasks.judging.dask_batches`).
     """
+    answered: dict[tuple[str, str, str], asyncio.Event] = {}
 
     async def one(call: PlannedCall) -> tuple[bool, str | None] | None:
-        result = await client.send(call.request())
+        first = answered.get(call.prompt) if ordered(call.judge) else None
+        mine = None
+        if first is not None:
+            await first.wait()
+        elif ordered(call.judge):
+            mine = answered[call.prompt] = asyncio.Event()
+        try:
+            result = await client.send(call.request())
+        finally:
+            if mine is not None:
+                mine.set()
         if result.held:
             return None
         if result.skipped:
@@ -152,6 +197,7 @@ async def send_all(
             return list(await asyncio.gather(*(bounded(b, session) for b in batches)))
     finally:
         tally.add_trips(t for client in clients.values() for t in client.tripped)
+        tally.timed_out += sum(client.timed_out for client in clients.values())
         claims.close()
         for client in clients.values():
             await client.aclose()

@@ -19,6 +19,7 @@ import logging
 import os
 import random
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from types import TracebackType
 
@@ -27,7 +28,7 @@ import httpx
 from schemas.calls import AttemptRecord, ReplyRecord
 from schemas.judge import JudgeSpec
 from tasks.errors import InputError
-from tasks.judging.attempts import attempt_record
+from tasks.judging.attempts import attempt_record, reply_record
 from tasks.judging.claims import CallClaims, Claim
 from tasks.judging.endpoints import endpoint, extra_headers
 from tasks.judging.failures import CallFailure, scrub
@@ -150,7 +151,7 @@ class JudgeClient:
             params=where.params,
             headers=extra_headers(spec),
             limits=limits,
-            timeout=httpx.Timeout(spec.timeout_s),
+            timeout=httpx.Timeout(spec.request_timeout()),
         )
         try:
             provider_cls = PROVIDERS[spec.provider]
@@ -163,6 +164,10 @@ class JudgeClient:
         self._slots = AdaptiveSlots(spec.max_concurrency)
         self._limiter = RateLimiter(spec.requests_per_minute) if spec.requests_per_minute else None
         self._breakers: dict[str, Breaker] = {}
+        self._flying: Counter[str] = Counter()
+        """Requests in flight per config (what a breaker's stop leaves to answer)."""
+        self.timed_out = 0
+        """Requests abandoned at their timeout: a provider may still bill each of them."""
 
     @property
     def tripped(self) -> list[BreakerTrip]:
@@ -179,12 +184,14 @@ class JudgeClient:
         if breaker.record(outcome):
             trip = breaker.trip()
             log.warning(
-                "judge %s, config %s: stopped after %d %s failures in a row; its remaining "
-                "calls are not sent (they stay pending). First: %s",
+                "judge %s, config %s: stopped after %d %s failures in a row; %d more requests "
+                "were in flight and still answer; its remaining calls are not sent (they stay "
+                "pending). First: %s",
                 trip.judge,
                 trip.config,
                 trip.failures,
                 trip.category,
+                self._flying[breaker.config],
                 trip.message,
             )
 
@@ -222,12 +229,16 @@ class JudgeClient:
                     return state
             if self._limiter is not None:
                 await self._limiter.wait()
-            if self._stop is None:
-                outcome = await self.provider.call(request)
-            else:
-                outcome = await self._stop.guard(self.provider.call(request))
-                if outcome is None:
-                    return None  # abandoned in flight at the stop's deadline
+            self._flying[breaker.config] += 1
+            try:
+                if self._stop is None:
+                    outcome = await self.provider.call(request)
+                else:
+                    outcome = await self._stop.guard(self.provider.call(request))
+            finally:
+                self._flying[breaker.config] -= 1
+            if outcome is None:
+                return None  # abandoned in flight at the stop's deadline
             self._record(breaker, outcome)
             return outcome
         finally:
@@ -237,7 +248,7 @@ class JudgeClient:
     async def send(self, request: CallRequest) -> CallResult:
         """Send one call with retries; every attempt is recorded, the key never is."""
         result = CallResult(call_key=request.call_key, reply=None, failure=None)
-        attempt = 0
+        attempt = timeouts = 0
         claim = self._claims is not None
         pause, waiting_since = CLAIM_POLL_S[0], time.monotonic()
         while True:
@@ -266,19 +277,7 @@ class JudgeClient:
                 continue
             where = (request.call_key, self.run_id, request.attempts_before + attempt, started)
             if isinstance(outcome, Reply):
-                result.reply = ReplyRecord(
-                    call_key=request.call_key,
-                    provider=self.spec.provider,
-                    model=self.spec.model,
-                    raw_reply=outcome.text,
-                    finish_reason=outcome.finish_reason,
-                    prompt_tokens=outcome.prompt_tokens,
-                    completion_tokens=outcome.completion_tokens,
-                    latency_ms=outcome.latency_ms,
-                    received_at=dt.datetime.now(dt.UTC),
-                    cached_prompt_tokens=outcome.cached_prompt_tokens,
-                    reasoning_tokens=outcome.reasoning_tokens,
-                )
+                result.reply = reply_record(outcome, request.call_key, self.spec)
                 result.failure = None
                 result.attempts.append(attempt_record(outcome, *where))
                 return result
@@ -286,7 +285,10 @@ class JudgeClient:
             result.attempts.append(
                 attempt_record(outcome, *where, detail=scrub(outcome.detail, self._key))
             )
-            if not self.retry.should_retry(outcome, attempt):
+            if outcome.category == "timeout":
+                timeouts += 1
+                self.timed_out += 1
+            if not self.retry.should_retry(outcome, attempt, timeouts):
                 return result
             pause_s = self.retry.delay(attempt, outcome.retry_after)
             if self._stop is None:

@@ -140,7 +140,8 @@ async def judge_batch_remote(batch: RemoteBatch) -> dict[str, Any]:
     """Rebuild, send and store one batch in this (worker) process.
 
     Returns `{"counts": {"stored"|"skipped"|"held"|"failed_<category>": n}, "trips":
-    [BreakerTrip], "worker": host/pid}` (`trips`: the configs this batch's breaker stopped).
+    [BreakerTrip], "timed_out": n, "worker": host/pid}` (`trips`: the configs this batch's
+    breaker stopped; `timed_out`: requests abandoned at their timeout).
     """
     work = WorkDir(Path(batch.work_root))
     if not work.root.is_dir():
@@ -166,7 +167,7 @@ async def judge_batch_remote(batch: RemoteBatch) -> dict[str, Any]:
             CacheWriter(work, claims=claims) as writer,
         ):
             counts = await send_batch(client, writer, calls, skip=skip)
-            trips = client.tripped
+            trips, timed_out = client.tripped, client.timed_out
     finally:
         claims.close()
     if skipped:
@@ -175,7 +176,7 @@ async def judge_batch_remote(batch: RemoteBatch) -> dict[str, Any]:
         counts["skipped"] = skipped
         if not counts["stored"]:
             del counts["stored"]
-    return {"counts": counts, "trips": trips, "worker": _where()}
+    return {"counts": counts, "trips": trips, "timed_out": timed_out, "worker": _where()}
 
 
 def remote_batches(

@@ -20,7 +20,8 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 from schemas.decoding import ANTHROPIC_VERSION, ReasoningConfig, SecretRef
 from schemas.judge import JudgeSpec
 from tasks.errors import InputError
-from tasks.judging.callkey import decoding_params
+from tasks.judging.callkey import decoding_params, messages_sha256
+from tasks.judging.prompt_cache import apply_prompt_cache
 
 __all__ = [
     "Endpoint",
@@ -124,19 +125,31 @@ def _openai_messages(messages: Sequence[dict[str, str]], role: str | None) -> li
 
 
 def openai_body(
-    spec: JudgeSpec, config: ReasoningConfig, messages: Sequence[dict[str, str]], seed: int
+    spec: JudgeSpec,
+    config: ReasoningConfig,
+    messages: Sequence[dict[str, str]],
+    seed: int,
+    digest: str | None = None,
 ) -> dict[str, Any]:
     """A chat completions body: model, messages (system prompts as `system_role` says),
-    then the decoding parameters."""
+    the decoding parameters, then the judge's prompt-caching fields (`prompt_cache_key`, from
+    `digest`: the messages' SHA-256, computed when not given)."""
     role = spec.decoding(config)["system_role"]
     params = decoding_params(spec, config, seed)
-    return {"model": spec.model, "messages": _openai_messages(messages, role), **params}
+    body = {"model": spec.model, "messages": _openai_messages(messages, role), **params}
+    apply_prompt_cache(spec, body, digest or messages_sha256(messages))
+    return body
 
 
 def anthropic_body(
-    spec: JudgeSpec, config: ReasoningConfig, messages: Sequence[dict[str, str]], seed: int
+    spec: JudgeSpec,
+    config: ReasoningConfig,
+    messages: Sequence[dict[str, str]],
+    seed: int,
+    digest: str | None = None,
 ) -> dict[str, Any]:
-    """A Messages API body: system prompts joined into `system`, no seed."""
+    """A Messages API body: system prompts joined into `system`, no seed, the prompt's last
+    block marked for the cache as the judge's `prompt_cache` says."""
     params = decoding_params(spec, config, seed)
     # The Messages API has no seed; it still tells repeats apart in the call key.
     params.pop("seed", None)
@@ -145,4 +158,5 @@ def anthropic_body(
     body: dict[str, Any] = {"model": spec.model, "messages": rest, **params}
     if system:
         body["system"] = system
+    apply_prompt_cache(spec, body, digest or "")
     return body

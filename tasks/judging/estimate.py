@@ -9,6 +9,13 @@ sends an expected fraction of the grid read from the newest replay of the same j
 config (`summary.parquet`); without one, between 2/K of the grid (every pair stops after
 its first couple) and all of it. A run with a drift probe adds a line per judge config,
 `<config> (probe)`: the probe's fresh calls of tonight (`tasks.history.probe`).
+
+The provider's prompt cache (`CACHE_RULE`): of the calls to send of one prompt (a
+presentation's K repeats, `PlannedCall.prompt`), the first pays in full (and, with Anthropic,
+writes the prompt to the cache) and each other one reads what the vendor caches of a prompt
+that long (`tasks.judging.prompt_cache.hit_tokens`: nothing under the model's minimum
+cacheable length). A batch judge is estimated with no cache hit (the vendors give hits
+inside a batch on a best-effort basis). The USD is given with and without caching.
 """
 
 from __future__ import annotations
@@ -30,10 +37,14 @@ from tasks.ingest.validation import validate_sources
 from tasks.judging.cache import read_replies, stored_keys
 from tasks.judging.planned import PlannedCall, plan_calls
 from tasks.judging.prices import price_of
+from tasks.judging.prompt_cache import hit_tokens, write_tokens
 from tasks.plan.designs import make_plan
+from tasks.runcheck import readable
+from tasks.runfolder import RunFolder
 from tasks.workdir import WorkDir
 
 __all__ = [
+    "CACHE_RULE",
     "DEFAULT_OUTPUT_TOKENS",
     "ESTIMATE_NOTE",
     "INPUT_TOKEN_RULE",
@@ -51,11 +62,17 @@ INPUT_TOKEN_RULE = "characters of the rendered messages / 4, rounded down, per c
 DEFAULT_OUTPUT_TOKENS = 300
 """Output tokens per call assumed at the low end when a judge config has no stored reply."""
 
+CACHE_RULE = (
+    "each prompt's first call to send pays in full (Anthropic: writes it), its repeats read "
+    "what the provider caches of it (none under the model's minimum, none in a batch)"
+)
+"""How the provider's prompt cache is estimated."""
+
 ESTIMATE_NOTE = (
     f"input tokens: {INPUT_TOKEN_RULE}; output tokens: mean of the config's stored replies, "
-    f"else {DEFAULT_OUTPUT_TOKENS} (low) to max_tokens (high); USD at the price of its date, "
-    "a batch judge's at its batch discount "
-    "(price as of); pu: live paired unanimity. Nothing was sent or written."
+    f"else {DEFAULT_OUTPUT_TOKENS} (low) to max_tokens (high); prompt cache: {CACHE_RULE}; "
+    "USD at the price of its date with and without the prompt cache, a batch judge's at its "
+    "batch discount (price as of); pu: live paired unanimity. Nothing was sent or written."
 )
 """The caption of a printed estimate: how its figures are made."""
 
@@ -114,9 +131,12 @@ class _Group:
 
 
 def _pu_fraction(work: WorkDir, judge: str, config: str) -> float | None:
-    """Live paired unanimity's expected share of the grid, from the newest replay."""
+    """Live paired unanimity's expected share of the grid, from the newest replay of a run
+    that can be read."""
     runs = sorted(work.runs.glob("*/summary.parquet"), key=lambda p: p.stat().st_mtime)
     for path in reversed(runs):
+        if not readable(RunFolder(work, path.parent.name)):
+            continue  # skipped with a warning
         table = pq.read_table(path).to_pylist()
         rows = [
             r for r in table
@@ -129,9 +149,42 @@ def _pu_fraction(work: WorkDir, judge: str, config: str) -> float | None:
     return None
 
 
-def _usd(price: Price | None, tokens_in: int, tokens_out: float, batch: bool) -> float | None:
-    """The calls' price; a `batch: true` judge's at the batch discount."""
-    return None if price is None else price.usd(tokens_in, round(tokens_out), batch=batch)
+@dataclass(frozen=True)
+class _Prompts:
+    """The prompt tokens of calls to send, and what the provider's cache does with them."""
+
+    tokens: int = 0
+    cached: int = 0
+    written: int = 0
+    written_1h: int = 0
+
+    def usd(self, price: Price | None, out: float, batch: bool, cache: bool) -> float | None:
+        """The calls' price with (`cache`) or without the prompt cache; a `batch: true`
+        judge's at the batch discount."""
+        if price is None:
+            return None
+        used = {"cached_tokens": self.cached, "cache_write_tokens": self.written,
+                "cache_write_1h_tokens": self.written_1h} if cache else {}  # fmt: skip
+        return price.usd(self.tokens, round(out), batch=batch, **used)
+
+
+def _prompt_tokens(calls: Sequence[PlannedCall]) -> _Prompts:
+    """Prompt tokens of calls of one judge config, and the cache's reads and writes
+    (`CACHE_RULE`)."""
+    by_prompt: dict[tuple[str, str, str], list[PlannedCall]] = {}
+    for c in calls:
+        by_prompt.setdefault(c.prompt, []).append(c)
+    tokens = cached = written = 0
+    for group in by_prompt.values():
+        spec, n = group[0].judge, len(group)
+        each = input_tokens(group[0].messages)
+        tokens += n * each
+        if spec.batch:
+            continue
+        cached += (n - 1) * hit_tokens(spec, each)
+        written += write_tokens(spec, each)
+    one_hour = bool(calls) and calls[0].judge.prompt_cache == "1h"
+    return _Prompts(tokens, cached, written, written if one_hour else 0)
 
 
 def estimate_calls(planned: Sequence[PlannedCall], work: WorkDir, k: int) -> list[EstimateRow]:
@@ -154,7 +207,7 @@ def estimate_calls(planned: Sequence[PlannedCall], work: WorkDir, k: int) -> lis
         price = price_of(spec)
         keys = group.keys
         to_send = {c.call_key: c for c in group.calls if c.call_key not in stored}
-        tokens_in = sum(input_tokens(c.messages) for c in to_send.values())
+        prompts = _prompt_tokens(list(to_send.values()))
         seen = [completions[key] for key in keys & stored if completions.get(key) is not None]
         if seen:
             low = high = sum(seen) / len(seen)
@@ -164,8 +217,8 @@ def estimate_calls(planned: Sequence[PlannedCall], work: WorkDir, k: int) -> lis
             low, high = DEFAULT_OUTPUT_TOKENS, max(DEFAULT_OUTPUT_TOKENS, limit or 0)
             source = "default"
         n = len(to_send)
-        usd_low = _usd(price, tokens_in, n * low, spec.batch)
-        usd_high = _usd(price, tokens_in, n * high, spec.batch)
+        usd_low = prompts.usd(price, n * low, spec.batch, cache=True)
+        usd_high = prompts.usd(price, n * high, spec.batch, cache=True)
         fraction = _pu_fraction(work, judge, config)
         share = (fraction, fraction) if fraction is not None else (2 / k, 1.0)
         rows.append(
@@ -175,11 +228,15 @@ def estimate_calls(planned: Sequence[PlannedCall], work: WorkDir, k: int) -> lis
                 planned_calls=len(keys),
                 cached_calls=len(keys) - n,
                 calls_to_send=n,
-                input_tokens=tokens_in,
+                input_tokens=prompts.tokens,
+                cached_share=prompts.cached / prompts.tokens if prompts.tokens else None,
+                cache_write_tokens=prompts.written,
                 output_tokens_per_call=low if seen else DEFAULT_OUTPUT_TOKENS,
                 output_source=source,
                 usd_low=usd_low,
                 usd_high=usd_high,
+                uncached_usd_low=prompts.usd(price, n * low, spec.batch, cache=False),
+                uncached_usd_high=prompts.usd(price, n * high, spec.batch, cache=False),
                 price_as_of=None if price is None else price.as_of,
                 pu_expected_calls=None if fraction is None else fraction * len(keys),
                 pu_usd_low=None if usd_low is None else share[0] * usd_low,

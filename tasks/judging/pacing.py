@@ -38,8 +38,9 @@ FATAL: frozenset[ErrorCategory] = frozenset({"auth", "quota", "bad_request"})
 BREAKER_TRIP_AFTER = 3
 """Consecutive `FATAL` failures of one judge config that stop it. Three: one could be a
 request of its own (a prompt over the context window), three in a row with nothing between
-are the key, the account or the config; the calls already in flight still answer, so a
-tripped config costs at most this plus its concurrency in failed requests."""
+are the key, the account or the config. The requests already in flight when it stops still
+answer (`BreakerTrip.in_flight`), so a tripped config costs at most this plus its
+concurrency in failed requests."""
 
 
 @dataclass(frozen=True)
@@ -56,9 +57,16 @@ class RetryPolicy:
     max_retries: int = 4
     base_s: float = 0.5
     cap_s: float = 30.0
+    timeout_retries: int = 1
+    """A timed-out request is retried once at most: the provider may still be generating
+    (and bill) the reply the client gave up on, so every resend may be paid twice. A judge
+    slower than its timeout needs a longer one, not more requests."""
 
-    def should_retry(self, failure: CallFailure, attempt: int) -> bool:
-        """Whether attempt number `attempt` (1-based) may be followed by another."""
+    def should_retry(self, failure: CallFailure, attempt: int, timeouts: int = 0) -> bool:
+        """Whether attempt number `attempt` (1-based) may be followed by another, the call
+        having timed out `timeouts` times so far (this attempt included)."""
+        if failure.category == "timeout" and timeouts > self.timeout_retries:
+            return False
         return failure.category in RETRYABLE and attempt <= self.max_retries
 
     def delay(self, attempt: int, retry_after: float | None) -> float:
@@ -153,9 +161,13 @@ class BreakerTrip:
     http_status: int | None
     message: str
     failures: int
-    """`FATAL` failures of the config since its last success, in-flight answers included."""
+    """The `FATAL` failures in a row that opened the breaker (`BREAKER_TRIP_AFTER`)."""
     held: int
     """Calls not sent because the breaker was open: they stay pending for `rerun-failed`."""
+    in_flight: int = 0
+    """Requests of the config already in flight when the breaker opened (answered after)."""
+    in_flight_failed: int = 0
+    """Of those, the ones that failed (any category)."""
 
 
 class Breaker:
@@ -173,16 +185,21 @@ class Breaker:
         self.config = config
         self.failures = 0
         self.held = 0
+        self.in_flight = 0
+        self.in_flight_failed = 0
         self.first: CallFailure | None = None
         self.succeeded = False
         self.open = False
 
     def record(self, outcome: Reply | CallFailure) -> bool:
         """Count one answered attempt; True if this one opened the breaker."""
+        if self.open:  # a request that was in flight when it opened
+            self.in_flight += 1
+            self.in_flight_failed += isinstance(outcome, CallFailure)
+            return False
         if isinstance(outcome, Reply):
             self.succeeded = True
-            if not self.open:
-                self.failures, self.first = 0, None
+            self.failures, self.first = 0, None
             return False
         counts = outcome.category in ("auth", "quota") or (
             outcome.category == "bad_request" and not self.succeeded
@@ -191,7 +208,7 @@ class Breaker:
             return False
         self.failures += 1
         self.first = self.first or outcome
-        if self.open or self.failures < BREAKER_TRIP_AFTER:
+        if self.failures < BREAKER_TRIP_AFTER:
             return False
         self.open = True
         return True
@@ -207,4 +224,6 @@ class Breaker:
             message=self.first.detail,
             failures=self.failures,
             held=self.held,
+            in_flight=self.in_flight,
+            in_flight_failed=self.in_flight_failed,
         )

@@ -49,6 +49,8 @@ class PlannedCall:
     left_sha256: str
     right_sha256: str
     messages: tuple[dict[str, str], ...]
+    digest: str = ""
+    """SHA-256 of `messages`: with the judge and config, the prompt its repeats share."""
     attempts_before: int = 0
     """Attempts at this call key in the attempts log before this run (see `attempts_made`)."""
 
@@ -60,7 +62,14 @@ class PlannedCall:
             seed=self.seed,
             config=self.config,
             attempts_before=self.attempts_before,
+            digest=self.digest or None,
         )
+
+    @property
+    def prompt(self) -> tuple[str, str, str]:
+        """(judge, config, messages' SHA-256): the calls that send the same prompt, the
+        repeats a provider's prompt cache can serve (`tasks.judging.prompt_cache`)."""
+        return (self.judge.name, self.config.name, self.digest)
 
 
 def _manifest_rows(manifest_table: pa.Table) -> dict[str, dict[str, Any]]:
@@ -146,6 +155,7 @@ def plan_calls(
                     left_sha256=prompt.left_sha256,
                     right_sha256=prompt.right_sha256,
                     messages=prompt.messages,
+                    digest=msg_digest,
                 )
             )
     return out

@@ -8,8 +8,10 @@ OpenAI-compatible server or the simulated judge has no default price. A model th
 not list (or whose cached-input price its vendor page did not state) has no default price.
 
 Each vendor page states that its batch API (OpenAI Batch, Anthropic Message Batches) bills
-half the standard rates, hence `batch_discount=0.5`. Long-prompt surcharges (OpenAI above
-272K input tokens) and cache-write prices are not modelled.
+half the standard rates, hence `batch_discount=0.5`. Anthropic states cache-write prices
+(1.25x the input price for the default 5-minute lifetime, 2x for 1 hour, read 0.1x); OpenAI
+bills no cache writes apart, so its entries have none. Long-prompt surcharges (OpenAI above
+272K input tokens) are not modelled.
 """
 
 from __future__ import annotations
@@ -39,9 +41,25 @@ _TABLE: dict[str, tuple[float, float, float, str]] = {
     "claude-haiku-4-5": (1.00, 0.10, 5.00, _ANTHROPIC),
 }
 
+# model: USD per million prompt tokens written to the cache for 5 minutes and for 1 hour
+# (Anthropic's prompt-caching price table, https://platform.claude.com/docs/en/build-with-
+# claude/prompt-caching#pricing).
+_WRITES: dict[str, tuple[float, float]] = {
+    "claude-opus-5": (6.25, 10.00),
+    "claude-sonnet-4-5": (3.75, 6.00),
+    "claude-haiku-4-5": (1.25, 2.00),
+}
+
 BUILTIN_PRICES: dict[str, Price] = {
     model: Price(
-        input=inp, cached_input=cached, output=out, batch_discount=0.5, as_of=AS_OF, source=src
+        input=inp,
+        cached_input=cached,
+        output=out,
+        cache_write=_WRITES.get(model, (None, None))[0],
+        cache_write_1h=_WRITES.get(model, (None, None))[1],
+        batch_discount=0.5,
+        as_of=AS_OF,
+        source=src,
     )
     for model, (inp, cached, out, src) in _TABLE.items()
 }

@@ -49,6 +49,8 @@ class CallRequest:
     config: ReasoningConfig
     attempts_before: int = 0
     """Attempts at this call key already in the attempts log: numbering continues after."""
+    digest: str | None = None
+    """SHA-256 of the messages (the plan's), for the prompt-cache fields; computed if None."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,8 @@ class Reply:
     latency_ms: float
     cached_prompt_tokens: int | None = None
     reasoning_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    cache_write_1h_tokens: int | None = None
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -71,7 +75,8 @@ def _int_or_none(value: Any) -> int | None:
 
 
 def _detail(usage: dict[str, Any], details: str, name: str) -> int | None:
-    """`usage[details][name]` if it is an integer (OpenAI's usage details)."""
+    """`usage[details][name]` if it is an integer (OpenAI's usage details, Anthropic's
+    `cache_creation`)."""
     part = usage.get(details)
     return _int_or_none(part.get(name)) if isinstance(part, dict) else None
 
@@ -124,7 +129,12 @@ class Provider(ABC):
             headers[CALL_KEY_HEADER] = request.call_key
         started = time.perf_counter()
         try:
-            response = await self.http.post(self.path, json=self.body(request), headers=headers)
+            response = await self.http.post(
+                self.path,
+                json=self.body(request),
+                headers=headers,
+                timeout=httpx.Timeout(self.spec.request_timeout(request.config)),
+            )
         except httpx.TimeoutException as exc:
             ms = (time.perf_counter() - started) * 1000
             return self._fail("timeout", f"{type(exc).__name__} after {ms:.0f} ms", ms)
@@ -189,7 +199,9 @@ class OpenAIProvider(Provider):
     OpenAI-compatible servers."""
 
     def body(self, request: CallRequest) -> dict[str, Any]:
-        return openai_body(self.spec, request.config, request.messages, request.seed)
+        return openai_body(
+            self.spec, request.config, request.messages, request.seed, request.digest
+        )
 
     def parse(self, data: Any, latency_ms: float) -> Reply | CallFailure:
         choice = data["choices"][0]
@@ -222,7 +234,9 @@ class AnthropicProvider(Provider):
     """Anthropic Messages API (`POST {base_url}/v1/messages`): system prompt split out."""
 
     def body(self, request: CallRequest) -> dict[str, Any]:
-        return anthropic_body(self.spec, request.config, request.messages, request.seed)
+        return anthropic_body(
+            self.spec, request.config, request.messages, request.seed, request.digest
+        )
 
     def parse(self, data: Any, latency_ms: float) -> Reply | CallFailure:
         if data.get("type") == "error":
@@ -243,13 +257,14 @@ class AnthropicProvider(Provider):
         usage = data.get("usage") or {}
         # input_tokens excludes cache reads and writes: prompt_tokens counts them all.
         cache_read = usage.get("cache_read_input_tokens")
+        cache_write = usage.get("cache_creation_input_tokens")
         return Reply(
             text="".join(texts),
             finish_reason=stop,
-            prompt_tokens=_sum_or_none(
-                usage.get("input_tokens"), cache_read, usage.get("cache_creation_input_tokens")
-            ),
+            prompt_tokens=_sum_or_none(usage.get("input_tokens"), cache_read, cache_write),
             completion_tokens=_int_or_none(usage.get("output_tokens")),
             latency_ms=latency_ms,
             cached_prompt_tokens=_int_or_none(cache_read),
+            cache_write_tokens=_int_or_none(cache_write),
+            cache_write_1h_tokens=_detail(usage, "cache_creation", "ephemeral_1h_input_tokens"),
         )

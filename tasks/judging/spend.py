@@ -27,15 +27,22 @@ from tasks.workdir import WorkDir
 __all__ = ["outcome_costs", "reply_usd", "run_prices", "run_spend", "sent_keys"]
 
 
-def reply_usd(price: Price, reply: dict[str, Any]) -> float:
-    """What one stored reply (a ReplyRecord row) cost: its tokens at `price`, at the batch
-    discount when it came back from a provider batch (`sent_in_batch`); missing counts are 0."""
+def reply_usd(price: Price, reply: dict[str, Any], *, prompt_cache: bool = True) -> float:
+    """What one stored reply (a ReplyRecord row) cost: its tokens at `price`, cache reads and
+    writes at their own rates, at the batch discount when it came back from a provider batch
+    (`sent_in_batch`); missing counts are 0. `prompt_cache=False`: what the same tokens
+    would have cost with no prompt cache (every prompt token at the input price)."""
+    cache = {
+        "cached_tokens": reply.get("cached_prompt_tokens") or 0,
+        "cache_write_tokens": reply.get("cache_write_tokens") or 0,
+        "cache_write_1h_tokens": reply.get("cache_write_1h_tokens") or 0,
+    }
     return price.usd(
         reply.get("prompt_tokens") or 0,
         reply.get("completion_tokens") or 0,
-        reply.get("cached_prompt_tokens") or 0,
-        reply.get("reasoning_tokens") or 0,
+        reasoning_tokens=reply.get("reasoning_tokens") or 0,
         batch=bool(reply.get("sent_in_batch")),
+        **(cache if prompt_cache else {}),
     )
 
 
@@ -85,6 +92,10 @@ def run_spend(work: WorkDir, run_id: str, attempts: pa.Table | None = None) -> l
     for (judge, config), keys in groups.items():
         mine = [replies[k] for k in sorted(keys["sent"])]
         price = prices.get(judge)
+        usd = saved = None
+        if price is not None:
+            usd = sum(reply_usd(price, r) for r in mine)
+            saved = sum(reply_usd(price, r, prompt_cache=False) for r in mine) - usd
         rows.append(
             SpendRow(
                 judge=judge,
@@ -93,9 +104,11 @@ def run_spend(work: WorkDir, run_id: str, attempts: pa.Table | None = None) -> l
                 cached_calls=len(keys["cached"]),
                 prompt_tokens=sum(r["prompt_tokens"] or 0 for r in mine),
                 cached_prompt_tokens=sum(r["cached_prompt_tokens"] or 0 for r in mine),
+                cache_write_tokens=sum(r["cache_write_tokens"] or 0 for r in mine),
                 completion_tokens=sum(r["completion_tokens"] or 0 for r in mine),
                 reasoning_tokens=sum(r["reasoning_tokens"] or 0 for r in mine),
-                usd=None if price is None else sum(reply_usd(price, r) for r in mine),
+                usd=usd,
+                prompt_cache_saved_usd=saved,
                 price_as_of=None if price is None else price.as_of,
             )
         )

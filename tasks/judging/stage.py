@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from schemas.run import RunInfo
 from tasks.errors import InputError, IntegrityError, Interrupted
+from tasks.gates import preload_great_expectations
 from tasks.ingest.manifest import read_manifest
 from tasks.judging.batches import judge_batch, send_all
 from tasks.judging.cache import compact, read_attempts, recover, stored_keys
@@ -151,8 +152,10 @@ async def _judge_planned(
     # The bar counts the calls this stage wants (a wave, a rerun: not the whole grid).
     wanted = total_keys if request.only_keys is None else len(request.only_keys)
     tally = Tally(wanted, wanted - len(to_send), show_progress)
-    stop = StopRequest(min([GRACE_S, *(j.timeout_s for j in request.judges)]))
+    stop = StopRequest(min([GRACE_S, *(j.request_timeout() for j in request.judges)]))
     started = time.perf_counter()
+    if to_send:
+        preload_great_expectations()  # the remap gate checks the new replies: load it now
     try:
         if to_send:
             sender = hooks.remote(request) if hooks.remote else None
@@ -184,6 +187,9 @@ async def _judge_planned(
         # The judge configs a breaker stopped: why (the provider's first message), how
         # many failures it took and how many calls it held back (pending).
         "breaker_trips": [dataclasses.asdict(t) for t in tally.trips.values()],
+        # Requests given up at their timeout: the provider may have answered (and billed)
+        # them anyway; each call retries a timeout once at most (`RetryPolicy`).
+        "timed_out": tally.timed_out,
     }
     info.updated_at = dt.datetime.now(dt.UTC).isoformat()
     info.counts = counts

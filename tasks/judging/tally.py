@@ -34,6 +34,8 @@ class Tally:
         self.failed: Counter[str] = Counter()
         self.skipped = 0
         self.trips: dict[tuple[str, str], BreakerTrip] = {}
+        self.timed_out = 0
+        """Requests abandoned at their timeout (a provider may still bill each)."""
         self.started = time.monotonic()
         self._progress: Progress | None = None
         self._task: Any = None
@@ -83,7 +85,9 @@ class Tally:
 
     def add_trips(self, trips: Iterable[BreakerTrip]) -> None:
         """Judge configs stopped by a breaker. Several clients (one per Dask batch) may stop
-        the same config: their failures and held calls add up, the first message stays."""
+        the same config: the first trip stays (its failures in a row, its message), the
+        others' requests count as in flight (sent before their own breaker opened) and
+        their held calls add up."""
         for trip in trips:
             key = (trip.judge, trip.config)
             seen = self.trips.get(key)
@@ -91,7 +95,10 @@ class Tally:
                 trip
                 if seen is None
                 else dataclasses.replace(
-                    seen, failures=seen.failures + trip.failures, held=seen.held + trip.held
+                    seen,
+                    held=seen.held + trip.held,
+                    in_flight=seen.in_flight + trip.failures + trip.in_flight,
+                    in_flight_failed=seen.in_flight_failed + trip.failures + trip.in_flight_failed,
                 )
             )
 

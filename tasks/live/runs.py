@@ -9,6 +9,7 @@ import pyarrow.parquet as pq
 
 from schemas import LiveSummaryRow, conform
 from schemas.run import RunInfo
+from tasks.runcheck import readable
 from tasks.runfolder import RunFolder
 from tasks.workdir import WorkDir
 
@@ -36,7 +37,8 @@ def is_live_run(work: WorkDir, run_id: str) -> bool:
 
 
 def find_reference_run(work: WorkDir, run_id: str) -> str | None:
-    """The most recent full-grid run with replay tables of the same plan, template and judges.
+    """The most recent full-grid run with replay tables of the same plan, template and judges
+    that can be read (`tasks.runcheck`).
 
     Judges match on what decides replies (model, decoding, configs, names); transport
     settings such as the base URL may differ. None if there is no such run.
@@ -58,6 +60,8 @@ def find_reference_run(work: WorkDir, run_id: str) -> str | None:
             continue
         if _judge_identity(info.judges) != _judge_identity(own.judges):
             continue
+        if not readable(folder):
+            continue  # skipped with a warning
         stamp = (info.updated_at or "", folder.run_id)
         best = stamp if best is None or stamp > best else best
     return None if best is None else best[1]

@@ -28,8 +28,8 @@ def check_k(k: Any) -> int:
     """K must be an even integer from 2 to MAX_K (docs/design.md#vocabulary)."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 2 or k % 2 or k > MAX_K:
         raise InputError(
-            f"K must be an even integer from 2 to {MAX_K} (the replay enumerates 2^K order "
-            f"assignments), got {k!r}"
+            f"K must be an even integer from 2 to {MAX_K} (the replay's exact tables are built "
+            f"and tested up to {MAX_K}), got {k!r}"
         )
     return k
 

@@ -1,13 +1,15 @@
 """Replay: exact expectations of stopping policies over the K x 2 outcome grid.
 
 `coded` reads the replay input once as small codes, `grid` checks and lays out each
-group's grid from them; `policies` defines the stopping rules;
-`designs` enumerates every order assignment of a design exactly; `matching` computes the
-cost to match and the nonadaptive envelope; `engine` runs it all and writes the replay,
-summary, design and components tables.
+group's grid from them; `couples` reduces a pair's grid to the counts of its couple types;
+`policies` and `family` define the stopping rules as exact per-state tables; `states` counts
+how a design's assignments spread over those states; `designs` combines the two per pattern;
+`matching` computes the cost to match and the nonadaptive envelope; `engine` runs it all and
+writes the replay, summary, design and components tables; `money` prices them.
 """
 
-from tasks.replay.designs import PatternMetrics, assignments, component_costs, evaluate_patterns
+from tasks.replay.couples import couple_counts, expected_agreement, grid_counts
+from tasks.replay.designs import PatternMetrics, component_costs, evaluate_patterns
 from tasks.replay.engine import (
     DESIGNS,
     POLICIES,
@@ -23,7 +25,7 @@ from tasks.replay.policies import (
     count_index,
     decision,
     full_decision_table,
-    paired_unanimity,
+    run_laws,
     stopping_table,
     subset_agreement_table,
 )
@@ -34,21 +36,23 @@ __all__ = [
     "PatternMetrics",
     "ReplayGrid",
     "ReplayResult",
-    "assignments",
     "balanced_pair_agreement",
     "build_grid",
     "component_costs",
     "cost_to_match",
     "count_index",
+    "couple_counts",
     "decision",
     "dense_codes",
     "design_policy_pairs",
     "evaluate_patterns",
+    "expected_agreement",
     "full_decision_table",
-    "paired_unanimity",
+    "grid_counts",
     "read_replay_input",
     "replay",
     "replay_grids",
+    "run_laws",
     "stopping_table",
     "subset_agreement_table",
     "upper_envelope",

@@ -1,11 +1,11 @@
 """The engine's compact result: exact metrics per distinct pattern, and one code per pair.
 
-Pairs whose grids of outcome classes are equal up to the order of seeds share every A-score
-metric (docs/design.md#exactness), so each distinct pattern (a grid with its couples sorted)
-is evaluated once, exactly. A pair's code selects its row of the
-per-pattern tables; every pattern has two rows, the second with its scores taken against
-key `B` (1 - A-score), so a single gather gives a pair its final values. Group means are
-count-weighted sums over the pattern rows a group uses, never a pass over the pairs.
+Pairs with the same counts of couple types share every A-score metric but agreement
+(docs/design.md#exactness), so each distinct pattern (`tasks.replay.couples`) is evaluated
+once, exactly. A pair's code selects its row of the per-pattern tables; every pattern has two
+rows, the second with its scores taken against key `B` (1 - A-score), so a single gather gives
+a pair its final values. Group means are count-weighted sums over the pattern rows a group
+uses, never a pass over the pairs. Agreement is kept per pair.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from functools import cached_property
 
 import numpy as np
 
+from tasks.replay.couples import expected_agreement, grid_counts, pack, pattern_of, unpack
 from tasks.replay.designs import POLICY_METRICS, evaluate_patterns
 from tasks.replay.grid import ReplayGrid, dense_codes
 
@@ -51,9 +52,12 @@ class Compact:
     values: np.ndarray
     """Shape (VALUE_COLUMNS, combos, rows)."""
     design: np.ndarray
-    """Shape (3, designs, rows): expected_score, p_neutral, expected_agreement."""
+    """Shape (2, designs, rows): expected_score, p_neutral."""
+    agreement: np.ndarray
+    """Shape (designs, pairs): expected_agreement of each pair."""
     components: dict[str, np.ndarray]
-    """Design -> (K + 1, rows) component agreements (NaN past a pattern's components)."""
+    """Design -> (K + 1, patterns) component agreements (NaN past a pattern's components): one
+    column per pattern, not per row (they have no score against a key)."""
 
     @cached_property
     def _counts(self) -> np.ndarray:
@@ -65,54 +69,31 @@ class Compact:
         sums = np.einsum("...r,r->...", table, self._counts)  # NumPy's own loop, no BLAS threads
         return sums / float(len(self.code))
 
-
-def _pack(classes: np.ndarray) -> np.ndarray:
-    """One uint64 per pair from its (K, 2) grid of 2-bit classes, its couples sorted (K <= 16
-    fits 64 bits).
-
-    A couple is a seed's (AB class, BA class), 4 bits. Every design is a uniform distribution
-    over a set of assignments closed under permuting the seeds, and given an assignment every
-    metric depends only on class counts (split by order for the paired policies), so all
-    metrics of a pair are those of its grid with the seeds in any order: sorting the couples
-    maps the grids a permutation of seeds relates to one pattern (docs/design.md#exactness).
-    """
-    couples = np.sort(classes[:, :, 0] | (classes[:, :, 1] << 2), axis=1).astype(np.uint64)
-    code = np.zeros(len(classes), dtype=np.uint64)
-    for seed in range(couples.shape[1]):
-        code |= couples[:, seed] << np.uint64(4 * seed)
-    return code
-
-
-def _unpack(codes: np.ndarray, k: int) -> np.ndarray:
-    """The (P, K, 2) int8 class grids of packed codes."""
-    shifts = (2 * np.arange(2 * k)).astype(np.uint64)
-    cells = (codes.astype(np.uint64)[:, None] >> shifts[None, :]) & np.uint64(3)
-    return cells.astype(np.int8).reshape(len(codes), k, 2)
+    def pattern_means(self, table: np.ndarray) -> np.ndarray:
+        """The group's means over pairs of a per-pattern table (its last axis: patterns)."""
+        counts = self._counts.reshape(-1, 2).sum(axis=1)  # a pattern's two rows' pairs
+        return np.einsum("...p,p->...", table, counts) / float(len(self.code))
 
 
 def _pattern_tables(
-    patterns: np.ndarray, k_max: int, designs: list[str], combos: list[tuple[str, str]]
+    patterns: np.ndarray, k: int, designs: list[str], combos: list[tuple[str, str]]
 ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
     """Exact A-score metrics of each pattern (last axis patterns)."""
     n = len(patterns)
     policies = tuple(dict.fromkeys(p for _, p in combos))
     values = np.empty((len(VALUE_COLUMNS), len(combos), n))
-    design = np.empty((3, len(designs), n))
-    components = {d: np.full((k_max + 1, n), np.nan) for d in designs}
+    design = np.empty((2, len(designs), n))
+    components = {d: np.full((k + 1, n), np.nan) for d in designs}
     # Each design's patterns in slices, so the two threads share the dearest design's work.
     bounds = np.linspace(0, n, min(_SLICES, n) + 1).astype(int).tolist()
     tasks = [(d, lo, hi) for d in designs for lo, hi in zip(bounds, bounds[1:], strict=False)]
     with ThreadPoolExecutor(THREADS) as pool:  # NumPy releases the GIL on these arrays
         evaluated = list(
-            pool.map(lambda t: evaluate_patterns(patterns[t[1] : t[2]], t[0], policies), tasks)
+            pool.map(lambda t: evaluate_patterns(patterns[t[1] : t[2]], k, t[0], policies), tasks)
         )
     for (name, lo, hi), metrics in zip(tasks, evaluated, strict=True):
         di = designs.index(name)
-        design[:, di, lo:hi] = [
-            metrics.reference_score,
-            metrics.p_neutral,
-            metrics.expected_agreement,
-        ]
+        design[:, di, lo:hi] = [metrics.reference_score, metrics.p_neutral]
         agreement = metrics.component_agreement.T
         components[name][: len(agreement), lo:hi] = agreement
         for ci, (d, policy) in enumerate(combos):
@@ -143,9 +124,15 @@ class _Tables:
     components: dict[str, np.ndarray]
 
 
+_KEPT = 1 << 17
+"""Patterns whose tables are kept for later groups (about 2 KB each with the core policies):
+every pattern up to K = 12 (at most C(K + 8, 8)), and memory bounded beyond."""
+
+
 class PatternCache:
     """Per-pattern tables shared by the groups of one replay: a pattern seen in an earlier
-    group (of the same K) is not evaluated again."""
+    group (of the same K) is not evaluated again, while fewer than `_KEPT` are held; past that
+    the earlier groups' tables are dropped."""
 
     def __init__(self, designs: list[str], combos: list[tuple[str, str]]):
         self.designs = designs
@@ -156,15 +143,17 @@ class PatternCache:
         """(pattern row of each distinct packed pattern, the tables holding them)."""
         known = self.tables.get(k)
         new = packed if known is None else packed[~np.isin(packed, known.packed)]
+        if known is not None and len(known.packed) + len(new) > _KEPT:
+            known, new = None, packed
         if len(new):
             values, design, components = _pattern_tables(
-                _unpack(new, k), k, self.designs, self.combos
+                unpack(new, k), k, self.designs, self.combos
             )
             added = _Tables(
                 new,
                 _with_key_b(values, _SCORES),
                 _with_key_b(design, (0,)),
-                {d: np.repeat(c, 2, axis=-1) for d, c in components.items()},
+                components,
             )
             if known is not None:
                 added = _Tables(
@@ -186,12 +175,14 @@ def evaluate(grid: ReplayGrid, cache: PatternCache) -> Compact:
     """Evaluate the distinct patterns of a one-group `grid` not in `cache` yet; code each
     pair by its pattern row."""
     k = grid.k
-    inverse, packed = dense_codes(_pack(grid.classes), 4 ** (2 * k))
-    rows, tables = cache.rows(packed.astype(np.uint64), k)
+    counts = grid_counts(grid.classes)
+    inverse, packed = dense_codes(pack(pattern_of(counts), k), (k + 1) ** 9)
+    rows, tables = cache.rows(packed, k)
     return Compact(
         grid=grid,
         code=rows[inverse] * 2 + grid.key_b,
         values=tables.values,
         design=tables.design,
+        agreement=np.stack([expected_agreement(counts, d) for d in cache.designs]),
         components=tables.components,
     )

@@ -2,9 +2,10 @@
 
 `replay` turns cached call outcomes into three tables: per-pair policy metrics
 (`replay.parquet`), their per-group summaries with the cost to match (`summary.parquet`) and
-per-pair design metrics (`design.parquet`). Pairs sharing a grid of outcome classes share
-every A-score metric, so the engine evaluates each distinct pattern once, exactly, by
-enumerating the design's assignments, and scatters the results back to the pairs.
+per-pair design metrics (`design.parquet`). Pairs sharing a pattern (their counts of couple
+types) share every A-score metric, so the engine evaluates each distinct pattern once, exactly,
+by counting the design's assignments per reference state, and scatters the results back to the
+pairs.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
+from threadpoolctl import threadpool_limits
 
 from schemas import DesignRow, ReplayRow, arrow_schema
 from schemas.vocabulary import CORE_POLICIES, DESIGNS, POLICIES
@@ -105,18 +107,21 @@ def replay_into(
     cache = PatternCache(used_designs, combos)
     constant = Constants()
     summaries, components = [], []
-    for grid in replay_grids(batches, where):
-        compact = evaluate(grid, cache)
-        # The summary's cost to match reads the same group means the components table reports.
-        means = {d: compact.means(compact.components[d]) for d in used_designs}
-        usd = pair_usd(grid, prices, combos)
-        for batch, money in zip(replay_batches(compact, combos, constant), usd, strict=True):
-            replay_out(pa.RecordBatch.from_arrays([*batch.columns, money], schema=replay_schema))
-        for batch in design_batches(compact, used_designs, constant):
-            design_out(batch)
-        summaries.append(summary_usd(summary_table(compact, combos, means), usd, combos))
-        components.append(component_table(compact, means))
-        del grid, compact
+    # The replay runs its own two threads; BLAS threads beside them only spin (3x the CPU).
+    with threadpool_limits(limits=1, user_api="blas"):
+        for grid in replay_grids(batches, where):
+            compact = evaluate(grid, cache)
+            # The summary's cost to match reads the same group means the components table has.
+            means = {d: compact.pattern_means(compact.components[d]) for d in used_designs}
+            usd = pair_usd(grid, prices, combos)
+            for batch, money in zip(replay_batches(compact, combos, constant), usd, strict=True):
+                columns = [*batch.columns, money]
+                replay_out(pa.RecordBatch.from_arrays(columns, schema=replay_schema))
+            for batch in design_batches(compact, used_designs, constant):
+                design_out(batch)
+            summaries.append(summary_usd(summary_table(compact, combos, means), usd, combos))
+            components.append(component_table(compact, means))
+            del grid, compact
     return pa.concat_tables(summaries), pa.concat_tables(components)
 
 

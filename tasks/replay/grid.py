@@ -248,4 +248,6 @@ def replay_grids(batches: Iterable[pa.RecordBatch], where: str) -> Iterator[Repl
         name, parts = groups.pop(0)
         rows = parts.rows(name)
         del parts
-        yield build_grid(rows, where)
+        grid = build_grid(rows, where)
+        del rows  # the group's run and cell codes: the grid keeps what it needs
+        yield grid

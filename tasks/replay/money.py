@@ -1,139 +1,139 @@
 """The replay's money columns: expected USD per pair, design and policy, exactly.
 
 A policy's expected money on a pair is the sum over the pair's 2K calls of P(the call is
-sent under the design and policy) x the call's own cost, so each call (and each couple of
-paired unanimity) is priced by its own tokens. The send probabilities are exact fractions:
+sent under the design and policy) x the call's own cost, so each call (and each couple of the
+paired policies) is priced by its own tokens. Seeds of one couple type are alike under every
+design and policy (docs/design.md#exactness), so a call's P(sent) depends only on its pair's
+pattern (`tasks.replay.couples`), its seed's couple type and its order. It is
 
-- `full`: a call is sent when the assignment puts it in the reference;
-- `nonstrict`, `strict`: given the assignment, the K reference calls run in a uniformly
-  random order; calls of one class (A, B, other) are exchangeable, so a call of class x is
-  sent with probability E[x calls executed] / #x, from the same dynamic programme over the
-  counts drawn so far as `tasks.replay.policies`;
-- the paired policies (`paired_unanimity` and the family of `tasks.replay.family`): the first
-  m couples are uniform m-subsets of each side's calls; a call is sent if it is in them, or if
-  they do not stop and it runs under the rule's boundary (exchangeable within its class).
+    P(sent) = P(the seed takes the call's order) x E[P(sent | assignment) | it does],
 
-Each is averaged over the design's assignments (`tasks.replay.designs.assignments`), once
-per distinct grid up to the order of seeds; a pair's USD is then the sum of its 2K calls'
-exact probabilities x prices in 64-bit floats, for all pairs of a group at once.
+the first factor 1/2 under every design. Given the assignment, a call is sent:
+
+- `full`: always;
+- `nonstrict`, `strict`: calls of one class (A, B, other) are exchangeable in the random call
+  order, so with probability E[calls of its class executed] / (calls of its class)
+  (`tasks.replay.policies.run_laws`);
+- the paired policies: if it is in the first m couples, or if they do not stop and it runs
+  under the rule's boundary (`tasks.replay.family.paired_table`).
+
+Once the seed's order is fixed, the other K - 1 seeds follow the design (all in the same order
+for `common`, free coins for `independent`, K/2 - 1 or K/2 more in `AB` for `balanced`), so the
+expectation is over the states of the rest of the pattern with the call added
+(`tasks.replay.states`). A pair's USD is then the sum of its 2K calls' probabilities x prices in
+64-bit floats, for all pairs of a group at once.
 """
 
 from __future__ import annotations
 
-from fractions import Fraction
 from functools import lru_cache
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tasks.replay.designs import assignments
-from tasks.replay.family import PAIRED_RULES, PairedRule, side_draws, start_stops
+from tasks.replay.couples import THREE, couple_counts, pack, unpack
+from tasks.replay.family import PAIRED, paired_table, side_counts
 from tasks.replay.grid import ReplayGrid, dense_codes
-from tasks.replay.policies import boundary_stops
+from tasks.replay.policies import run_laws
+from tasks.replay.states import independent_expectation, side_expectation
 
 __all__ = ["MONEY_KEYS", "Prices", "pair_usd", "send_probabilities", "summary_usd"]
 
 MONEY_KEYS = ("judge", "config", "dataset", "pair_id", "seed", "order")
 """The columns of a costs table besides `usd`: one row per call of the replay input."""
 
-_A, _B, _O = 0, 1, 2
 _ORDERS = ("AB", "BA")
-_PAIRED = {"paired_unanimity": PairedRule(couples=1, boundary=None), **PAIRED_RULES}
-"""Every paired policy as a rule: paired unanimity is one couple, then every call."""
+_PAIRS_AT_ONCE = 1 << 18
+"""Pairs priced at once (their calls' probabilities take 2K floats each)."""
 
 
-@lru_cache(maxsize=4096)
-def _executed(
-    k: int, rest: tuple[int, int, int], boundary: str | None, start: tuple[int, int] = (0, 0)
-) -> tuple[Fraction, Fraction, Fraction]:
-    """E[calls executed] of class A, B and other among `rest`, run in a uniformly random order
-    after calls with A and B counts `start`, under `boundary` (`tasks.replay.policies`'s
-    `sequential_law`: at least one call runs; None runs them all)."""
-    done = k - sum(rest)
-    frontier = {(0, 0, 0): Fraction(1)}
-    executed = [Fraction(0)] * 3
-    for t in range(done + 1, k + 1):
-        following: dict[tuple[int, int, int], Fraction] = {}
-        for drawn, p in frontier.items():
-            for x in range(3):
-                left = rest[x] - drawn[x]
-                if left == 0:
-                    continue
-                q = p * Fraction(left, k - t + 1)
-                executed[x] += q
-                state = (drawn[0] + (x == 0), drawn[1] + (x == 1), drawn[2] + (x == 2))
-                margin = abs(start[0] + state[0] - start[1] - state[1])
-                if t < k and not boundary_stops(margin, k - t, boundary):
-                    following[state] = following.get(state, Fraction(0)) + q
-        frontier = following
-    return executed[0], executed[1], executed[2]
-
-
-def _reference_probs(cls: tuple[int, ...], policy: str) -> list[Fraction]:
-    """P(sent) of each of the K reference calls (classes `cls`) under `full` or a sequential
-    policy: calls of one class are exchangeable, so E[executed of its class] / its count."""
-    k = len(cls)
+@lru_cache(maxsize=64)
+def _class_sent(k: int, policy: str) -> np.ndarray:
+    """Shape ((K + 1)^2, 3): P(a call of class A, B, other is sent) given a reference with a A
+    and b B calls (row a * (K + 1) + b) under `full` or a sequential policy (0 where the
+    reference holds no call of the class)."""
+    a, b = (x.ravel() for x in np.indices((k + 1, k + 1)))
+    held = np.stack([a, b, k - a - b], axis=1).astype(float)
     if policy == "full":
-        return [Fraction(1)] * k
-    counts = (cls.count(_A), cls.count(_B), cls.count(_O))
-    ex = _executed(k, counts, policy)
-    return [ex[c] / counts[c] for c in cls]
+        sent = np.ones_like(held)
+    else:
+        executed = run_laws(k, k, (0, 0), policy).executed.reshape(-1, 3)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            sent = executed / held
+    return np.where((held > 0) & (a + b <= k)[:, None], np.nan_to_num(sent), 0.0)
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=256)
+def _added_table(k: int, policy: str, order: int, x: int) -> np.ndarray:
+    """Shape (S1, S2, 1) over the balanced states of the other K - 1 seeds (axis 0 the AB
+    side, `side_counts(K/2 - 1)` if `order` is AB else `side_counts(K/2)`; axis 1 the BA
+    side): P(sent) of a call of class x in `order`, once it is added to its side."""
+    half = k // 2
+    sides = [side_counts(half - (order == 0)), side_counts(half - (order == 1))]
+    add = np.array([x == 0, x == 1], dtype=np.int64)
+    ab = sides[0][:, None, :] + (add if order == 0 else 0)
+    ba = sides[1][None, :, :] + (add if order == 1 else 0)
+    if policy in PAIRED:
+        position = np.full((half + 1, half + 1), -1)
+        full_side = side_counts(half)
+        position[full_side[:, 0], full_side[:, 1]] = np.arange(len(full_side))
+        sent = paired_table(k, PAIRED[policy]).sent[:, :, order, x]
+        return sent[position[ab[..., 0], ab[..., 1]], position[ba[..., 0], ba[..., 1]]][..., None]
+    total = ab + ba
+    return _class_sent(k, policy)[total[..., 0] * (k + 1) + total[..., 1], x][..., None]
+
+
+def send_table(patterns: np.ndarray, k: int, design: str, policy: str) -> np.ndarray:
+    """Shape (patterns, 3, 3, 2): P(a call is sent) per pattern (P, 3, 3), couple type of its
+    seed and order (0 AB, 1 BA); 0 for a type the pattern lacks."""
+    out = np.zeros((len(patterns), 3, 3, 2))
+    if policy == "full":
+        out[:] = 0.5
+        return out
+    if design == "common":  # the call's order is every seed's: the reference is its column
+        sent = _class_sent(k, policy)
+        for order, held in enumerate((patterns.sum(axis=2), patterns.sum(axis=1))):
+            state = sent[held[:, 0] * (k + 1) + held[:, 1]] / 2  # (P, class)
+            out[..., order] = state[:, :, None] if order == 0 else state[:, None, :]
+        return out * (patterns[..., None] > 0)
+    for x in range(3):
+        for y in range(3):
+            has = np.flatnonzero(patterns[:, x, y] > 0)
+            rest = patterns[has].copy()
+            rest[:, x, y] -= 1
+            for order, cls in ((0, x), (1, y)):
+                if design == "independent":
+                    shifted = _shifted(k, policy, cls)
+                    value = independent_expectation(rest, k, shifted)
+                else:
+                    table = _added_table(k, policy, order, cls)
+                    value = side_expectation(rest, k, k // 2 - (order == 0), table)
+                out[has, x, y, order] = value[:, 0] / 2
+    return out
+
+
+@lru_cache(maxsize=64)
+def _shifted(k: int, policy: str, x: int) -> np.ndarray:
+    """Shape ((K + 1)^2, 1): over the (a, b) of the other K - 1 seeds, P(sent) of a call of
+    class x once it is added to them."""
+    a, b = (v.ravel() for v in np.indices((k + 1, k + 1)))
+    a2, b2 = a + (x == 0), b + (x == 1)
+    ok = a2 + b2 <= k
+    index = np.where(ok, a2 * (k + 1) + b2, 0)
+    return np.where(ok, _class_sent(k, policy)[index, x], 0.0)[:, None]
+
+
 def send_probabilities(
     pattern: tuple[tuple[int, int], ...], design: str, policy: str
-) -> tuple[tuple[Fraction, Fraction], ...]:
+) -> tuple[tuple[float, float], ...]:
     """P(each call is sent), per (seed, order) of a pattern of classes (0 A, 1 B, 2 other)."""
     k = len(pattern)
-    rows = assignments(design, k)
-    probs = [[Fraction(0), Fraction(0)] for _ in range(k)]
-    for row in rows:
-        orders = [int(o) for o in row]
-        if policy in _PAIRED:
-            sent = _paired_probs(pattern, orders, _PAIRED[policy])
-        else:
-            ref = _reference_probs(tuple(pattern[s][orders[s]] for s in range(k)), policy)
-            sent = {(s, orders[s]): ref[s] for s in range(k)}
-        for (s, o), p in sent.items():
-            probs[s][o] += p / len(rows)
-    return tuple((p[0], p[1]) for p in probs)
-
-
-def _paired_probs(
-    pattern: tuple[tuple[int, int], ...], orders: list[int], rule: PairedRule
-) -> dict[tuple[int, int], Fraction]:
-    """P(sent) of each reference call under a paired rule, for one balanced assignment.
-
-    The start is an m-subset of each side (uniform, `side_draws`); a call of class x on a
-    side from which i of its c class-x calls were drawn is in the start with probability i/c.
-    Unless the start stops, the calls left run in a random order under the rule's boundary,
-    where each call of class x runs with probability E[class-x executed] / (class-x left).
-    """
-    k = len(orders)
-    sides: list[list[tuple[int, int]]] = [
-        [(s, o) for s in range(k) if orders[s] == o] for o in (0, 1)
-    ]
-    cls = {call: pattern[call[0]][call[1]] for side in sides for call in side}
-    counts = [(*(sum(cls[c] == x for c in side) for x in range(3)),) for side in sides]
-    m = min(rule.couples, k // 2)
-    out: dict[tuple[int, int], Fraction] = dict.fromkeys(cls, Fraction(0))
-    for i1, j1, p1 in side_draws(counts[0][0], counts[0][1], counts[0][2], m):
-        for i2, j2, p2 in side_draws(counts[1][0], counts[1][1], counts[1][2], m):
-            drawn = ((i1, j1, m - i1 - j1), (i2, j2, m - i2 - j2))
-            n_a, n_b = i1 + i2, j1 + j2
-            a, b, c = (counts[0][x] + counts[1][x] - drawn[0][x] - drawn[1][x] for x in range(3))
-            rest = (a, b, c)
-            stops = start_stops(k, rule, m, n_a, n_b) or not sum(rest)
-            ex = (0, 0, 0) if stops else _executed(k, rest, rule.boundary, (n_a, n_b))
-            for side, draw, count in zip(sides, drawn, counts, strict=True):
-                for call in side:
-                    x = cls[call]
-                    start = Fraction(draw[x], count[x])
-                    later = Fraction(ex[x]) / rest[x] if rest[x] else Fraction(0)
-                    out[call] += p1 * p2 * (start + (1 - start) * later)
-    return out
+    counts = np.zeros((1, 3, 3), dtype=np.int64)
+    for x, y in pattern:
+        counts[0, x, y] += 1
+    table = send_table(counts, k, design, policy)[0]
+    return tuple((float(table[x, y, 0]), float(table[x, y, 1])) for x, y in pattern)
 
 
 class Prices:
@@ -166,21 +166,6 @@ class Prices:
         return prices.reshape(len(grid.pair_ids), grid.k, 2)
 
 
-def _canonical_probabilities(
-    pattern: tuple[int, ...], k: int, combo: tuple[str, str]
-) -> np.ndarray:
-    """Shape (K, 2): P(each call is sent) of a pattern (flat classes, seed by seed), from its
-    couples sorted: sending is the same law with the seeds relabelled, as every design and
-    policy treats the seeds alike (docs/design.md#exactness)."""
-    couples = [(pattern[2 * s], pattern[2 * s + 1]) for s in range(k)]
-    order = sorted(range(k), key=lambda s: couples[s])
-    exact = send_probabilities(tuple(couples[s] for s in order), *combo)
-    probs = np.empty((k, 2))
-    for position, s in enumerate(order):
-        probs[s] = [float(p) for p in exact[position]]
-    return probs
-
-
 def pair_usd(grid: ReplayGrid, prices: Prices, combos: list[tuple[str, str]]) -> list[pa.Array]:
     """Per (design, policy) of `combos`, the expected USD of each pair of a one-group grid:
     the sum over its calls of the exact P(sent) x the call's price; null for a pair with a
@@ -189,16 +174,20 @@ def pair_usd(grid: ReplayGrid, prices: Prices, combos: list[tuple[str, str]]) ->
     usd = prices.grid(grid)
     if usd is None:
         return [pa.nulls(n, pa.float64())] * len(combos)
-    flat = np.minimum(grid.classes, _O).reshape(n, 2 * k)  # ties count as other calls here
-    codes = (flat.astype(np.int64) * 3 ** np.arange(2 * k)).sum(axis=1)
-    inverse, present = dense_codes(codes, 3 ** (2 * k))
-    patterns = [tuple(int(c) // 3**i % 3 for i in range(2 * k)) for c in present.tolist()]
+    inverse, codes = dense_codes(pack(couple_counts(grid.classes), k), (k + 1) ** 9)
+    patterns = unpack(codes, k)
+    three = THREE[grid.classes]
+    types = three[:, :, 0].astype(np.intp) * 3 + three[:, :, 1]  # (pairs, K)
     missing = np.isnan(usd).any(axis=(1, 2))
-    priced = np.nan_to_num(usd).reshape(n, 2 * k)
+    priced = np.nan_to_num(usd)
     out = []
     for combo in combos:
-        probs = np.stack([_canonical_probabilities(p, k, combo) for p in patterns])
-        values = np.einsum("pc,pc->p", probs.reshape(len(patterns), 2 * k)[inverse], priced)
+        table = send_table(patterns, k, *combo).reshape(len(patterns), 9, 2)
+        values = np.empty(n)
+        for lo in range(0, n, _PAIRS_AT_ONCE):
+            part = slice(lo, lo + _PAIRS_AT_ONCE)
+            probs = table[inverse[part, None], types[part]]  # (pairs, K, 2)
+            values[part] = np.einsum("pks,pks->p", probs, priced[part])
         out.append(pa.array(values, pa.float64(), mask=missing))
     return out
 

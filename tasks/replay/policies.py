@@ -1,18 +1,20 @@
-"""Stopping policies and nonadaptive components as exact per-K lookup tables over reference counts.
+"""Stopping policies and nonadaptive components as exact per-K tables over a reference's counts.
 
 Given one reference assignment, every metric of `full`, `nonstrict`, `strict` and of a
 uniformly random k-subset depends only on the counts (a, b, c) of `A`, `B` and other outcomes
 among its K calls (a uniformly random call order is a uniformly random sequence of that
-multiset). Tables are indexed by `a * (K + 1) + b`; rows with a + b > K are NaN.
-`paired_unanimity` also needs the split of those counts between the `AB` and `BA` calls, so
-it is a closed-form function instead of a table.
+multiset). Tables are indexed by `a * (K + 1) + b` (`count_index`); rows with a + b > K are
+NaN. The paired policies also need those counts split by order (`tasks.replay.family`).
+
+A sequential run's law is counted, not multiplied out: `run_laws` counts the class sequences
+that reach each stopping point, in integers, for every composition of the calls left at once.
 """
 
 from __future__ import annotations
 
-from fractions import Fraction
+from dataclasses import dataclass
 from functools import lru_cache
-from math import comb
+from math import comb, factorial
 
 import numpy as np
 
@@ -33,74 +35,109 @@ def decision(n_a: int, n_b: int) -> int:
     return DEC_N
 
 
+def decisions(n_a: np.ndarray, n_b: np.ndarray) -> np.ndarray:
+    """Decision codes, elementwise (as `decision`)."""
+    return np.where(n_a > n_b, DEC_A, np.where(n_b > n_a, DEC_B, DEC_N))
+
+
 def count_index(k: int) -> list[tuple[int, int, int]]:
     """Every (a, b, index) with a + b <= k, index = a * (k + 1) + b."""
     return [(a, b, a * (k + 1) + b) for a in range(k + 1) for b in range(k + 1 - a)]
 
 
-def boundary_stops(margin: int, left: int, boundary: str | None) -> bool:
+def boundary_stops(
+    margin: np.ndarray | int, left: np.ndarray | int, boundary: str | None
+) -> np.ndarray:
     """Whether a sequential run stops with this |#A - #B| and `left` calls still to run:
     `strict` when the margin exceeds them, `nonstrict` when it reaches them, never for None."""
     if boundary == "strict":
-        return margin > left
+        return np.asarray(margin > left)
     if boundary == "nonstrict":
-        return margin >= left
-    return False
+        return np.asarray(margin >= left)
+    return np.zeros(np.shape(margin), dtype=bool)
 
 
-def sequential_law(
-    k: int,
-    rest: tuple[int, int, int],
-    *,
-    boundary: str | None,
-    start: tuple[int, int] = (0, 0),
-) -> tuple[Fraction, Fraction, Fraction, Fraction]:
-    """Exact (P(A), P(B), P(N), E calls) of sequential stopping over a random call order.
+@dataclass(frozen=True)
+class RunLaws:
+    """The exact law of a sequential run for every composition of its calls, indexed [a, b]
+    by the A and B counts of the calls it may run (the other count is `left - a - b`; NaN
+    where a + b > left)."""
 
-    `start` holds the A and B counts of the calls already executed (K minus the size of
-    `rest` of them); the remaining calls, with class counts `rest` = (A, B, other), run in a
-    uniformly random order. After call t the run stops when |#A - #B| >= K - t (`nonstrict`),
-    > K - t (`strict`), or only at t = K (`None`); the decision is that of the executed calls.
-    A dynamic programme over the counts drawn so far; the next call's class is drawn without
-    replacement from what remains, which is the law of a uniformly random permutation.
+    decided: np.ndarray
+    """Shape (left + 1, left + 1, 3): P(the run stops with decision A, B, N)."""
+    calls: np.ndarray
+    """E[calls executed], counting the calls executed before the run."""
+    executed: np.ndarray
+    """Shape (left + 1, left + 1, 3): E[calls of class A, B, other executed by the run]."""
+
+
+def _multinomial(a: np.ndarray, b: np.ndarray, c: np.ndarray, n: int) -> np.ndarray:
+    """(a + b + c)! / (a! b! c!) elementwise, exactly, for a + b + c <= n (0 where a count is
+    negative)."""
+    fact = np.array([factorial(i) for i in range(n + 1)], dtype=np.int64)
+    ok = (a >= 0) & (b >= 0) & (c >= 0)
+    a, b, c = (np.where(ok, x, 0) for x in (a, b, c))
+    return np.where(ok, fact[a + b + c] // (fact[a] * fact[b] * fact[c]), 0)
+
+
+@lru_cache(maxsize=256)
+def run_laws(k: int, left: int, start: tuple[int, int], boundary: str | None) -> RunLaws:
+    """The law of running `left` calls in a uniformly random order after K - `left` calls with
+    A and B counts `start`, for every composition of the `left` calls.
+
+    After call t (counting every executed call) the run stops when |#A - #B| >= K - t
+    (`nonstrict`), > K - t (`strict`), or only at t = K (None); the decision is that of the
+    executed calls; at least one call runs when any is left. A uniformly random order of calls
+    is a uniformly random sequence of their classes, every distinct sequence equally likely:
+    `arrive[i, j, o]` counts the class sequences of i A, j B and o other that run without
+    stopping before their end (the same for every composition holding them), and
+    arrive x (sequences of the calls left after them) / (all sequences) is the probability the
+    run stops right there. Integers throughout (at most 16! / (6! 5! 5!) sequences), one
+    division each.
     """
-    a, b, c = rest
-    done = k - a - b - c
-    stopped = [Fraction(0)] * 3
-    if done == k:
-        stopped[decision(*start)] = Fraction(1)
-        return stopped[0], stopped[1], stopped[2], Fraction(k)
-    frontier: dict[tuple[int, int, int], Fraction] = {(0, 0, 0): Fraction(1)}
-    calls = Fraction(0)
-    for t in range(done + 1, k + 1):
-        remaining = k - t + 1
-        following: dict[tuple[int, int, int], Fraction] = {}
-        for (i, j, m), p in frontier.items():
-            for state, left in (
-                ((i + 1, j, m), a - i),
-                ((i, j + 1, m), b - j),
-                ((i, j, m + 1), c - m),
-            ):
-                if left == 0:
-                    continue
-                q = p * Fraction(left, remaining)
-                n_a, n_b = start[0] + state[0], start[1] + state[1]
-                if boundary_stops(abs(n_a - n_b), k - t, boundary) or t == k:
-                    stopped[decision(n_a, n_b)] += q
-                    calls += q * t
-                else:
-                    following[state] = following.get(state, Fraction(0)) + q
-        frontier = following
-    return stopped[0], stopped[1], stopped[2], calls
+    n = left
+    i, j, o = np.indices((n + 1, n + 1, n + 1))  # A, B and other calls drawn so far
+    t = i + j + o
+    margin = np.abs(start[0] + i - start[1] - j)
+    stops = (t == n) | ((t >= 1) & boundary_stops(margin, n - t, boundary))
+    stops &= t <= n
+    arrive = np.zeros((n + 1,) * 3, dtype=np.int64)
+    arrive[0, 0, 0] = 1
+    for layer in range(n):
+        going = np.where((t == layer) & ~stops, arrive, 0)
+        arrive[1:] += going[:-1]
+        arrive[:, 1:] += going[:, :-1]
+        arrive[:, :, 1:] += going[:, :, :-1]
+    ends = np.flatnonzero(stops & (arrive > 0))
+    ei, ej, eo = i.flat[ends], j.flat[ends], o.flat[ends]
+    rest_a, rest_b = (x.ravel() for x in np.indices((n + 1, n + 1)))
+    rest_c = n - rest_a - rest_b
+    # ways[r, e]: sequences of composition r whose run stops at end point e.
+    ways = arrive.flat[ends] * _multinomial(
+        rest_a[:, None] - ei, rest_b[:, None] - ej, rest_c[:, None] - eo, n
+    )
+    total = _multinomial(rest_a, rest_b, rest_c, n)
+    valid = rest_c >= 0
+    assert (ways.sum(axis=1) == total)[valid].all()
+    ended = decisions(start[0] + ei, start[1] + ej)
+    share = ways / np.where(valid, total, 1)[:, None]
+    decided = np.stack([share[:, ended == d].sum(axis=1) for d in (DEC_A, DEC_B, DEC_N)], -1)
+    calls = k - n + share @ (ei + ej + eo).astype(float)
+    executed = share @ np.stack([ei, ej, eo], axis=-1).astype(float)
+    shape = (n + 1, n + 1)
+    nan = np.where(valid, 1.0, np.nan)
+    return RunLaws(
+        decided=(decided * nan[:, None]).reshape(*shape, 3),
+        calls=(calls * nan).reshape(shape),
+        executed=(executed * nan[:, None]).reshape(*shape, 3),
+    )
 
 
 @lru_cache(maxsize=64)
 def stopping_table(k: int, *, strict: bool) -> np.ndarray:
     """Per (a, b): [P(stop A), P(stop B), P(stop N), E calls] of nonstrict or strict stopping."""
-    table = np.full(((k + 1) ** 2, 4), np.nan)
-    for a, b, index in count_index(k):
-        law = sequential_law(k, (a, b, k - a - b), boundary="strict" if strict else "nonstrict")
-        table[index] = [float(x) for x in law]
+    law = run_laws(k, k, (0, 0), "strict" if strict else "nonstrict")
+    table = np.concatenate([law.decided, law.calls[..., None]], axis=-1).reshape(-1, 4)
     table.setflags(write=False)
     return table
 
@@ -135,31 +172,6 @@ def subset_agreement_table(k: int) -> np.ndarray:
             table[index, size - 1] = hits / comb(k, size)
     table.setflags(write=False)
     return table
-
-
-def paired_unanimity(
-    a_ab: np.ndarray,
-    b_ab: np.ndarray,
-    a_ba: np.ndarray,
-    b_ba: np.ndarray,
-    full: np.ndarray,
-    k: int,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Stopped-decision distribution (..., 3) and expected calls of paired unanimity.
-
-    Under a uniform perfect matching run in uniform pair order, the first executed pair is a
-    uniformly random (AB call, BA call) couple, so P(stop with A) = a_AB * a_BA / (K/2)^2.
-    Otherwise every call runs and the decision is the full reference decision `full`.
-    """
-    half_sq = float((k // 2) ** 2)
-    stop_a = a_ab * a_ba / half_sq
-    stop_b = b_ab * b_ba / half_sq
-    go_on = 1.0 - stop_a - stop_b
-    full_onehot = full[..., None] == np.arange(3)
-    dist = np.stack([stop_a, stop_b, np.zeros_like(stop_a)], axis=-1)
-    dist += go_on[..., None] * full_onehot
-    calls = 2.0 * (stop_a + stop_b) + k * go_on
-    return dist, calls
 
 
 def balanced_pair_agreement(

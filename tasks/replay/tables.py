@@ -1,7 +1,8 @@
 """The replay's Arrow tables, built from the compact result (`tasks.replay.compact`).
 
 Per-pair tables (replay, design) are made of one record batch per label (design, or design
-and policy) of a one-group result, in row order label -> pair. Text columns are slices of
+and policy) of a one-group result, in row order label -> pair; a design's expected agreement
+is a column of its own per pair. Text columns are slices of
 constant arrays or of the pair ids. A float column that is the same for every pattern row
 (e.g. the full policy's 0 chance of a change) is a slice of a constant array; any other is
 one vectorised gather of the pattern rows by the pairs' codes, made once and shared by every
@@ -71,23 +72,41 @@ def _batches(
     floats: np.ndarray,
     schema: pa.Schema,
     constant: Constants,
+    per_pair: np.ndarray | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Record batches in row order label -> pair; `floats` is (columns, labels, rows)."""
+    """Record batches in row order label -> pair; `floats` is (columns, labels, rows), and
+    `per_pair` (labels, pairs), if given, is the last column."""
     grid = compact.grid
     n = len(compact.code)
     sources = _sources(floats)
-    gathers = sorted({s for s in sources.values() if isinstance(s, tuple)})
-    with ThreadPoolExecutor(THREADS) as pool:
-        taken = pool.map(lambda at: pa.array(np.take(floats[at], compact.code)), gathers)
-        gathered = dict(zip(gathers, taken, strict=True))
+    # Each gathered column is made when a label first needs it and let go after its last one,
+    # so a group's batches never hold every gathered column at once.
+    last: dict[tuple[int, int], int] = {}
+    for (_, li), source in sources.items():
+        if isinstance(source, tuple):
+            last[source] = max(last.get(source, -1), li)
+    gathered: dict[tuple[int, int], pa.Array] = {}
     text = [constant(name, n) for name in grid.name]
     text.append(grid.pair_ids)
-    for li, label in enumerate(labels):
-        columns = [*text, *(constant(name, n) for name in label)]
-        for c in range(floats.shape[0]):
-            source = sources[(c, li)]
-            columns.append(gathered[source] if isinstance(source, tuple) else constant(source, n))
-        yield pa.RecordBatch.from_arrays(columns, schema=schema)
+    with ThreadPoolExecutor(THREADS) as pool:
+        for li, label in enumerate(labels):
+            wanted = sorted(
+                {s for (_, at), s in sources.items() if at == li and isinstance(s, tuple)}
+                - gathered.keys()
+            )
+            taken = pool.map(lambda at: pa.array(np.take(floats[at], compact.code)), wanted)
+            gathered.update(zip(wanted, taken, strict=True))
+            columns = [*text, *(constant(name, n) for name in label)]
+            for c in range(floats.shape[0]):
+                source = sources[(c, li)]
+                columns.append(
+                    gathered[source] if isinstance(source, tuple) else constant(source, n)
+                )
+            if per_pair is not None:
+                columns.append(pa.array(per_pair[li]))
+            yield pa.RecordBatch.from_arrays(columns, schema=schema)
+            for source in [s for s in gathered if last[s] == li]:
+                del gathered[source]
 
 
 def replay_batches(
@@ -101,9 +120,10 @@ def replay_batches(
 def design_batches(
     compact: Compact, designs: list[str], constant: Constants
 ) -> Iterator[pa.RecordBatch]:
-    """DesignRow batches."""
+    """DesignRow batches (expected_agreement, the last column, is kept per pair)."""
     labels = [(d,) for d in designs]
-    return _batches(compact, labels, compact.design, arrow_schema(DesignRow), constant)
+    schema = arrow_schema(DesignRow)
+    return _batches(compact, labels, compact.design, schema, constant, compact.agreement)
 
 
 def summary_table(

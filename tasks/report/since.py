@@ -1,7 +1,7 @@
 """The report's section "since the previous run of this configuration".
 
-The previous run is the latest earlier completed run of the same benchmark name
-(`tasks.history.alarms.previous_run`). The section shows what `judgeline diff` shows (pairs
+The previous run is the latest earlier completed, readable run of the same configuration
+(`tasks.history.previous`). The section shows what `judgeline diff` shows (pairs
 and judge configs added and removed, calls sent against reused, per judge config the score
 change with its paired interval, consistency, position-bias share and valid share), the money
 this run and its drift probe spent where the judge is priced (`tasks.judging.spend`), each
@@ -20,12 +20,13 @@ from schemas.config import AlarmSpec
 from schemas.run import RunRecord
 from tasks.errors import InputError
 from tasks.hashing import sha256_text
-from tasks.history.alarms import check_alarms, previous_run
+from tasks.history.alarms import check_alarms
 from tasks.history.diff import Flip, RunDiff, diff_views
-from tasks.history.view import read_run_view
+from tasks.history.previous import comparable, previous_view
+from tasks.history.view import RunView, read_run_view
 from tasks.report.pairs import PairView, pair_views
 from tasks.runfolder import RunFolder
-from tasks.runrecord import list_records, read_record
+from tasks.runrecord import read_record
 from tasks.workdir import WorkDir
 
 __all__ = ["FLIPS_SHOWN", "FlipView", "SinceSection", "since_section"]
@@ -75,15 +76,22 @@ def _signed(value: float) -> str:
     return "–" if math.isnan(value) else f"{value:+.3f}"
 
 
+def _score(value: float) -> str:
+    return "–" if math.isnan(value) else f"{value:.3f}"
+
+
 def _rows(diff: RunDiff) -> list[dict[str, str]]:
     flips = Counter((f.judge, f.config) for f in diff.flips)
     rows = []
     for c in diff.changes:
+        scored = not (math.isnan(c.score_before) or math.isnan(c.score_after))
         rows.append(
             {
                 "config": f"{c.judge} · {c.config}",
                 "pairs": str(c.shared_pairs),
-                "score": f"{c.score_before:.3f} → {c.score_after:.3f}",
+                "score": f"{_score(c.score_before)} → {_score(c.score_after)}"
+                if scored
+                else "– (not replayed)",
                 "change": f"{_signed(c.score_change)} "
                 f"({_signed(c.change_low)} to {_signed(c.change_high)})",
                 "consistency": f"{_pct(c.before['consistency'])} → {_pct(c.after['consistency'])}",
@@ -184,7 +192,7 @@ def _alarm_text(alarm: dict[str, Any]) -> str:
     return f"{alarm['alarm']}: {figures}"
 
 
-def _alarms(work: WorkDir, record: RunRecord, diff: RunDiff | None) -> list[dict[str, Any]]:
+def _alarms(record: RunRecord, view: RunView, diff: RunDiff | None) -> list[dict[str, Any]]:
     """The alarms the run recorded; while it is still running, those its thresholds raise
     against the previous run so far (the run's status is checked by the flow itself)."""
     if record.alarms:
@@ -193,7 +201,6 @@ def _alarms(work: WorkDir, record: RunRecord, diff: RunDiff | None) -> list[dict
     spec = record.config.get("alarms")
     if not isinstance(spec, dict):
         return []
-    view = read_run_view(work, record.run_id)
     checked = record.model_copy(update={"status": "completed"})
     return check_alarms(AlarmSpec.model_validate(spec), checked, view, diff, record.probe)
 
@@ -202,11 +209,12 @@ def since_section(work: WorkDir, run_id: str) -> SinceSection:
     """The section for `run_id` (it says so when there is no previous run to compare)."""
     record = read_record(work, run_id)
     out = SinceSection(probe=_probe_lines(record.probe))
-    before = previous_run(list_records(work), record)
+    view = read_run_view(work, run_id) if comparable(work, record) else None
+    before = None if view is None else previous_view(work, record)
     diff = None
-    if before is not None and RunFolder(work, run_id).table("replay").is_file():
-        diff = diff_views(read_run_view(work, before.run_id), read_run_view(work, run_id))
-        out.previous = before.run_id
+    if view is not None and before is not None:
+        diff = diff_views(before, view)
+        out.previous = before.record.run_id
         out.lines, out.rows = _lines(diff), _rows(diff)
         out.flips = _flip_views(work, run_id, diff.flips[:FLIPS_SHOWN])
         out.more_flips = max(0, len(diff.flips) - FLIPS_SHOWN)
@@ -214,6 +222,6 @@ def since_section(work: WorkDir, run_id: str) -> SinceSection:
     if (record.probe or {}).get("run_id"):
         runs.append(("drift probe", str((record.probe or {})["run_id"])))
     out.money = _money(work, runs)
-    if RunFolder(work, run_id).table("replay").is_file():
-        out.alarms = [_alarm_text(a) for a in _alarms(work, record, diff)]
+    if view is not None:
+        out.alarms = [_alarm_text(a) for a in _alarms(record, view, diff)]
     return out

@@ -17,7 +17,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -28,6 +28,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from tasks.simjudge.batches import BatchEndpoints
+from tasks.simjudge.caching import CacheUse, PromptCache, cache_control_problem
 from tasks.simjudge.compose import anthropic_payload, openai_payload
 from tasks.simjudge.failures import (
     ERRORS,
@@ -42,10 +43,9 @@ from tasks.simjudge.persona import (
     PRESETS,
     Faults,
     Persona,
-    Slot,
     choose_fault,
     index_manifest,
-    latent_slot,
+    preferred_slot,
     rng_for,
     simulate_reply,
 )
@@ -56,8 +56,9 @@ from tasks.simjudge.wire import (
     messages_digest,
     messages_of,
     openai_error,
+    reply_identity,
 )
-from tasks.templates import DEFAULT_TEMPLATE, identify_template, message_text, slot_texts
+from tasks.templates import message_text
 
 __all__ = ["CALL_KEY_HEADER", "SimJudge"]
 
@@ -75,8 +76,10 @@ class SimJudge:
         manifest: pa.Table | None = None,
         api_key: str | None = None,
         require_anthropic_version: bool = False,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """`require_anthropic_version`: refuse Messages requests without the header (400)."""
+        """`require_anthropic_version`: refuse Messages requests without the header (400);
+        `clock`: seconds, for the prompt cache's lifetimes (`tasks.simjudge.caching`)."""
         names = [p.name for p in personas]
         if not names or len(set(names)) != len(names):
             raise ValueError(f"persona names must be present and unique: {names}")
@@ -89,6 +92,7 @@ class SimJudge:
         self._log: list[dict[str, Any]] = []
         self._attempts: dict[str, int] = {}
         self._faulted: dict[str, int] = {}
+        self.prompt_cache = PromptCache(clock)
         self.closing = False
         logging.getLogger("uvicorn.error").addFilter(QuietTruncation())
         self.batches = BatchEndpoints(self)
@@ -164,10 +168,11 @@ class SimJudge:
     # --- request handling -----------------------------------------------------------------
 
     def _record(self, request: Request, model: Any, status: int | None, fault: str | None,
-                started: float, attempt: int | None, body: Any = None) -> None:  # fmt: skip
+                started: float, attempt: int | None, body: Any = None,
+                cache: CacheUse | None = None) -> None:  # fmt: skip
         """Log one request: where it went, its header names (never a value but the API
-        version), its body's fields but the messages, the messages' digest, and what was
-        answered."""
+        version), its body's fields but the messages, the messages' digest, what was
+        answered and the prompt tokens it read from and wrote to the prompt cache."""
         self._log.append(
             {
                 "time": dt.datetime.now(dt.UTC).isoformat(),
@@ -185,6 +190,8 @@ class SimJudge:
                 "attempt": attempt,
                 "latency_ms": round((time.perf_counter() - started) * 1000, 3),
                 "call_key": request.headers.get(CALL_KEY_HEADER),
+                "cached_tokens": cache.read if cache else None,
+                "cache_write_tokens": cache.write if cache else None,
             }
         )
 
@@ -201,22 +208,6 @@ class SimJudge:
 
     def _authorized(self, request: Request, api: Api) -> bool:
         return self._api_key is None or self._credential(request, api) == self._api_key
-
-    def _preferred_slot(
-        self, messages: Sequence[Mapping[str, Any]], digest: str
-    ) -> tuple[str, Slot]:
-        """(template id, slot holding the preferred answer) for the rendered messages."""
-        found = slot_texts(messages)
-        if found is None:
-            template_id = identify_template(messages) or DEFAULT_TEMPLATE
-            return template_id, ("Left" if int(digest[0], 16) % 2 == 0 else "Right")
-        template_id, left, right = found
-        left_sha = hashlib.sha256(left.encode("utf-8")).hexdigest()
-        right_sha = hashlib.sha256(right.encode("utf-8")).hexdigest()
-        keyed = self._key_of.get((left_sha, right_sha))
-        if keyed is not None:
-            return template_id, ("Left" if keyed == left_sha else "Right")
-        return template_id, latent_slot(left_sha, right_sha)
 
     async def _sleep(self, seconds: float) -> None:
         """Sleep, but wake early when the server is shutting down."""
@@ -274,6 +265,8 @@ class SimJudge:
             if anthropic
             else openai_problem(body, model)
         )
+        if rule is None and anthropic:
+            rule = cache_control_problem(body)
         if rule is not None:
             return refuse(rule.status, model, rule.kind, rule.message, rule.param, rule.code)
         effort = body.get("reasoning_effort")
@@ -289,7 +282,7 @@ class SimJudge:
         # of the handler. Without a seed (the Messages API has none) the call key tells
         # repeats apart.
         salt = b"" if "seed" in body else request.headers.get(CALL_KEY_HEADER, "").encode()
-        digest = hashlib.sha256(raw + b"\x1f" + salt).hexdigest()
+        digest = hashlib.sha256(reply_identity(raw, body) + b"\x1f" + salt).hexdigest()
         attempt = self._attempts.get(digest, 0) + 1
         self._attempts[digest] = attempt
         faults = self.faults[persona.name]
@@ -300,6 +293,11 @@ class SimJudge:
         if fault is not None:
             self._faulted[digest] = self._faulted.get(digest, 0) + 1
 
+        # Looked up on arrival, stored once the answer is ready: requests sent together miss.
+        arrived = self.prompt_cache.clock()
+        cache = self.prompt_cache.look_up(
+            body, anthropic, persona.cache_min_tokens, persona.cache_lifetime_s
+        )
         rng = rng_for(persona.name, digest)
         if persona.latency_ms or persona.latency_jitter_ms:
             jitter = (rng.random() * 2 - 1) * persona.latency_jitter_ms
@@ -314,11 +312,12 @@ class SimJudge:
             self._record(request, model, None, fault, started, attempt, body)
             await self._sleep(faults.stall_s)
 
-        template_id, preferred = self._preferred_slot(messages, digest)
+        template_id, preferred = preferred_slot(messages, digest, self._key_of)
         text, _ = simulate_reply(persona, template_id, preferred, effort, rng)
         prompt_tokens = sum(len(message_text(m.get("content")) or "") for m in messages) // 4
+        self.prompt_cache.store(cache, arrived)
         payload = (
-            anthropic_payload(digest, model, text, prompt_tokens, body)
+            anthropic_payload(digest, model, text, prompt_tokens, body, cache)
             if anthropic
             else openai_payload(
                 digest,
@@ -328,11 +327,12 @@ class SimJudge:
                 body,
                 reasoning=is_reasoning_model(model),
                 effort=effort,
+                cache=cache,
             )  # fmt: skip
         )
         data = json.dumps(payload).encode("ascii")
         if fault != "stall":
-            self._record(request, model, 200, fault, started, attempt, body)
+            self._record(request, model, 200, fault, started, attempt, body, cache)
         usage = payload["usage"]
         tokens = (
             usage["input_tokens"] + usage["output_tokens"] if anthropic else usage["total_tokens"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from tasks.simjudge.caching import CacheUse
 from tasks.simjudge.rules import reply_limit, thinking_budget
 from tasks.simjudge.wire import anthropic_reply, openai_reply
 
@@ -45,7 +46,7 @@ def _tokens(text: str) -> int:
 
 def openai_payload(
     digest: str, model: str, text: str, prompt_tokens: int, body: Mapping[str, Any],
-    *, reasoning: bool, effort: str | None,
+    *, reasoning: bool, effort: str | None, cache: CacheUse | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """A chat completion of `text` within the request's limit (reasoning models reason first)."""
     spent = REASONING_TOKENS.get(effort or "medium", REASONING_TOKENS["medium"]) if reasoning else 0
@@ -57,13 +58,14 @@ def openai_payload(
         text, finish = text[: tokens * 4], "length"
     return openai_reply(
         digest, model, text, (prompt_tokens, spent + tokens), finish,
-        spent if reasoning else None,
+        spent if reasoning else None, cache.read if cache else 0,
     )  # fmt: skip
 
 
 def anthropic_payload(
-    digest: str, model: str, text: str, prompt_tokens: int, body: Mapping[str, Any]
-) -> dict[str, Any]:
+    digest: str, model: str, text: str, prompt_tokens: int, body: Mapping[str, Any],
+    cache: CacheUse | None = None,
+) -> dict[str, Any]:  # fmt: skip
     """A Messages reply of `text` within `max_tokens`, after a thinking block if enabled."""
     budget = thinking_budget(body)
     limit = reply_limit(body)
@@ -82,4 +84,7 @@ def anthropic_payload(
         else:
             tokens = limit - spent
             reply = text[: tokens * 4]
-    return anthropic_reply(digest, model, reply, (prompt_tokens, spent + tokens), stop, thought)
+    used = (cache.read, cache.write_5m, cache.write_1h) if cache else (0, 0, 0)
+    return anthropic_reply(
+        digest, model, reply, (prompt_tokens, spent + tokens), stop, thought, used
+    )

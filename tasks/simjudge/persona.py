@@ -9,14 +9,20 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from schemas import ManifestRow, conform
 from schemas.vocabulary import SlotLabel, Strength
-from tasks.templates import format_verdict
+from tasks.templates import (
+    DEFAULT_TEMPLATE,
+    format_verdict,
+    identify_template,
+    slot_texts,
+)
 
 __all__ = [
     "ACCEPTED_EFFORTS",
@@ -30,6 +36,7 @@ __all__ = [
     "invalid_reply",
     "latent_slot",
     "persona_file_text",
+    "preferred_slot",
     "rng_for",
     "simulate_reply",
 ]
@@ -122,6 +129,18 @@ class Persona(BaseModel):
     latency_jitter_ms: float = Field(default=0.0, ge=0, description="Uniform +- jitter.")
     reasoning: dict[str, ReasoningShift] = Field(default_factory=_default_reasoning)
     faults: Faults = Field(default_factory=Faults)
+    cache_min_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="Shortest prompt its prompt cache keeps, in tokens (None: the API's 1,024; "
+        "Anthropic's models take 512 to 4,096).",
+    )
+    cache_lifetime_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="Seconds an unused cache entry lives (None: OpenAI's 600, Anthropic's 300 "
+        "or the request's ttl: 1h).",
+    )
 
     @model_validator(mode="after")
     def _rates_fit(self) -> Persona:
@@ -171,6 +190,24 @@ def rng_for(*parts: str) -> random.Random:
     """A Random seeded from the SHA-256 of the parts: the same parts, the same draws."""
     seed = hashlib.sha256("\x1f".join(parts).encode("utf-8")).digest()
     return random.Random(int.from_bytes(seed[:8], "big"))
+
+
+def preferred_slot(
+    messages: Sequence[Mapping[str, Any]], digest: str, key_of: Mapping[tuple[str, str], Any]
+) -> tuple[str, Slot]:
+    """(template id, slot holding the preferred answer) for the rendered messages: the keyed
+    answer where `key_of` (`index_manifest`) knows the pair, else `latent_slot`."""
+    found = slot_texts(messages)
+    if found is None:
+        template_id = identify_template(messages) or DEFAULT_TEMPLATE
+        return template_id, ("Left" if int(digest[0], 16) % 2 == 0 else "Right")
+    template_id, left, right = found
+    left_sha = hashlib.sha256(left.encode("utf-8")).hexdigest()
+    right_sha = hashlib.sha256(right.encode("utf-8")).hexdigest()
+    keyed = key_of.get((left_sha, right_sha))
+    if keyed is not None:
+        return template_id, ("Left" if keyed == left_sha else "Right")
+    return template_id, latent_slot(left_sha, right_sha)
 
 
 def latent_slot(left_sha256: str, right_sha256: str) -> Slot:

@@ -1,11 +1,21 @@
 """The simulated judge's request rules: what each API refuses, and how it says so.
 
-Model profiles follow the model name as OpenAI's do: reasoning models (`o1`, `o3`, `o4-mini`,
-`gpt-5*` except the `-chat` variants, with or without a `provider/` prefix) refuse a
-temperature other than 1 and `max_tokens`, and accept `max_completion_tokens`. The
-Messages API wants `anthropic-version` and `max_tokens`; from version 2026-10-21 on it
-refuses `temperature`, `top_p` and `top_k` whatever their value; with extended thinking it
-wants a budget of at least 1024 tokens below `max_tokens` and no temperature other than 1.
+Model profiles follow the model name (with or without a `provider/` prefix or a date) as
+OpenAI's do, read on 2026-11-30 from its reasoning guide and the errors its API returns:
+
+- models that do not reason (`gpt-3.5*`, `gpt-4*`, `gpt-4o*`, `gpt-4.1*`, `chatgpt-*`,
+  every `-chat` variant) refuse `reasoning_effort` as an unrecognized argument;
+- reasoning models refuse `max_tokens` (they take `max_completion_tokens`), and a
+  temperature or top_p other than 1, except gpt-5.1 and later at effort `none` (their
+  default), and each family takes its own efforts: o-series `low` to `high`, gpt-5 `minimal`
+  to `high`, gpt-5-pro `high` only, gpt-5.1 `none` to `high`, gpt-5.2 and later `none` to
+  `xhigh`;
+- any other name (the personas, open models behind compatible servers) takes every field.
+
+The Messages API wants `anthropic-version` and `max_tokens`; from version 2026-10-21 on it
+refuses `temperature`, `top_p` and `top_k` whatever their value; Claude Opus 4.1, Sonnet and
+Haiku 4.5 and later refuse `temperature` with `top_p`; with extended thinking it wants a
+budget of at least 1024 tokens below `max_tokens` and no temperature other than 1.
 """
 
 from __future__ import annotations
@@ -17,9 +27,11 @@ from typing import Any, NamedTuple
 __all__ = [
     "MIN_THINKING_BUDGET",
     "SAMPLING_FREE_VERSION",
+    "OpenAIModel",
     "Problem",
     "anthropic_problem",
     "is_reasoning_model",
+    "openai_model",
     "openai_problem",
     "reply_limit",
     "thinking_budget",
@@ -29,7 +41,10 @@ MIN_THINKING_BUDGET = 1024
 # The Messages API version that dropped the sampling parameters (SDKs send it by default).
 SAMPLING_FREE_VERSION = "2026-10-21"
 _THINKING_TYPES = ("enabled", "adaptive", "disabled", "between_tools")
-_REASONING_NAME = re.compile(r"^(?:o\d+(?:$|-)|gpt-5(?!.*-chat))")
+_CHAT_NAME = re.compile(r"^(?:gpt-3\.5|gpt-4|chatgpt-)|-chat(?:$|-)")
+_O_SERIES = re.compile(r"^o\d+(?:$|-)")
+_GPT5 = re.compile(r"^gpt-5(?:\.(\d+))?(?:$|-)")
+_ONE_SAMPLER = re.compile(r"^claude-(?:opus-4-[1-9]|(?:sonnet|haiku)-4-[5-9]|[a-z]+-[5-9])")
 _THINKING_DOCS = (
     "Please consult our documentation at "
     "https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
@@ -46,9 +61,52 @@ class Problem(NamedTuple):
     code: str | None = None
 
 
+class OpenAIModel(NamedTuple):
+    """What an OpenAI model name takes: whether it reasons, its efforts, its default one."""
+
+    reasoning: bool
+    efforts: tuple[str, ...] = ()
+    default_effort: str | None = None
+
+
+_O_EFFORTS = ("low", "medium", "high")
+_GPT5_EFFORTS = ("minimal", "low", "medium", "high")
+_GPT51_EFFORTS = ("none", "low", "medium", "high")
+_GPT52_EFFORTS = ("none", "low", "medium", "high", "xhigh")
+
+
+def openai_model(model: str) -> OpenAIModel | None:
+    """The profile of an OpenAI model name; None for a name OpenAI does not use."""
+    name = model.rsplit("/", 1)[-1]
+    if _CHAT_NAME.search(name):
+        return OpenAIModel(reasoning=False)
+    if _O_SERIES.match(name):
+        return OpenAIModel(True, _O_EFFORTS, "medium")
+    gpt5 = _GPT5.match(name)
+    if gpt5 is None:
+        return None
+    minor = int(gpt5.group(1) or 0)
+    if minor == 0:
+        if name.startswith("gpt-5-pro"):
+            return OpenAIModel(True, ("high",), "high")
+        return OpenAIModel(True, _GPT5_EFFORTS, "medium")
+    if minor == 1 and "codex-max" not in name:
+        return OpenAIModel(True, _GPT51_EFFORTS, "none")
+    return OpenAIModel(True, _GPT52_EFFORTS, "none")
+
+
 def is_reasoning_model(model: str) -> bool:
-    """Whether the model name is an OpenAI reasoning model's (profile of o-series, gpt-5)."""
-    return bool(_REASONING_NAME.match(model.rsplit("/", 1)[-1]))
+    """Whether the model name is an OpenAI reasoning model's (o-series, gpt-5)."""
+    profile = openai_model(model)
+    return profile is not None and profile.reasoning
+
+
+def _values(efforts: tuple[str, ...]) -> str:
+    """`'a'`, `'a' and 'b'`, `'a', 'b', and 'c'`: as OpenAI lists supported values."""
+    quoted = [f"'{e}'" for e in efforts]
+    if len(quoted) <= 2:
+        return " and ".join(quoted)
+    return ", ".join(quoted[:-1]) + f", and {quoted[-1]}"
 
 
 def _positive_int(body: Mapping[str, Any], name: str) -> Problem | None:
@@ -67,16 +125,34 @@ def openai_problem(body: Mapping[str, Any], model: str) -> Problem | None:
         problem = _positive_int(body, name)
         if problem is not None:
             return problem
-    if not is_reasoning_model(model):
+    profile = openai_model(model)
+    if profile is None:
         return None
-    temperature = body.get("temperature")
-    if temperature is not None and temperature != 1:
+    effort = body.get("reasoning_effort")
+    if not profile.reasoning:
+        if effort is None:
+            return None
+        return Problem(
+            400, "invalid_request", "Unrecognized request argument supplied: reasoning_effort"
+        )
+    if effort is not None and effort not in profile.efforts:
         return Problem(
             400, "invalid_request",
-            f"Unsupported value: 'temperature' does not support {temperature} with this "
-            "model. Only the default (1) value is supported.",
-            "temperature", "unsupported_value",
+            f"Unsupported value: '{effort}' is not supported with the "
+            f"'{model.rsplit('/', 1)[-1]}' model. Supported values are: "
+            f"{_values(profile.efforts)}.",
+            "reasoning_effort", "unsupported_value",
         )  # fmt: skip
+    sampling = (effort or profile.default_effort) == "none"
+    for name in ("temperature", "top_p"):
+        value = body.get(name)
+        if value is not None and value != 1 and not sampling:
+            return Problem(
+                400, "invalid_request",
+                f"Unsupported value: '{name}' does not support {value} with this model. "
+                "Only the default (1) value is supported.",
+                name, "unsupported_value",
+            )  # fmt: skip
     if body.get("max_tokens") is not None:
         return Problem(
             400, "invalid_request",
@@ -110,6 +186,14 @@ def anthropic_problem(
         for name in ("temperature", "top_p", "top_k"):
             if name in body:
                 return Problem(400, "invalid_request", f"{name}: Extra inputs are not permitted")
+    model = str(body.get("model") or "").rsplit("/", 1)[-1]
+    sampled = body.get("temperature") is not None and body.get("top_p") is not None
+    if sampled and _ONE_SAMPLER.match(model):
+        return Problem(
+            400, "invalid_request",
+            "`temperature` and `top_p` cannot both be specified for this model. Please use "
+            "only one.",
+        )  # fmt: skip
     thinking = body.get("thinking")
     if thinking is None:
         return None

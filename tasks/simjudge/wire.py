@@ -13,6 +13,7 @@ from starlette.responses import JSONResponse, Response
 from tasks.templates import message_text
 
 __all__ = [
+    "CACHE_FIELDS",
     "anthropic_error",
     "anthropic_reply",
     "azure_error",
@@ -20,7 +21,12 @@ __all__ = [
     "messages_of",
     "openai_error",
     "openai_reply",
+    "reply_identity",
+    "without_cache_fields",
 ]
+
+CACHE_FIELDS = ("prompt_cache_key", "prompt_cache_retention", "cache_control")
+"""Request fields that steer the provider's prompt cache and never the reply."""
 
 
 def messages_of(body: Any, anthropic: bool) -> tuple[list[dict[str, Any]] | None, str | None]:
@@ -43,6 +49,51 @@ def messages_of(body: Any, anthropic: bool) -> tuple[list[dict[str, Any]] | None
     if text is None:
         return None, "system: must be a string or a list of text blocks"
     return [{"role": "system", "content": text}, *messages], None
+
+
+def without_cache_fields(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The body without its prompt-cache fields (`CACHE_FIELDS`, on the body and on content
+    blocks; a content list left with one plain text block becomes that text), or None when
+    it has none: the vendors document that caching never changes a reply, so the judge's
+    reply depends on the rest only."""
+    found = False
+
+    def plain(content: Any) -> Any:
+        nonlocal found
+        if not isinstance(content, list):
+            return content
+        marked = [isinstance(p, dict) and "cache_control" in p for p in content]
+        if not any(marked):
+            return content
+        found = True
+        parts = [
+            {k: v for k, v in p.items() if k != "cache_control"} if mark else p
+            for p, mark in zip(content, marked, strict=True)
+        ]
+        if len(parts) == 1 and parts[0].keys() == {"type", "text"}:
+            return parts[0]["text"]
+        return parts
+
+    out = {k: v for k, v in body.items() if k not in CACHE_FIELDS}
+    found = len(out) < len(body)
+    if "system" in out:
+        out["system"] = plain(out["system"])
+    if isinstance(out.get("messages"), list):
+        out["messages"] = [
+            {**m, "content": plain(m["content"])} if isinstance(m, dict) and "content" in m else m
+            for m in out["messages"]
+        ]
+    return out if found else None
+
+
+def reply_identity(raw: bytes, body: dict[str, Any]) -> bytes:
+    """The bytes a reply is a function of: the request body as sent, or, when it carries
+    prompt-cache fields, the body the same request without them is sent as (compact JSON, as
+    httpx and the SDKs encode it)."""
+    plain = without_cache_fields(body)
+    if plain is None:
+        return raw
+    return json.dumps(plain, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 def messages_digest(body: Any) -> str | None:
@@ -111,9 +162,10 @@ def anthropic_error(
 
 def openai_reply(
     digest: str, model: str, text: str, usage: tuple[int, int],
-    finish_reason: str = "stop", reasoning_tokens: int | None = None,
+    finish_reason: str = "stop", reasoning_tokens: int | None = None, cached_tokens: int = 0,
 ) -> dict[str, Any]:  # fmt: skip
-    """A chat completion; `reasoning_tokens` (reasoning models) adds the usage details."""
+    """A chat completion; `reasoning_tokens` (reasoning models) adds the usage details;
+    `cached_tokens` of the prompt tokens came from the prompt cache."""
     message = {"role": "assistant", "content": text, "refusal": None}
     choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}
     reply: dict[str, Any] = {
@@ -127,7 +179,7 @@ def openai_reply(
             "prompt_tokens": usage[0],
             "completion_tokens": usage[1],
             "total_tokens": usage[0] + usage[1],
-            "prompt_tokens_details": {"cached_tokens": 0},
+            "prompt_tokens_details": {"cached_tokens": cached_tokens},
         },
     }
     if reasoning_tokens is not None:
@@ -138,8 +190,13 @@ def openai_reply(
 def anthropic_reply(
     digest: str, model: str, text: str | None, usage: tuple[int, int],
     stop_reason: str = "end_turn", thinking: str | None = None,
+    cache: tuple[int, int, int] = (0, 0, 0),
 ) -> dict[str, Any]:  # fmt: skip
-    """A Messages reply: a thinking block (if any) before the text block (None: no text)."""
+    """A Messages reply: a thinking block (if any) before the text block (None: no text).
+
+    `usage[0]` counts every prompt token; `cache` is (read, written for 5 minutes, written
+    for 1 hour) of them, and `input_tokens` the rest, as the Messages API reports them."""
+    read, write_5m, write_1h = cache
     content: list[dict[str, Any]] = []
     if thinking is not None:
         signature = base64.b64encode(hashlib.sha256(f"{digest}:thinking".encode()).digest())
@@ -157,9 +214,13 @@ def anthropic_reply(
         "stop_reason": stop_reason,
         "stop_sequence": None,
         "usage": {
-            "input_tokens": usage[0],
+            "input_tokens": usage[0] - read - write_5m - write_1h,
             "output_tokens": usage[1],
-            "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": 0,
+            "cache_creation_input_tokens": write_5m + write_1h,
+            "cache_read_input_tokens": read,
+            "cache_creation": {
+                "ephemeral_5m_input_tokens": write_5m,
+                "ephemeral_1h_input_tokens": write_1h,
+            },
         },
     }

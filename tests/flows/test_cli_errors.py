@@ -212,7 +212,7 @@ def test_runs_lists_healthy_runs_and_warns_of_a_damaged_record(bad_inputs: Path)
 
 @pytest.mark.slow
 def test_debug_shows_the_traceback_of_a_failed_task(bad_inputs: Path) -> None:
-    """replay fails inside a Prefect task: --debug shows where."""
+    """replay refuses its input: --debug shows where."""
     result = judgeline(bad_inputs, CASES["replay"], "--debug")
     assert result.returncode == 1, result.stdout + result.stderr
     assert "Traceback (most recent call last)" in result.stderr

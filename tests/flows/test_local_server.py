@@ -13,8 +13,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from support import REPO
 
@@ -39,22 +37,22 @@ def _env(home: Path, idle_s: float = 120) -> dict[str, str]:
     return env
 
 
-def _outcomes(path: Path) -> Path:
-    """A replay input of 3 pairs at K = 2 (the smallest job that runs a flow)."""
-    rows = [
-        {"judge": "j", "config": "c", "dataset": "d", "pair_id": f"p{i}", "seed": s,
-         "order": o, "outcome": "AB"[(i + s) % 2] if o == "AB" else "A", "key": "A"}
-        for i in range(3) for s in range(2) for o in ("AB", "BA")
-    ]  # fmt: skip
-    pq.write_table(pa.Table.from_pylist(rows), path)
+def _judgments(path: Path) -> Path:
+    """A judgments table of 3 pairs judged once in each order (importing it is the smallest
+    job that runs a flow)."""
+    lines = ["pair_id,question,a,b,reply,order"]
+    lines += [f"p{i},Question {i}?,yes {i},no {i},My final verdict is [[A>B]].,{order}"
+              for i in range(3) for order in ("AB", "BA")]  # fmt: skip
+    path.write_text("\n".join(lines) + "\n")
     return path
 
 
-def _replay(tmp_path: Path, home: Path, idle_s: float = 120) -> subprocess.Popen[str]:
-    calls = _outcomes(tmp_path / "outcomes.parquet")
-    out = tmp_path / f"replay-{time.monotonic_ns()}"
-    command = [JUDGELINE, "--work-dir", str(tmp_path / "work"), "replay", "--calls", str(calls),
-               "--out", str(out)]  # fmt: skip
+def _import(tmp_path: Path, home: Path, idle_s: float = 120) -> subprocess.Popen[str]:
+    """`judgeline import` of a small judgments table: a job that runs a flow."""
+    table = _judgments(tmp_path / "judgments.csv")
+    command = [JUDGELINE, "--work-dir", str(tmp_path / "work"), "import", "table", str(table),
+               "--map", "pair_id=pair_id,question=question,answer_a=a,answer_b=b,reply=reply,"
+               "order=order", "--judge", "j"]  # fmt: skip
     return subprocess.Popen(
         command, env=_env(home, idle_s), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
@@ -63,7 +61,7 @@ def _replay(tmp_path: Path, home: Path, idle_s: float = 120) -> subprocess.Popen
 def _finish(proc: subprocess.Popen[str]) -> None:
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, out + err
-    assert "replay summary" in out, out
+    assert "report: " in out, out
 
 
 def _server_pid(home: Path) -> int:
@@ -93,19 +91,19 @@ def _gone(pid: int, within_s: float) -> bool:
 def test_a_second_command_reuses_the_server_and_a_killed_one_is_replaced(
     tmp_path: Path, home: Path
 ) -> None:
-    _finish(_replay(tmp_path, home))
+    _finish(_import(tmp_path, home))
     first = _server_pid(home)
-    _finish(_replay(tmp_path, home))
+    _finish(_import(tmp_path, home))
     assert _server_pid(home) == first and _starts(home) == 1
     os.kill(first, signal.SIGKILL)
     assert _gone(first, 10)
-    _finish(_replay(tmp_path, home))
+    _finish(_import(tmp_path, home))
     assert _server_pid(home) != first and _starts(home) == 2
 
 
 @pytest.mark.slow
 def test_two_first_commands_at_once_start_one_server(tmp_path: Path, home: Path) -> None:
-    procs = [_replay(tmp_path, home) for _ in range(2)]
+    procs = [_import(tmp_path, home) for _ in range(2)]
     for proc in procs:
         _finish(proc)
     assert _starts(home) == 1
@@ -113,12 +111,12 @@ def test_two_first_commands_at_once_start_one_server(tmp_path: Path, home: Path)
 
 @pytest.mark.slow
 def test_the_server_stops_after_its_idle_period(tmp_path: Path, home: Path) -> None:
-    _finish(_replay(tmp_path, home, idle_s=3))
+    _finish(_import(tmp_path, home, idle_s=3))
     pid = _server_pid(home)
     assert _gone(pid, 30), "the server outlived its idle period"
     assert not ServerFiles(home).state.exists()
     # The next command starts a new one.
-    _finish(_replay(tmp_path, home, idle_s=3))
+    _finish(_import(tmp_path, home, idle_s=3))
     assert _starts(home) == 2
 
 
@@ -164,3 +162,54 @@ def test_state_file_names_pid_port_and_version(tmp_path: Path) -> None:
                                        "idle_seconds": 3.0, "started_at": 4.0}))  # fmt: skip
     info = files.read()
     assert info is not None and info.api_url == "http://127.0.0.1:2/api"
+
+
+@pytest.fixture
+def read_only_dir(tmp_path: Path) -> Iterator[Path]:
+    """A work dir used before (its Prefect home exists), now on a read-only bind mount
+    (skipped where mounting is not allowed)."""
+    source, target = tmp_path / "source", tmp_path / "read-only"
+    (source / ".prefect").mkdir(parents=True)
+    target.mkdir()
+    mounted = subprocess.run(["mount", "--bind", str(source), str(target)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot bind-mount here: {mounted.stderr.decode().strip()}")
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(target)], check=True)
+        yield target
+    finally:
+        subprocess.run(["umount", str(target)], check=False)
+
+
+def test_a_read_only_work_dir_is_refused_at_once(
+    tmp_path: Path, home: Path, read_only_dir: Path
+) -> None:
+    config = tmp_path / "run.yaml"
+    judge = "{name: j, base_url: 'http://127.0.0.1:9/v1', model: m}"
+    config.write_text(f"name: x\ndatasets: [{{kind: demo}}]\njudges: [{judge}]\n")
+    env = _env(home)
+    env.pop("PREFECT_HOME")  # Prefect's home would be in the work dir, too
+    started = time.monotonic()
+    command = [JUDGELINE, "--work-dir", str(read_only_dir), "run", str(config)]
+    result = subprocess.run(command, env=env, capture_output=True, text=True)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.startswith(f"error: {read_only_dir}: not usable as a work dir"), (
+        result.stderr
+    )
+    assert "Read-only file system" in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert time.monotonic() - started < 30
+
+
+@pytest.mark.slow
+def test_a_server_whose_home_is_deleted_stops(tmp_path: Path, home: Path) -> None:
+    """`rm -rf work` under a running server: no command can reach it any more, so it exits
+    instead of running forever."""
+    import shutil
+
+    command = [JUDGELINE, "--work-dir", str(tmp_path / "work"), "server", "start"]
+    started = subprocess.run(command, env=_env(home), capture_output=True, text=True)
+    assert started.returncode == 0, started.stderr
+    pid = _server_pid(home)
+    shutil.rmtree(home)
+    assert _gone(pid, 30), "the server outlived its deleted home"

@@ -110,7 +110,7 @@ def test_a_wrong_key_fails_the_run_and_rerun_failed_completes_it(
     assert "run wrong-key failed: no judge config produced a valid outcome" in out
     # The provider's own words, the breaker stop, and what to do next.
     assert "Incorrect API key provided" in out
-    assert "stopped after" in out and "auth failures (HTTP 401)" in out
+    assert "stopped after 3 auth failures in a row (HTTP 401)" in out
     assert "`judgeline rerun-failed wrong-key` after fixing the key" in out
     assert out.index("failed: no judge config") < out.index("score (95% CI)")  # reasons lead
     assert "no valid outcome" in out and "0.500" not in out

@@ -104,3 +104,23 @@ def test_a_table_needs_a_judge_and_a_mapping(tmp_path: Path) -> None:
         read_seeds("table", path, ImportOptions(mapping=MAP))
     with pytest.raises(InputError, match="--map"):
         read_seeds("table", path, ImportOptions(judge="j"))
+
+
+def test_a_table_without_verdicts_has_no_disagreements() -> None:
+    """Nothing records a verdict: no comparison, not one "disagreement" per reply."""
+    import pyarrow as pa
+
+    from tasks.imports import agreement
+
+    rows = [{"call_key": f"k{i}", "source_file": "t.csv", "source_line": i + 2, "judgment": i,
+             "recorded_verdict": None, "recorded_label": None} for i in range(3)]  # fmt: skip
+    labels = pa.Table.from_pylist(
+        [{"call_key": f"k{i}", "label": "Left", "note": None} for i in range(3)]
+    )
+    calls = pa.Table.from_pylist([{"call_key": f"k{i}", "presentation_id": f"p{i}", "seed": 0,
+                                   "status": "stored"} for i in range(3)])  # fmt: skip
+    counts = agreement(pa.Table.from_pylist(rows), labels, calls)
+    assert (counts["compared"], counts["disagree"]) == (0, 0)
+    rows[1]["recorded_verdict"], rows[1]["recorded_label"] = "A>B", "Left"
+    counts = agreement(pa.Table.from_pylist(rows), labels, calls)
+    assert (counts["compared"], counts["agree"], counts["disagree"]) == (3, 1, 2)

@@ -13,8 +13,9 @@ from typing import Any
 import httpx
 import pyarrow.parquet as pq
 import pytest
-from support import StagedPlan, stage_demo_plan
+from support import StagedPlan, stage_demo_plan, stage_plan
 
+from schemas import Pair
 from schemas.cost import Price
 from schemas.judge import JudgeSpec
 from tasks.judging.batch_api import BatchJournal, PollSchedule, batch_sender, split_lines
@@ -24,6 +25,7 @@ from tasks.judging.estimate import estimate_plan
 from tasks.judging.request import JudgeRequest, StageHooks
 from tasks.judging.spend import run_spend
 from tasks.judging.stage import run_judge_stage, unstored_call_keys
+from tasks.simjudge.persona import Persona
 from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 
@@ -226,3 +228,56 @@ def test_a_batch_judge_is_billed_at_its_batch_discount(
     for judge, usd in paid.items():
         assert usd is not None and usd > 0 and halved[judge] == pytest.approx(usd / 2, rel=1e-12)
         assert ahead[judge].usd_low == pytest.approx(ahead_direct[judge].usd_low / 2, rel=1e-12)
+
+
+def test_batch_replies_keep_their_reasoning_and_cached_prompt_tokens(
+    staged: StagedPlan, tmp_path: Path
+) -> None:
+    """The same calls of a reasoning model, direct and through the batch API, record the same
+    reasoning tokens, and both record the cached prompt tokens the usage reports."""
+    personas = [Persona(name="o4-mini", skill=0.9)]
+    with SimJudgeServer(personas, api_key=KEY) as srv:
+        judge = JudgeSpec(
+            name="o4", base_url=srv.base_url, model="o4-mini", reasoning=True, simulated=True,
+            api_key_env="JUDGELINE_BATCH_KEY",
+        )  # fmt: skip
+        direct, batched = _stage(staged, tmp_path, "direct"), _stage(staged, tmp_path, "batch")
+        _run(direct, (judge,))
+        _run(batched, (judge.model_copy(update={"batch": True}),))
+    cols = ["reasoning_tokens", "cached_prompt_tokens"]
+    sent = {r["call_key"]: [r[c] for c in cols] for r in read_replies(direct.work).to_pylist()}
+    came = {r["call_key"]: [r[c] for c in cols] for r in read_replies(batched.work).to_pylist()}
+    assert sent.keys() == came.keys() and len(sent) > 0
+    assert all(reasoning > 0 for reasoning, _ in sent.values())
+    assert [v[0] for k, v in sorted(came.items())] == [v[0] for k, v in sorted(sent.items())]
+    assert all(cached is not None for _, cached in came.values())
+    spent = {s.judge: s.reasoning_tokens for s in run_spend(batched.work, "r1")}
+    assert spent["o4"] == sum(v[0] for v in sent.values())
+
+
+def _long_pairs(n: int) -> list[Pair]:
+    """Pairs whose prompts are about 2,000 tokens: long enough for every prompt cache."""
+    text = "Each step of the working is shown and checked against the question. " * 55
+    return [
+        Pair(pair_id=f"long-{i}", dataset="long", source="test", question=f"Question {i}?",
+             answer_a=f"A{i}. {text}", answer_b=f"B{i}. {text}", key="A")
+        for i in range(n)
+    ]  # fmt: skip
+
+
+def test_both_batch_apis_take_the_caching_fields(server: SimJudgeServer, tmp_path: Path) -> None:
+    plan = stage_plan(WorkDir(tmp_path / "work"), "long", _long_pairs(3), k=2)
+    counts = _run(plan, _judges(server, batch=True))
+    assert counts["stored"] == counts["planned"] == 2 * 3 * 4
+    bodies = {job.api: [body for _, body in job.requests]
+              for job in server.judge.batches.jobs.values()}  # fmt: skip
+    assert all(b["prompt_cache_key"].startswith("judgeline-") for b in bodies["openai"])
+    for body in bodies["anthropic"]:
+        [block] = body["messages"][-1]["content"]
+        assert block["cache_control"] == {"type": "ephemeral"}
+    # Batch replies record what the provider's cache did (here: repeats after their first).
+    replies = read_replies(plan.work).to_pylist()
+    assert all(r["cached_prompt_tokens"] is not None for r in replies)
+    spent = {s.judge: s for s in run_spend(plan.work, "r1")}
+    assert spent["claude"].cache_write_tokens > 0 and spent["claude"].cached_prompt_tokens > 0
+    assert spent["gpt"].cached_prompt_tokens > 0

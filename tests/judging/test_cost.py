@@ -19,7 +19,7 @@ from tasks.judging.cache import read_replies
 from tasks.judging.estimate import estimate_plan, input_tokens
 from tasks.judging.prices import AS_OF, builtin_price, price_of
 from tasks.judging.providers import AnthropicProvider, OpenAIProvider, Reply
-from tasks.judging.spend import run_spend
+from tasks.judging.spend import reply_usd, run_spend
 from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 
@@ -136,6 +136,44 @@ def test_usage_details_are_read_from_both_dialects() -> None:
     assert PRICE.usd(1050, 9, cached_tokens=1000) == pytest.approx(
         (50 * 0.15 + 1000 * 0.075 + 9 * 0.60) / 1e6
     )
+
+
+def test_cache_writes_are_read_and_priced_at_their_own_rates() -> None:
+    anthropic = AnthropicProvider.__new__(AnthropicProvider)
+    data = {
+        "content": [{"type": "text", "text": "A"}],
+        "stop_reason": "end_turn",
+        "usage": {
+            "input_tokens": 8, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 3000,
+            "cache_creation": {"ephemeral_5m_input_tokens": 1000,
+                               "ephemeral_1h_input_tokens": 2000},
+            "output_tokens": 10,
+        },
+    }  # fmt: skip
+    reply = anthropic.parse(data, 5.0)
+    assert isinstance(reply, Reply)
+    assert (reply.prompt_tokens, reply.cache_write_tokens, reply.cache_write_1h_tokens) == (
+        3008, 3000, 2000,
+    )  # fmt: skip
+    sonnet = builtin_price("claude-sonnet-4-5")
+    assert sonnet is not None and (sonnet.cache_write, sonnet.cache_write_1h) == (3.75, 6.00)
+    # 8 at $3, 1,000 written for 5 minutes at $3.75, 2,000 for an hour at $6, 10 out at $15.
+    paid = (8 * 3 + 1000 * 3.75 + 2000 * 6 + 10 * 15) / 1e6
+    assert sonnet.usd(3008, 10, cache_write_tokens=3000, cache_write_1h_tokens=2000) == (
+        pytest.approx(paid, rel=1e-12)
+    )
+    row = {"prompt_tokens": 3008, "completion_tokens": 10, "cache_write_tokens": 3000,
+           "cache_write_1h_tokens": 2000, "sent_in_batch": True}  # fmt: skip
+    assert reply_usd(sonnet, row) == pytest.approx(paid / 2, rel=1e-12)
+    assert reply_usd(sonnet, row, prompt_cache=False) == pytest.approx(
+        (3008 * 3 + 10 * 15) / 2e6, rel=1e-12
+    )
+    # OpenAI bills no writes apart: its prices state none, and writes cost the input price.
+    mini = builtin_price("gpt-5-mini")
+    assert mini is not None and mini.cache_write is None
+    assert mini.usd(2000, 0, cache_write_tokens=2000) == mini.usd(2000, 0)
+    # A price recorded before write prices existed dumps (and compares) as it did then.
+    assert "cache_write" not in PRICE.model_dump() and "cache_write" in sonnet.model_dump()
 
 
 def test_reasoning_tokens_take_their_own_price() -> None:

@@ -4,9 +4,11 @@ every Retry-After form, quota never retried, the breaker, truncated replies, who
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import email.utils
 import json
+import logging
 from typing import Any
 
 import httpx
@@ -20,6 +22,7 @@ from tasks.judging.failures import DETAIL_LIMIT_BYTES, error_message, retry_afte
 from tasks.judging.pacing import BREAKER_TRIP_AFTER, RetryPolicy
 from tasks.judging.providers import CallRequest
 from tasks.parsing import parse_reply
+from tasks.runhealth import stop_line
 from tasks.templates import render
 
 KEY = "sk-judgeline-failures-1c2d3e4f"
@@ -284,8 +287,68 @@ def test_breaker_stops_a_wrong_key_after_a_handful_of_calls(judge: ScriptedJudge
     assert all(r.reply is None and not r.attempts for r in held)  # pending: nothing recorded
     [trip] = client.tripped
     assert (trip.judge, trip.config, trip.category, trip.http_status) == ("j", "d", "auth", 401)
-    assert trip.failures == sent and trip.held == len(held)
+    assert trip.failures + trip.in_flight_failed == sent and trip.held == len(held)
     assert message in trip.message and KEY not in trip.message
+
+
+def test_breaker_stop_says_one_count_and_the_requests_in_flight(
+    judge: ScriptedJudge, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The first 16 requests leave together (and one more after each of the first two
+    401s); the breaker trips at the third 401 and the others answer afterwards. The log line
+    at the trip and the run's reason agree: 3 in a row (as the README says), and the 13-15
+    more requests that were in flight."""
+    caplog.set_level(logging.WARNING, logger="tasks.judging.client")
+    judge.delay_s = 0.2
+    judge.fallback = lambda body: Answer(401, _error("invalid_request_error", "bad key", None))
+    results, client = _send(_spec(judge, max_concurrency=16), [_request(i) for i in range(64)])
+    sent = len(judge.log)
+    assert 16 <= sent <= 18
+    [trip] = client.tripped
+    assert (trip.failures, trip.in_flight, trip.in_flight_failed) == (3, sent - 3, sent - 3)
+    [logged] = [r.getMessage() for r in caplog.records if "stopped after" in r.getMessage()]
+    line = stop_line("r", dataclasses.asdict(trip), trip.message, trip.held)
+    for text in (logged, line):
+        assert f"stopped after {BREAKER_TRIP_AFTER} auth failures in a row" in text, text
+    assert f"{sent - 3} more requests were in flight" in logged
+    assert f"{sent - 3} requests already in flight then failed too" in line
+    assert f"{64 - sent} calls not sent" in line
+    assert sum(r.failure is not None for r in results) == sent
+
+
+def test_a_timeout_is_retried_once_and_counted(judge: ScriptedJudge) -> None:
+    """A judge slower than the timeout: a provider may bill a request the client gave up
+    on, so each call is tried twice, not 1 + max_retries times, and every abandoned request
+    is counted."""
+    judge.delay_s = 1.0
+    spec = _spec(judge, timeout_s=0.2, max_retries=4)
+    results, client = _send(spec, [_request(i) for i in range(8)])
+    assert len(judge.log) == 16
+    for r in results:
+        assert r.failure is not None and r.failure.category == "timeout"
+        assert [a.error_category for a in r.attempts] == ["timeout", "timeout"]
+    assert client.timed_out == 16
+
+
+def test_the_default_timeout_grows_with_the_output_budget() -> None:
+    base = {"name": "j", "base_url": "https://api.openai.com/v1", "model": "o4-mini"}
+    judge = JudgeSpec.model_validate(
+        base | {"reasoning": True, "configs": [
+            {"name": "low", "reasoning_effort": "low"},
+            {"name": "high", "reasoning_effort": "high", "max_tokens": 16000},
+            {"name": "open", "max_tokens": None},
+        ]}
+    )  # fmt: skip
+    low, high, unbounded = judge.configs
+    # 60 s plus the Anthropic SDK's own expectation for a non-streaming reply (an hour per
+    # 128,000 output tokens), never under 120 s; no limit: the SDKs' 10 minutes.
+    assert judge.request_timeout(low) == pytest.approx(60 + 3600 * 4096 / 128_000)
+    assert judge.request_timeout(high) == pytest.approx(60 + 3600 * 16_000 / 128_000)
+    assert judge.request_timeout(unbounded) == 600
+    plain = JudgeSpec.model_validate(base | {"model": "gpt-4o-mini"})
+    assert plain.request_timeout() == 120  # max_tokens 1024: the floor
+    fixed = JudgeSpec.model_validate(base | {"timeout_s": 30, "max_tokens": 16000})
+    assert fixed.request_timeout() == 30
 
 
 def test_breaker_is_per_config_and_bad_request_counts_only_before_a_success(

@@ -342,3 +342,30 @@ def test_progress_counts_only_the_wanted_calls(
     )
     counts = asyncio.run(stage.run_judge_stage(second))
     assert counts["sent"] == 3 and bars[-1] == (8, 5)
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_harness")
+def test_cli_judge_whose_calls_all_time_out_fails(tmp_path: Path) -> None:
+    """A judge slower than its timeout (stall 3 s, timeout 0.5 s): each of the 8 calls is
+    sent twice (a timeout is retried once), and `judgeline judge` exits 4 saying why."""
+    from flows.cli import app
+
+    staged = stage_demo_plan(WorkDir(tmp_path / "work"), pairs=2, k=2)
+    with SimJudgeServer(api_key=KEY) as slow:
+        slow.set_faults(rate_stall=1.0, stall_s=3.0)
+        judges = tmp_path / "judges.yaml"
+        spec = _judge(slow, timeout_s=0.5, max_retries=4).model_dump(mode="json")
+        judges.write_text(json.dumps({"judges": [spec]}), "utf-8")
+        result = CliRunner().invoke(
+            app,
+            ["--work-dir", str(staged.work.root), "judge", staged.plan_id, "--judges",
+             str(judges), "--no-progress", "--run-id", "slow"],
+        )  # fmt: skip
+    assert result.exit_code == 4, result.output
+    attempts = read_attempts(staged.work).to_pylist()
+    assert len(attempts) == 16 and {a["error_category"] for a in attempts} == {"timeout"}
+    out = result.output
+    assert "16 requests timed out" in out
+    assert "run slow failed: no judge config produced a valid outcome" in out
+    assert "failed: 8 timeout" in out and "the timeout of 0.5 s is retried once at most" in out

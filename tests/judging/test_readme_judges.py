@@ -4,6 +4,9 @@ Each `# judge profile: NAME` YAML block of README.md is loaded as is; only its b
 scheme and host are pointed at the simulated judge (path and query stay, e.g. Azure's
 `/openai/deployments/D?api-version=...`). A tiny judge run must store every call, and the
 simulated judge's request log must show the URL, headers and body fields each API expects.
+Every other README block with a `judges:` list (the run configuration, the batch judges)
+is run the same way, and every request body any README judge config sends passes the
+simulated judge's model profiles (`tasks.simjudge.rules`: what the vendors refuse).
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ from tasks.workdir import WorkDir
 
 KEY = "sk-judgeline-readme-3c9a"
 BLOCK = re.compile(r"```yaml\n# judge profile: (\S+)\n(.*?)```", re.DOTALL)
+ANY_BLOCK = re.compile(r"^## ([^\n]+)$|```yaml\n(.*?)```", re.DOTALL | re.MULTILINE)
+FRAGMENTS = {"prices-and-estimates"}
+"""Blocks that show one field of a judge written in full above (its `price:`), not a judge."""
 
 
 def readme_judges() -> dict[str, list[dict[str, Any]]]:
@@ -35,7 +41,27 @@ def readme_judges() -> dict[str, list[dict[str, Any]]]:
     return {name: yaml.safe_load(body)["judges"] for name, body in BLOCK.findall(text)}
 
 
+def other_readme_judges() -> dict[str, list[dict[str, Any]]]:
+    """Every other README block with a `judges:` list, named after its section (the
+    fragments of FRAGMENTS left out)."""
+    text = (REPO / "README.md").read_text("utf-8")
+    found: dict[str, list[dict[str, Any]]] = {}
+    section = ""
+    for match in ANY_BLOCK.finditer(text):
+        heading, body = match.groups()
+        if heading is not None:
+            section = re.sub(r"[^a-z0-9]+", "-", heading.lower()).strip("-")
+            continue
+        if body.startswith("# judge profile:") or "judges:" not in body:
+            continue
+        assert section not in found, f"two judge blocks in README section {section!r}"
+        if section not in FRAGMENTS:
+            found[section] = yaml.safe_load(body)["judges"]
+    return found
+
+
 BLOCKS = readme_judges()
+OTHER_BLOCKS = other_readme_judges()
 
 # What the simulated judge must see per block: path, query, header names present and
 # absent, body fields with their values (None: absent).
@@ -83,6 +109,33 @@ def test_the_readme_has_one_block_per_profile() -> None:
     assert set(BLOCKS) == set(EXPECTED)
     profiles = {JudgeSpec.model_validate(j).profile for js in BLOCKS.values() for j in js}
     assert profiles == {"openai", "anthropic", "azure", "openai_compatible"}
+    assert set(OTHER_BLOCKS) == {
+        "a-run-configuration", "provider-prompt-caching", "provider-batch-apis-half-price",
+    }  # fmt: skip
+
+
+def test_every_readme_judge_config_passes_the_model_profiles() -> None:
+    """The body each config of each README judge sends is one its vendor accepts (the
+    README's first judge once sent `reasoning_effort` to gpt-4o-mini: OpenAI answers 400)."""
+    from tasks.judging.endpoints import anthropic_body, openai_body
+    from tasks.simjudge.rules import anthropic_problem, openai_problem
+    from tasks.templates import render
+
+    messages = render("arena-hard-v1", question="q", left="a", right="b").messages
+    headers = {"anthropic-version": "2023-06-01"}
+    checked = 0
+    for name, judges in {**BLOCKS, **OTHER_BLOCKS}.items():
+        for raw in judges:
+            spec = JudgeSpec.model_validate(raw)
+            for config in spec.configs:
+                if spec.provider == "anthropic":
+                    body = anthropic_body(spec, config, messages, 0)
+                    problem = anthropic_problem(body, headers, require_version=True)
+                else:
+                    problem = openai_problem(openai_body(spec, config, messages, 0), spec.model)
+                assert problem is None, (name, spec.name, config.name, problem)
+                checked += 1
+    assert checked >= 14
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +146,7 @@ def _stored_plan(tmp_path_factory: pytest.TempPathFactory) -> StagedPlan:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[SimJudgeServer]:
-    models = {j["model"] for js in BLOCKS.values() for j in js}
+    models = {j["model"] for js in (*BLOCKS.values(), *OTHER_BLOCKS.values()) for j in js}
     personas = [Persona(name=m, skill=0.9) for m in sorted(models)]
     with SimJudgeServer(personas, api_key=KEY, require_anthropic_version=True) as srv:
         yield srv
@@ -106,17 +159,17 @@ def _at(server: SimJudgeServer, base_url: str) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_readme_judge_against_the_simulated_judge(
+def _judged(
     name: str,
+    blocks: list[dict[str, Any]],
     server: SimJudgeServer,
-    _stored_plan: StagedPlan,
-    work: WorkDir,
+    staged: StagedPlan,
     monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    staged = _stored_plan.copy_to(work)
+) -> dict[str, Any]:
+    """Judge the staged plan with a README block's judges on the simulated judge (its log
+    cleared first); every call must be stored. Returns the stage's counts."""
     judges = []
-    for raw in BLOCKS[name]:
+    for raw in blocks:
         monkeypatch.setenv(raw["api_key_env"], KEY)
         judges.append(JudgeSpec.model_validate({**raw, "base_url": _at(server, raw["base_url"])}))
     server.clear_log()
@@ -125,7 +178,18 @@ def test_readme_judge_against_the_simulated_judge(
     )
     counts = asyncio.run(run_judge_stage(request))
     assert counts["stored"] == counts["planned"] > 0, counts
+    return counts
 
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_readme_judge_against_the_simulated_judge(
+    name: str,
+    server: SimJudgeServer,
+    _stored_plan: StagedPlan,
+    work: WorkDir,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    counts = _judged(name, BLOCKS[name], server, _stored_plan.copy_to(work), monkeypatch)
     want = EXPECTED[name]
     log = server.request_log()
     assert len(log) == counts["planned"] and {e["status"] for e in log} == {200}
@@ -145,3 +209,18 @@ def test_readme_judge_against_the_simulated_judge(
             (e["fields"]["reasoning_effort"], e["fields"]["max_completion_tokens"]) for e in log
         }
         assert sent == want["efforts"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(OTHER_BLOCKS))
+def test_other_readme_judges_against_the_simulated_judge(
+    name: str,
+    server: SimJudgeServer,
+    _stored_plan: StagedPlan,
+    work: WorkDir,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The run configuration's and the batch section's judges store every call (batch
+    judges through the simulated judge's batch APIs), and every request was answered 200."""
+    _judged(name, OTHER_BLOCKS[name], server, _stored_plan.copy_to(work), monkeypatch)
+    assert {e["status"] for e in server.request_log()} == {200}

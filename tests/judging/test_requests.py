@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from schemas.decoding import ReasoningConfig
 from schemas.judge import JudgeSpec
 from tasks.errors import InputError
-from tasks.judging.callkey import call_key
+from tasks.judging.callkey import call_key, messages_sha256
 from tasks.judging.client import CallResult, JudgeClient
 from tasks.judging.providers import PROVIDERS, CallRequest
 from tasks.simjudge.server import SimJudgeServer
@@ -113,7 +113,11 @@ def test_todays_configs_keep_their_keys_bodies_and_dumps(
     spec = _spec(**judge)
     config = ReasoningConfig(name="c", extra=config_extra)
     assert _key(spec, config) == key
-    assert json.dumps(_body(spec, config)) == body
+    # Without prompt caching, today's body exactly; with it, the same key (caching fields
+    # never enter it).
+    off = _spec(**judge, prompt_cache="off")
+    assert json.dumps(_body(off, config)) == body and _key(off, config) == key
+    assert _body(spec, config) != _body(off, config)
     dumped = spec.model_dump(mode="json")
     assert set(dumped) == {
         "name", "provider", "base_url", "model", "api_key_env", "api_key_secret", "temperature",
@@ -139,6 +143,7 @@ def test_openai_reasoning_model() -> None:
     assert json.loads(sent.content) == {
         "model": "o4-mini", "messages": list(MESSAGES), "max_completion_tokens": 4096,
         "seed": 3, "reasoning_effort": "high",
+        "prompt_cache_key": "judgeline-" + messages_sha256(MESSAGES)[:40],
     }  # fmt: skip
 
 
@@ -154,10 +159,16 @@ def test_claude_with_thinking(base_url: str) -> None:
     assert sent.headers["x-api-key"] == KEY and "authorization" not in sent.headers
     assert sent.headers["anthropic-version"] == "2023-06-01"
     assert sent.headers["anthropic-beta"] == "interleaved-thinking-2025-05-14"
+    # The prompt's last block carries the cache breakpoint: the K repeats share all of it.
+    marked = {
+        "type": "text",
+        "text": MESSAGES[1]["content"],
+        "cache_control": {"type": "ephemeral"},
+    }
     assert json.loads(sent.content) == {
-        "model": "claude-sonnet-4-5", "messages": [MESSAGES[1]], "max_tokens": 3024,
-        "stop_sequences": ["###"], "thinking": {"type": "enabled", "budget_tokens": 2000},
-        "system": "judge",
+        "model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": [marked]}],
+        "max_tokens": 3024, "stop_sequences": ["###"],
+        "thinking": {"type": "enabled", "budget_tokens": 2000}, "system": "judge",
     }  # fmt: skip
 
 
@@ -205,7 +216,9 @@ def test_generic_server_sends_seed_only_when_set() -> None:
 
 
 def test_null_removes_a_field_and_a_config_overrides_its_judge() -> None:
-    spec = _spec(temperature=None, max_tokens=None, seed=None, system_role="developer")
+    spec = _spec(
+        temperature=None, max_tokens=None, seed=None, system_role="developer", prompt_cache="off"
+    )
     assert _body(spec) == {"model": "m", "messages": [{"role": "developer", "content": "judge"},
                                                        MESSAGES[1]]}  # fmt: skip
     judge = _spec(top_p=0.5, reasoning_effort="low")

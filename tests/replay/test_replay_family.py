@@ -1,122 +1,22 @@
 """Every policy, core and paired family, against a literal enumeration in exact fractions.
 
-The reference follows docs/design.md#stopping-policies and docs/design.md#paired-family word
-for word: it enumerates every assignment of the design, every arrangement of the calls that
-run in random order (each distinct arrangement of a multiset of outcomes is equally likely)
-and, for the paired policies, every perfect matching x couple order. It caches each law by
-the multisets it was computed on (of (order, outcome), and of the calls executed and left),
-which is what makes K = 8 affordable.
+The reference (tests/replay_literal.py) follows docs/design.md#stopping-policies and
+docs/design.md#paired-family word for word: it enumerates every assignment of the design,
+every arrangement of the calls that run in random order and, for the paired policies, every
+perfect matching x couple order.
 """
 
 from __future__ import annotations
 
-import itertools
 import random
-from collections import Counter
-from collections.abc import Iterator
 from fractions import Fraction
-from functools import cache
 
 import pyarrow as pa
 import pytest
+from replay_literal import RULES, Law, decide, paired, paired_every_order, references, sequential
 
 from schemas.vocabulary import POLICIES
 from tasks.replay.engine import replay
-
-Law = tuple[tuple[Fraction, str, int], ...]  # (probability, decision, calls)
-RULES = {  # policy -> (couples in the paired start, boundary on the rest)
-    "paired_unanimity": (1, None),
-    "paired_nonstrict": (1, "nonstrict"),
-    "paired_strict": (1, "strict"),
-    "paired_unanimity_2": (2, "strict"),
-}
-
-
-def decide(outcomes: tuple[str, ...]) -> str:
-    n_a, n_b = outcomes.count("A"), outcomes.count("B")
-    return "A" if n_a > n_b else "B" if n_b > n_a else "N"
-
-
-def arrangements(items: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
-    """Every distinct arrangement of a multiset, once each."""
-    if not items:
-        yield ()
-        return
-    for first in sorted(set(items)):
-        rest = list(items)
-        rest.remove(first)
-        for tail in arrangements(tuple(rest)):
-            yield (first, *tail)
-
-
-def run_on(k: int, executed: tuple[str, ...], rest: tuple[str, ...], boundary: str | None) -> Law:
-    """Stop after call t when the boundary is met, over every arrangement of `rest`. Only the
-    multisets matter (the arrangements of `rest` are enumerated from its multiset, and the
-    boundary and decision count the executed calls), so each pair of them is run once."""
-    return run_multisets(k, tuple(sorted(executed)), tuple(sorted(rest)), boundary)
-
-
-def stops(k: int, done: tuple[str, ...], boundary: str | None) -> bool:
-    """The boundary after the executed calls `done`: |#A - #B| against the K - t calls left."""
-    margin, left = abs(done.count("A") - done.count("B")), k - len(done)
-    return (boundary == "strict" and margin > left) or (boundary == "nonstrict" and margin >= left)
-
-
-@cache
-def run_multisets(
-    k: int, executed: tuple[str, ...], rest: tuple[str, ...], boundary: str | None
-) -> Law:
-    seen: Counter[tuple[str, int]] = Counter()
-    every = list(arrangements(rest))
-    for order in every:
-        done = list(executed)
-        for outcome in order:
-            done.append(outcome)
-            if stops(k, tuple(done), boundary):
-                break
-        seen[(decide(tuple(done)), len(done))] += 1
-    if not every:
-        seen[(decide(executed), len(executed))] += 1
-        every = [()]
-    return tuple((Fraction(n, len(every)), d, c) for (d, c), n in seen.items())
-
-
-@cache
-def sequential(outcomes: tuple[str, ...], boundary: str | None) -> Law:
-    return run_on(len(outcomes), (), outcomes, boundary)
-
-
-@cache
-def paired(ab: tuple[str, ...], ba: tuple[str, ...], couples: int, boundary: str | None) -> Law:
-    """Every perfect matching x couple order; the first `couples` couples stop when unanimous
-    or when they meet the boundary, else the rest run under it."""
-    k = 2 * len(ab)
-    seen: Counter[tuple[str, int]] = Counter()
-    total = 0
-    for matched in itertools.permutations(ba):
-        for run in itertools.permutations(list(zip(ab, matched, strict=True))):
-            m = min(couples, len(run))
-            start = tuple(x for couple in run[:m] for x in couple)
-            rest = tuple(x for couple in run[m:] for x in couple)
-            total += 1
-            if start.count("A") == 2 * m or start.count("B") == 2 * m:
-                seen[(start[0], 2 * m)] += 1
-                continue
-            if stops(k, start, boundary):  # the boundary, checked right after the start
-                seen[(decide(start), 2 * m)] += 1
-                continue
-            for p, d, c in run_on(k, start, rest, boundary):
-                seen[(d, c)] += p
-    return tuple((Fraction(n) / total, d, c) for (d, c), n in seen.items())
-
-
-def assignments(design: str, k: int) -> list[tuple[str, ...]]:
-    every = list(itertools.product(("AB", "BA"), repeat=k))
-    if design == "common":
-        return [("AB",) * k, ("BA",) * k]
-    if design == "independent":
-        return every
-    return [a for a in every if a.count("AB") == k // 2]
 
 
 def expect(grid: dict, k: int, design: str, policy: str) -> dict[str, Fraction]:
@@ -124,20 +24,16 @@ def expect(grid: dict, k: int, design: str, policy: str) -> dict[str, Fraction]:
     a_score = {"A": Fraction(1), "B": Fraction(0), "N": Fraction(1, 2)}
     names = ("expected_calls", "p_change", "p_neutral_to_decisive", "p_decisive_to_neutral")
     sums = dict.fromkeys((*names, "p_reversal", "expected_score", "added_variance"), Fraction(0))
-    table = assignments(design, k)
-    for assignment in table:
-        outcomes = tuple(grid[(s, o)] for s, o in enumerate(assignment))
+    for w, ab, ba in references(grid, k, design):
+        outcomes = tuple(sorted(ab + ba))
         full = decide(outcomes)
         if policy == "full":
             law: Law = ((Fraction(1), full, k),)
         elif policy in RULES:
-            ab = tuple(sorted(x for x, o in zip(outcomes, assignment, strict=True) if o == "AB"))
-            ba = tuple(sorted(x for x, o in zip(outcomes, assignment, strict=True) if o == "BA"))
             law = paired(ab, ba, *RULES[policy])
         else:
-            law = sequential(tuple(sorted(outcomes)), policy)
+            law = sequential(outcomes, policy)
         mean = sum(p * a_score[d] for p, d, _ in law)
-        w = Fraction(1, len(table))
         sums["expected_calls"] += w * sum(p * c for p, _, c in law)
         sums["p_change"] += w * sum(p for p, d, _ in law if d != full)
         sums["p_neutral_to_decisive"] += w * sum(p for p, d, _ in law if full == "N" != d)
@@ -148,13 +44,17 @@ def expect(grid: dict, k: int, design: str, policy: str) -> dict[str, Fraction]:
     return sums
 
 
-def random_grids(rng: random.Random, spec: list[tuple[int, int]]) -> tuple[pa.Table, dict]:
-    """Random outcome grids; `spec` is (K, pairs). The first pair of each K may hold all six
-    codes."""
+LEANS = ["ABTXIM", "AAABTM", "BBBAXI", "AB", "AAB", "ABBI"]
+
+
+def random_grids(
+    rng: random.Random, spec: list[tuple[int, int]], leans: list[str] = LEANS
+) -> tuple[pa.Table, dict]:
+    """Random outcome grids; `spec` is (K, pairs). The first pair of each K draws from the
+    first of `leans`, the others from any."""
     rows, grids = [], {}
     for k, n in spec:
         for p in range(n):
-            leans = ["ABTXIM", "AAABTM", "BBBAXI", "AB", "AAB", "ABBI"]
             lean = leans[0] if p == 0 else rng.choice(leans)
             grid = {(s, o): rng.choice(lean) for s in range(k) for o in ("AB", "BA")}
             grids[(f"k{k}", f"p{p}")] = (grid, k)
@@ -181,9 +81,11 @@ _SCHEMA = pa.schema(
 )
 
 
-def _check(spec: list[tuple[int, int]], designs: tuple[str, ...], seed: int) -> None:
-    table, grids = random_grids(random.Random(seed), spec)
-    assert set(table["outcome"].to_pylist()) == set("ABTXIM")
+def _check(
+    spec: list[tuple[int, int]], designs: tuple[str, ...], seed: int, leans: list[str] = LEANS
+) -> None:
+    table, grids = random_grids(random.Random(seed), spec, leans)
+    assert set(table["outcome"].to_pylist()) == set("".join(leans))
     result = replay(table, designs=designs, policies=POLICIES)
     rows = result.replay.to_pylist()
     got = {(r["judge"], r["pair_id"], r["design"], r["policy"]): r for r in rows}
@@ -211,6 +113,27 @@ def test_every_policy_matches_literal_enumeration_k2_to_k6() -> None:
 @pytest.mark.slow
 def test_every_policy_matches_literal_enumeration_k8() -> None:
     _check([(8, 2)], ("common", "independent", "balanced"), seed=5)
+
+
+@pytest.mark.slow
+def test_every_policy_matches_literal_enumeration_k10_k12() -> None:
+    """A few pairs whose outcomes have few kinds (the reference enumerates their arrangements)."""
+    leans = ["ABBT", "AB", "AAAB", "AAAAAAM"]
+    _check([(10, 2), (12, 2)], ("common", "independent", "balanced"), seed=10, leans=leans)
+
+
+@pytest.mark.parametrize("k", [2, 4, 6])
+def test_literal_matchings_as_arrangements_equal_every_permutation(k: int) -> None:
+    """The reference's shortcut for matchings and couple orders against every permutation of
+    the BA calls and every order of the couples."""
+    rng = random.Random(k)
+    for _ in range(4):
+        ab = tuple(sorted(rng.choice("ABT") for _ in range(k // 2)))
+        ba = tuple(sorted(rng.choice("ABM") for _ in range(k // 2)))
+        for couples, boundary in RULES.values():
+            fast = sorted(paired(ab, ba, couples, boundary), key=lambda r: (r[1], r[2]))
+            slow = sorted(paired_every_order(ab, ba, couples, boundary), key=lambda r: (r[1], r[2]))
+            assert fast == slow, (ab, ba, couples, boundary)
 
 
 def _one_pair(k: int, grid: dict[tuple[int, str], str]) -> pa.Table:

@@ -8,8 +8,10 @@ from fractions import Fraction
 
 import pyarrow as pa
 import pytest
+from replay_literal import executed_shares
 
 from tasks.replay.engine import replay
+from tasks.replay.family import PAIRED, paired_table, side_counts
 from tasks.replay.money import MONEY_KEYS
 
 ORDERS = ("AB", "BA")
@@ -216,3 +218,60 @@ def test_paired_money_equals_a_literal_enumeration(k: int, pairs: int) -> None:
         assert r["expected_usd"] == pytest.approx(float(want), rel=1e-12, abs=1e-15), r
         checked += 1
     assert checked == pairs * len(FAMILY)
+
+
+def _assignment_usd(
+    k: int, policy: str, cells: list[tuple[int, int]], outs: dict, costs: dict
+) -> Fraction:
+    """Expected USD of one assignment's reference calls `cells`: a call is sent with the
+    chance E[calls with its outcome executed] / (calls with it) over every order of the calls
+    for the sequential policies (calls with one outcome are exchangeable), every time under
+    `full`; under a paired policy with the chance `paired_table` gives a call of its side and
+    class on that split of counts (the per-assignment rule the tests above check literally)."""
+    if policy == "full":
+        return sum((costs[c] for c in cells), Fraction(0))
+    if policy in FAMILY:
+        side = side_counts(k // 2)
+        position = {tuple(s): i for i, s in enumerate(side.tolist())}
+        klass = {"A": 0, "B": 1}
+        held = [[outs[c] for c in cells if c[1] == o] for o in (0, 1)]
+        state = [position[(h.count("A"), h.count("B"))] for h in held]
+        sent = paired_table(k, PAIRED[policy]).sent[state[0], state[1]]
+        return sum(
+            (costs[c] * Fraction(sent[c[1], klass.get(outs[c], 2)]) for c in cells), Fraction(0)
+        )
+    shares = executed_shares(tuple(outs[c] for c in cells), policy)
+    return sum((costs[c] * shares[outs[c]] for c in cells), Fraction(0))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("k", "pairs"), [(8, 2), (10, 2), (12, 1)])
+def test_money_at_larger_k_equals_every_assignment(k: int, pairs: int) -> None:
+    """Every design's assignments enumerated one by one at K = 8, 10 and 12."""
+    rng = random.Random(200 + k)
+    rows, cost_rows, truth = [], [], {}
+    for p in range(pairs):
+        lean = ("AABBT", "AB")[p]
+        outs = {(s, o): rng.choice(lean) for s in range(k) for o in (0, 1)}
+        costs = {c: Fraction(rng.randint(1, 9), 10_000) for c in outs}
+        for (s, o), out in outs.items():
+            base = {"judge": "j", "config": "c", "dataset": "d", "pair_id": f"p{p}", "seed": s}
+            rows.append({**base, "order": ORDERS[o], "outcome": out, "key": "A"})
+            cost_rows.append({**base, "order": ORDERS[o], "usd": float(costs[(s, o)])})
+        truth[f"p{p}"] = (outs, costs)
+    result = replay(
+        pa.Table.from_pylist(rows), policies=["full", "nonstrict", "strict", *FAMILY],
+        costs=pa.Table.from_pylist(cost_rows),
+    )  # fmt: skip
+    checked = 0
+    for r in result.replay.to_pylist():
+        outs, costs = truth[r["pair_id"]]
+        every = _assignments(r["design"], k)
+        values = [
+            _assignment_usd(k, r["policy"], [(s, a[s]) for s in range(k)], outs, costs)
+            for a in every
+        ]
+        want = sum(values, Fraction(0)) / len(every)
+        assert r["expected_usd"] == pytest.approx(float(want), rel=1e-12, abs=1e-15), r
+        checked += 1
+    assert checked == pairs * (3 * 3 + len(FAMILY))

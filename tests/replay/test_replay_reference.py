@@ -1,33 +1,24 @@
 """The replay engine against a slow literal reference in exact fractions (docs/design.md#exactness).
 
-The reference enumerates every assignment of the design, every call order (all K!
-permutations) and every perfect matching x pair order, and follows docs/design.md's words with no
-shortcut; the engine must agree with it to 1e-12 on random outcome tables.
+The reference (tests/replay_literal.py) enumerates every assignment of the design, every call
+order and every perfect matching x couple order, and follows docs/design.md's words with no
+shortcut; the engine must agree with it to 1e-12 on random outcome tables, at K = 2 to 12.
 """
 
 from __future__ import annotations
 
 import itertools
-import math
 import random
-from collections import Counter
 from fractions import Fraction
 
 import pyarrow as pa
 import pytest
+from replay_literal import DESIGNS, decide, paired, references, sequential, subset_agreement
 
 from tasks.replay.engine import replay
 
 Grid = dict[tuple[int, str], str]  # (seed, order) -> outcome code
-Call = tuple[int, str, str]  # (seed, order, outcome)
-
-DESIGNS = ("common", "independent", "balanced")
 HALF = Fraction(1, 2)
-
-
-def decide(outcomes: list[str]) -> str:
-    n_a, n_b = outcomes.count("A"), outcomes.count("B")
-    return "A" if n_a > n_b else "B" if n_b > n_a else "N"
 
 
 def score(decision: str, key: str | None) -> Fraction:
@@ -36,55 +27,10 @@ def score(decision: str, key: str | None) -> Fraction:
     return Fraction(int(decision == (key or "A")))
 
 
-def design_assignments(design: str, k: int) -> list[tuple[str, ...]]:
-    every = list(itertools.product(("AB", "BA"), repeat=k))
-    if design == "common":
-        return [("AB",) * k, ("BA",) * k]
-    if design == "independent":
-        return every
-    return [a for a in every if a.count("AB") == k // 2]
-
-
-def sequential(reference: list[Call], strict: bool) -> list[tuple[Fraction, str, int]]:
-    """(probability, stopped decision, calls) over every call order of the reference."""
-    k = len(reference)
-    seen: Counter[tuple[str, int]] = Counter()
-    for order in itertools.permutations(reference):
-        executed: list[str] = []
-        for t, call in enumerate(order, start=1):
-            executed.append(call[2])
-            margin = abs(executed.count("A") - executed.count("B"))
-            if (margin > k - t) if strict else (margin >= k - t):
-                break
-        seen[(decide(executed), len(executed))] += 1
-    return [(Fraction(n, math.factorial(k)), d, calls) for (d, calls), n in seen.items()]
-
-
-def paired(reference: list[Call]) -> list[tuple[Fraction, str, int]]:
-    """(probability, decision, calls) over every perfect matching of AB to BA calls and
-    every order of the matched pairs."""
-    k = len(reference)
-    ab = [c for c in reference if c[1] == "AB"]
-    ba = [c for c in reference if c[1] == "BA"]
-    seen: Counter[tuple[str, int]] = Counter()
-    for matched in itertools.permutations(ba):
-        couples = list(zip(ab, matched, strict=True))
-        for run in itertools.permutations(couples):
-            first = [run[0][0][2], run[0][1][2]]
-            if first[0] == first[1] and first[0] in "AB":
-                seen[(first[0], 2)] += 1
-            else:
-                seen[(decide([c[2] for c in reference]), k)] += 1
-    total = math.factorial(len(ab)) ** 2
-    return [(Fraction(n, total), d, calls) for (d, calls), n in seen.items()]
-
-
 def pair_reference(grid: Grid, k: int, key: str | None) -> dict[str, dict]:
     """Every metric of one pair, exactly, keyed by design then policy (or "design")."""
     out: dict[str, dict] = {}
     for design in DESIGNS:
-        table = design_assignments(design, k)
-        w = Fraction(1, len(table))
         design_metrics = {"expected_score": Fraction(0), "p_neutral": Fraction(0)}
         design_metrics["expected_agreement"] = Fraction(0)
         policies = ["full", "nonstrict", "strict"] + (
@@ -107,9 +53,8 @@ def pair_reference(grid: Grid, k: int, key: str | None) -> dict[str, dict]:
             for p in policies
         }
         components = [Fraction(0)] * (k + (1 if design == "balanced" else 0))
-        for assignment in table:
-            reference = [(s, o, grid[(s, o)]) for s, o in enumerate(assignment)]
-            outcomes = [c[2] for c in reference]
+        for w, ab, ba in references(grid, k, design):
+            outcomes = ab + ba
             full = decide(outcomes)
             design_metrics["expected_score"] += w * score(full, key)
             design_metrics["p_neutral"] += w * (full == "N")
@@ -119,21 +64,17 @@ def pair_reference(grid: Grid, k: int, key: str | None) -> dict[str, dict]:
             ]
             design_metrics["expected_agreement"] += w * Fraction(sum(same), len(same))
             for size in range(1, k + 1):
-                subsets = list(itertools.combinations(outcomes, size))
-                hit = sum(decide(list(sub)) == full for sub in subsets)
-                components[size - 1] += w * Fraction(hit, len(subsets))
+                components[size - 1] += w * subset_agreement(tuple(sorted(outcomes)), size)
             if design == "balanced":
-                ab = [c[2] for c in reference if c[1] == "AB"]
-                ba = [c[2] for c in reference if c[1] == "BA"]
                 hit = sum(decide([x, y]) == full for x in ab for y in ba)
                 components[k] += w * Fraction(hit, len(ab) * len(ba))
             for policy in policies:
                 if policy == "full":
-                    runs: list[tuple[Fraction, str, int]] = [(Fraction(1), full, k)]
+                    runs: tuple[tuple[Fraction, str, int], ...] = ((Fraction(1), full, k),)
                 elif policy == "paired_unanimity":
-                    runs = paired(reference)
+                    runs = paired(ab, ba, 1, None)
                 else:
-                    runs = sequential(reference, strict=policy == "strict")
+                    runs = sequential(tuple(sorted(outcomes)), policy)
                 mean = sum(p * score(d, key) for p, d, _ in runs)
                 row = sums[policy]
                 row["expected_calls"] += w * sum(p * n for p, _, n in runs)
@@ -165,13 +106,18 @@ def cheapest_mixture(costs: list[int], agreements: list[Fraction], target: Fract
     return best
 
 
-def random_table(rng: random.Random, spec: list[tuple[str, int, int]]) -> tuple[pa.Table, dict]:
-    """Random outcomes with all six codes; `spec` is (judge, K, pairs). Returns the table and
-    the grids by (judge, pair_id)."""
+LEANS = ["ABTXIM", "AAABTM", "BBBAXI", "AB", "ABT", "AAB"]
+
+
+def random_table(
+    rng: random.Random, spec: list[tuple[str, int, int]], leans: list[str] = LEANS
+) -> tuple[pa.Table, dict]:
+    """Random outcomes drawn from one of `leans` per pair; `spec` is (judge, K, pairs). Returns
+    the table and the grids by (judge, pair_id)."""
     rows, grids = [], {}
     for judge, k, n in spec:
         for p in range(n):
-            lean = rng.choice(["ABTXIM", "AAABTM", "BBBAXI", "AB", "ABT", "AAB"])
+            lean = rng.choice(leans)
             key = rng.choice(["A", "B", None])
             grid = {(s, o): rng.choice(lean) for s in range(k) for o in ("AB", "BA")}
             grids[(judge, f"p{p}")] = (grid, k, key)
@@ -193,17 +139,19 @@ def random_table(rng: random.Random, spec: list[tuple[str, int, int]]) -> tuple[
     return pa.Table.from_pylist(rows), grids
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_engine_matches_literal_reference(seed: int) -> None:
-    rng = random.Random(seed)
-    table, grids = random_table(rng, [("k2", 2, 12), ("k4", 4, 30), ("k6", 6, 2)])
+def check_against_reference(table: pa.Table, grids: dict) -> None:
+    """Every per-pair, design, summary and component value of the replay of `table` against
+    the literal reference of each pair's grid (K read from the judge name, `k<K>`)."""
     result = replay(table)
     got = {
         (r["judge"], r["pair_id"], r["design"], r["policy"]): r for r in result.replay.to_pylist()
     }
     got_design = {(r["judge"], r["pair_id"], r["design"]): r for r in result.design.to_pylist()}
     summary = {(r["judge"], r["design"], r["policy"]): r for r in result.summary.to_pylist()}
-    assert len(got) == 12 * 10 + 30 * 10 + 2 * 10
+    components = {
+        (r["judge"], r["design"], r["component"]): r for r in result.components.to_pylist()
+    }
+    assert len(got) == len(grids) * 10
     per_group: dict[tuple[str, str], list[dict]] = {}
     for (judge, pair_id), (grid, k, key) in grids.items():
         expect = pair_reference(grid, k, key)
@@ -222,10 +170,14 @@ def test_engine_matches_literal_reference(seed: int) -> None:
                     ), (judge, pair_id, design, policy, name)
 
     for (judge, design), pairs in per_group.items():
-        k = {"k2": 2, "k4": 4, "k6": 6}[judge]
+        k = int(judge[1:])
         n = len(pairs)
         n_comp = len(pairs[0]["components"])
         agreements = [sum(p["components"][i] for p in pairs) / n for i in range(n_comp)]
+        names = [f"k={size}" for size in range(1, k + 1)] + ["balanced pair"]
+        for name, agreement in zip(names, agreements, strict=False):
+            row = components[(judge, design, name)]
+            assert row["agreement"] == pytest.approx(float(agreement), abs=1e-12), row
         costs = list(range(1, k + 1)) + ([2] if design == "balanced" else [])
         for policy in pairs[0]:
             if policy in ("design", "components"):
@@ -245,3 +197,20 @@ def test_engine_matches_literal_reference(seed: int) -> None:
             assert row["match_cost"] == pytest.approx(float(cost), abs=1e-9)
             extra = cost / means["expected_calls"] - 1
             assert row["match_extra"] == pytest.approx(float(extra), abs=1e-9)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_engine_matches_literal_reference(seed: int) -> None:
+    rng = random.Random(seed)
+    table, grids = random_table(rng, [("k2", 2, 12), ("k4", 4, 30), ("k6", 6, 2)])
+    check_against_reference(table, grids)
+
+
+@pytest.mark.slow
+def test_engine_matches_literal_reference_k8_to_k12() -> None:
+    """K = 8, 10 and 12 on a few pairs whose outcomes have few kinds (the literal reference
+    enumerates every arrangement of them)."""
+    rng = random.Random(8)
+    spec = [("k8", 8, 2), ("k10", 10, 2), ("k12", 12, 2)]
+    table, grids = random_table(rng, spec, ["AB", "AAAB", "ABBT", "AAAAAAM"])
+    check_against_reference(table, grids)

@@ -27,11 +27,13 @@ def test_money_section_shows_spend_and_savings_in_usd() -> None:
     spend = pd.DataFrame(
         [
             {"judge": "strong", "config": "low", "sent_calls": 30, "cached_calls": 2,
-             "prompt_tokens": 12345, "cached_prompt_tokens": 0, "completion_tokens": 678,
-             "reasoning_tokens": 0, "usd": 0.0123, "price_as_of": "2025-10-01"},
+             "prompt_tokens": 12345, "cached_prompt_tokens": 9876, "cache_write_tokens": 2469,
+             "completion_tokens": 678, "reasoning_tokens": 0, "usd": 0.0123,
+             "prompt_cache_saved_usd": 0.0456, "price_as_of": "2025-10-01"},
             {"judge": "noisy", "config": "low", "sent_calls": 0, "cached_calls": 32,
-             "prompt_tokens": 0, "cached_prompt_tokens": 0, "completion_tokens": 0,
-             "reasoning_tokens": 0, "usd": None, "price_as_of": "no price"},
+             "prompt_tokens": 0, "cached_prompt_tokens": 0, "cache_write_tokens": 0,
+             "completion_tokens": 0, "reasoning_tokens": 0, "usd": None,
+             "prompt_cache_saved_usd": None, "price_as_of": "no price"},
         ]
     )  # fmt: skip
     html = render_report(replace(data, summary=summary, spend=spend))
@@ -39,6 +41,9 @@ def test_money_section_shows_spend_and_savings_in_usd() -> None:
     assert 'href="#money"' in html and "<h2>Tokens and money</h2>" in money
     assert "Prices as of <b>2025-10-01</b>" in money
     assert "12,345" in money and "$0.0123" in money and "no price" in money
+    # The provider's prompt cache: tokens read and written, and the USD it saved.
+    assert "9,876" in money and "2,469" in money and "$0.0456" in money
+    assert "saved by prompt cache" in money and "cache writes" in money
     # paired unanimity: $0.02 expected, $0.02 saved per pair, half the full policy's USD.
     rows = re.findall(r"<tr>(.*?)</tr>", money.split('id="t-money"')[1], re.S)
     pu = [r for r in rows if "paired_unanimity" in r]

@@ -35,16 +35,18 @@ def test_second_night_report_says_what_changed(
     prefect_harness: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     work, data = WorkDir(tmp_path / "work"), tmp_path / "pairs.jsonl"
-    # Night 2 adds pairs and seeds, judged by a judge that turned left-biased: the new seeds'
-    # calls flip some shared pairs' decisions.
-    nights = [("n1", 40, 2, 0.0, "2026-11-29"), ("n2", 50, 4, 0.9, "2026-11-30")]
-    for run_id, n, k, left_bias, day in nights:
+    # Night 2 adds pairs and judges at another temperature (the same configuration: name, K,
+    # template and judge config names), with a judge that turned left-biased: its new calls
+    # flip some shared pairs' decisions.
+    nights = [("n1", 40, 0.0, 0.0, "2026-11-29"), ("n2", 50, 0.5, 0.9, "2026-11-30")]
+    for run_id, n, temperature, left_bias, day in nights:
         _write_pairs(data, n)
         monkeypatch.setenv(PROBE_DATE_ENV, day)
         persona = Persona(name="judge", skill=0.9, left_bias=left_bias, tie_rate=0.03)
         with SimJudgeServer([persona]) as server:
             judge = JudgeSpec(
                 name="j", base_url=server.base_url, model="judge", simulated=True,
+                temperature=temperature,
                 price={"input": 1.0, "output": 2.0, "as_of": "2026-01-01", "source": "test"},
             )  # fmt: skip
             config = RunConfig(
@@ -52,7 +54,7 @@ def test_second_night_report_says_what_changed(
                 datasets=[DatasetSpec(kind="table", path=str(data), dataset="grow",
                                       mapping="pair_id=id,question=q,answer_a=x,answer_b=y,key=k")],
                 judges=[judge],
-                k=k,
+                k=2,
                 probe=ProbeSpec(pairs=10, rng_seed=1),
                 alarms=AlarmSpec(),
             )  # fmt: skip
@@ -74,7 +76,7 @@ def test_second_night_report_says_what_changed(
         money["this run"]["sent"] == str(diff.calls_b["sent"])
         and money["this run"]["usd"] != "not priced"
     )
-    assert money["drift probe"]["sent"] == str(10 * 4 * 2)
+    assert money["drift probe"]["sent"] == str(10 * 2 * 2)
     assert any("agreement" in line for line in section.probe)
     assert any(a.startswith("probe_agreement") for a in section.alarms)
     flip = section.flips[0]

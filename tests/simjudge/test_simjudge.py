@@ -344,7 +344,11 @@ def test_anthropic_messages_shape(keyed: SimJudgeServer, client: httpx.Client) -
         "output_tokens",
         "cache_creation_input_tokens",
         "cache_read_input_tokens",
+        "cache_creation",
     }
+    assert data["usage"]["cache_creation"] == {
+        "ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0,
+    }  # fmt: skip
     [block] = data["content"]
     assert block["type"] == "text"
     assert identity_of(parse_reply("json-strict-v1", block["text"]).label, "AB") == key_of(4)

@@ -59,7 +59,7 @@ class BatchApi(ABC):
             base_url=where.root,
             params=where.params,
             headers={**extra_headers(spec), **auth_headers(spec, api_key)},
-            timeout=httpx.Timeout(max(spec.timeout_s, 300.0)),
+            timeout=httpx.Timeout(max(spec.request_timeout(), 300.0)),
         )
         self.provider: Provider = PROVIDERS[spec.provider](spec, self.http, api_key)
 

@@ -24,7 +24,7 @@ from typing import Any
 from schemas.calls import AttemptRecord, ReplyRecord
 from schemas.judge import JudgeSpec
 from schemas.vocabulary import ErrorCategory
-from tasks.judging.attempts import attempt_record
+from tasks.judging.attempts import attempt_record, reply_record
 from tasks.judging.batch_api.anthropic import AnthropicBatches
 from tasks.judging.batch_api.api import BatchApi, BatchApiError, Outcome
 from tasks.judging.batch_api.journal import BatchEntry, BatchJournal
@@ -158,17 +158,11 @@ async def await_batch(job: ProviderBatch) -> dict[str, int]:
 def _records(job: ProviderBatch, key: str, call: PlannedCall | None,
              outcome: Outcome) -> tuple[ReplyRecord | None, AttemptRecord]:  # fmt: skip
     """The reply (if any) and the attempt of one result, as the direct path records them."""
-    spec = job.api.spec
     number = (call.attempts_before if call is not None else 0) + 1
     started = _started(job.entry)
     if isinstance(outcome, CallFailure):
         return None, attempt_record(outcome, key, job.run_id, number, started)
-    reply = ReplyRecord(
-        call_key=key, provider=spec.provider, model=spec.model, raw_reply=outcome.text,
-        finish_reason=outcome.finish_reason, prompt_tokens=outcome.prompt_tokens,
-        completion_tokens=outcome.completion_tokens, latency_ms=outcome.latency_ms,
-        received_at=dt.datetime.now(dt.UTC), sent_in_batch=True,
-    )  # fmt: skip
+    reply = reply_record(outcome, key, job.api.spec, sent_in_batch=True)
     return reply, attempt_record(outcome, key, job.run_id, number, started)
 
 

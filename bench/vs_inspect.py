@@ -26,17 +26,20 @@ call key with another: judgeline sends each key once (1,160 and 6,960 calls), an
 given the same distinct calls.
 
 inspect_ai gets one task per judge config, generated into a temporary folder: one Sample per
-call with the call's exact messages and its seed (passed to `generate`), the judge config's
-temperature, max_tokens and reasoning_effort in the task's GenerateConfig, no scorer. Its
-model is `openai-api/simjudge/<persona>`, inspect's OpenAI-compatible provider, with
-SIMJUDGE_BASE_URL at the simulated judge and a dummy key: it sends bodies equal to
-judgeline's, field for field (checked below). `openai/<persona>` does not: inspect takes a
-model name it does not know for an OpenAI frontier model and sends it to the Responses API
-(`/v1/responses`, which the simulated judge does not serve), and with `responses_api=false`
-sends the system prompt as a `developer` message with `max_completion_tokens` and no
-temperature. The command: `inspect eval TASKS.py --max-connections 64 --max-tasks N --cache
---display none --log-dir D`, with an empty INSPECT_CACHE_DIR when cold and the same command
-again when warm (served by inspect's own model cache).
+call with the call's exact messages, its seed and its prompt_cache_key (passed to `generate`,
+the key as extra_body), the judge config's temperature, max_tokens and reasoning_effort in the
+task's GenerateConfig, no scorer. Its model is `openai-api/simjudge/<persona>`, inspect's
+OpenAI-compatible provider, with SIMJUDGE_BASE_URL at the simulated judge and a dummy key: it
+sends bodies equal to judgeline's, field for field (checked below). `openai/<persona>` does
+not: inspect takes a model name it does not know for an OpenAI frontier model and sends it to
+the Responses API (`/v1/responses`, which the simulated judge does not serve), and with
+`responses_api=false` sends the system prompt as a `developer` message with
+`max_completion_tokens` and no temperature. The command is
+
+    inspect eval tasks.py --max-connections 64 --max-tasks N --cache --display none --log-dir D
+
+with an empty INSPECT_CACHE_DIR when cold, and the same command again when warm (served by
+inspect's own model cache).
 
 judgeline: `judgeline run CONFIG` with the same judges at `max_concurrency` 64, in a fresh
 work dir (cold) and again in the same one (warm, every reply from judgeline's cache). Both
@@ -85,7 +88,8 @@ PROVIDER = "simjudge"
 """inspect's name for the simulated judge (`openai-api/<PROVIDER>/<model>`, `<PROVIDER>_*`)."""
 
 TASK_CONFIG = {"temperature", "max_tokens", "top_p", "reasoning_effort"}
-"""Body fields that become the task's GenerateConfig (same names in inspect)."""
+"""Body fields that become the task's GenerateConfig (same names in inspect); the seed is
+passed to `generate` per call, and any other field (`prompt_cache_key`) as its extra_body."""
 
 TASKS_HEADER = '''"""judgeline's rendered judge calls as inspect_ai tasks, one per judge config."""
 
@@ -110,14 +114,16 @@ def calls(name):
         for line in handle:
             call = json.loads(line)
             messages = [ROLES[m["role"]](content=m["content"]) for m in call["messages"]]
-            samples.append(Sample(id=call["id"], input=messages, metadata={"seed": call["seed"]}))
+            metadata = {"seed": call["seed"], "extra": call["extra"]}
+            samples.append(Sample(id=call["id"], input=messages, metadata=metadata))
     return MemoryDataset(samples, name=name)
 
 
 @solver
 def send():
     async def solve(state: TaskState, generate: Generate) -> TaskState:
-        return await generate(state, seed=state.metadata["seed"])
+        extra = state.metadata["extra"] or None
+        return await generate(state, seed=state.metadata["seed"], extra_body=extra)
 
     return solve
 '''
@@ -226,17 +232,15 @@ def write_tasks(work: Path, chosen: list[JudgeSpec], out: Path) -> tuple[int, in
                         continue
                     seen.add(call.call_key)
                     body = provider.body(call.request())
-                    rest = {k: v for k, v in body.items() if k not in ("messages", "seed")}
-                    unknown = set(rest) - TASK_CONFIG - {"model"}
-                    if unknown:
-                        raise SystemExit(f"body fields inspect is not given here: {unknown}")
+                    extra = {k: v for k, v in body.items()
+                             if k not in TASK_CONFIG | {"model", "messages", "seed"}}  # fmt: skip
                     name = f"{judge.name}_{call.config.name}".replace("-", "_")
                     assert name.isidentifier() and not keyword.iskeyword(name), name
                     model = f"openai-api/{PROVIDER}/{body['model']}"
-                    config = {k: v for k, v in rest.items() if k != "model"}
+                    config = {k: v for k, v in body.items() if k in TASK_CONFIG}
                     group = groups.setdefault(name, (model, config, []))
                     assert (group[0], group[1]) == (model, config), (name, model, config)
-                    group[2].append({"id": call.call_key, "seed": body["seed"],
+                    group[2].append({"id": call.call_key, "seed": body["seed"], "extra": extra,
                                      "messages": body["messages"]})  # fmt: skip
 
     asyncio.run(render())

@@ -14,6 +14,7 @@ from prefect.schedules import Cron
 
 from flows.nightly import nightly_flow, replay_policies_flow, rerun_run_flow
 from tasks.runconfig import load_run_config
+from tasks.workdir import WorkDir
 
 NIGHTLY = "nightly-benchmark"
 RERUN = "rerun-failed"
@@ -24,7 +25,7 @@ def build_deployments(config_path: str | Path, work_dir: str | Path) -> list[Any
     """Runner deployments for one run configuration and work directory."""
     config_file = Path(config_path).resolve()
     config = load_run_config(config_file)
-    work = str(Path(work_dir).resolve())
+    work = WorkDir.at(work_dir).address  # a store URL stays one
     schedule = Cron(config.schedule.cron, timezone=config.schedule.timezone)
     return [
         nightly_flow.to_deployment(

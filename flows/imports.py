@@ -52,7 +52,7 @@ def _finish(work: WorkDir, record: RunRecord, k: int) -> None:
         record.imported["replay"] = no_replay_reason(k)
     if no_replay_reason(k) is None:
         replay_stage(str(folder.outcomes), str(folder.path), list(DESIGNS), list(POLICIES))
-    record.report = report_task(str(work.root), record.run_id)
+    record.report = report_task(work.address, record.run_id)
 
 
 @flow(name="import-judgments")
@@ -87,7 +87,7 @@ def import_flow(
         record.manifest_hash, record.plan_id = built.manifest_hash, built.plan_id
         record.calls, record.imported = built.counts, built.imported
         write_record(work, record)  # the report reads the run's calls and files from it
-        remap_stage(record.run_id, str(work.root))
+        remap_stage(record.run_id, work.address)
         _finish(work, record, built.k)
         settle_status(work, record)
     result = record.model_dump(mode="json")
@@ -105,7 +105,7 @@ def reparse_flow(run_id: str, work_dir: str | None = None) -> dict[str, Any]:
     work = WorkDir.at(work_dir)
     with rerecorded_run(work, run_id, timed="reparse") as record:
         before = _labels(work, run_id)
-        counts = remap_stage(run_id, str(work.root))
+        counts = remap_stage(run_id, work.address)
         k = read_plan(work, record.plan_id)[0].k if record.plan_id else 0
         _finish(work, record, k if record.live is None else 0)
         settle_status(work, record)

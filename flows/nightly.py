@@ -42,9 +42,9 @@ def report_task(work_dir: str, run_id: str) -> str:
     from tasks.report.data import build_report
 
     work = WorkDir.at(work_dir)
-    path = str(build_report(work, run_id))
-    publish_artifacts(work, run_id, path)
-    return path
+    where = work.location(build_report(work, run_id))  # a path, or the store's URL
+    publish_artifacts(work, run_id, where)
+    return where
 
 
 def resolve_config(config: dict[str, Any] | None, config_path: str | None) -> RunConfig:
@@ -84,7 +84,7 @@ async def nightly_flow(
 
 async def _stages(cfg: RunConfig, work: WorkDir, record: RunRecord, show_progress: bool) -> None:
     """Every stage of one run, in order, filling in `record` (and each stage's seconds)."""
-    root, run_id = str(work.root), record.run_id
+    root, run_id = work.address, record.run_id
     logger = get_run_logger()
     clock = time.perf_counter()
 
@@ -144,7 +144,7 @@ async def _stages(cfg: RunConfig, work: WorkDir, record: RunRecord, show_progres
 def _replay_and_report(work: WorkDir, run_id: str, designs: list[str], policies: list[str]) -> str:
     folder = RunFolder(work, run_id)
     replay_stage(str(folder.outcomes), str(folder.path), designs, policies)
-    return report_task(str(work.root), run_id)
+    return report_task(work.address, run_id)
 
 
 @flow(name="rerun-failed-run")
@@ -184,10 +184,10 @@ async def rerun_run_flow(
         dask_address = cfg.dask_address
     with recorded_run(work, record):
         counts: dict[str, Any] = await rerun_failed_flow(
-            run_id, str(work.root), show_progress, dask_address
+            run_id, work.address, show_progress, dask_address
         )
         record.calls = counts
-        remap_stage(run_id, str(work.root))
+        remap_stage(run_id, work.address)
         record.outcomes = outcome_counts(folder)
         record.report = _replay_and_report(work, run_id, list(designs), list(policies))
         settle_status(work, record)

@@ -9,7 +9,7 @@ from pathlib import Path
 from types import FrameType
 
 from flows.localserver import use_local_server
-from tasks.errors import InputError, JudgelineError
+from tasks.errors import InputError, JudgelineError, StoreError
 from tasks.workdir import WorkDir
 
 # The loggers on which Prefect reports a failed flow or task run, traceback included.
@@ -111,9 +111,21 @@ def raise_on_stop_signals() -> None:
         signal.signal(signum, _raise_stop)
 
 
+def open_work_dir(address: str | None) -> WorkDir:
+    """The work dir a command names (`WorkDir.at`), or an InputError saying why an object
+    store URL cannot be opened (an unknown scheme option, a malformed URL)."""
+    try:
+        return WorkDir.at(address)
+    except StoreError as exc:
+        raise InputError(f"cannot open work dir {address}: {exc}") from None
+
+
 def check_work_dir(work: WorkDir) -> None:
     """Refuse a work dir that is a file or lies under one (every command checks this first;
-    a missing work dir is made by the commands that write)."""
+    a missing work dir is made by the commands that write). An object store is checked
+    when a command first writes to it (`start_prefect`)."""
+    if work.url is not None:
+        return
     path = work.root
     while not path.exists() and path.parent != path:
         path = path.parent
@@ -121,10 +133,29 @@ def check_work_dir(work: WorkDir) -> None:
         raise InputError(f"not usable as a work dir ({path} is not a folder)", file=str(work.root))
 
 
+def check_store_access(work: WorkDir) -> None:
+    """Write, read and delete a probe object in the work dir's store, or an InputError
+    naming the store and the store's own reason (credentials, a missing bucket)."""
+    from tasks.store.objects import ObjectStore
+
+    assert isinstance(work.store, ObjectStore)
+    try:
+        work.store.check_access()
+    except StoreError as exc:
+        raise InputError(
+            f"work dir {work.url} cannot be written: {exc}. Credentials come from the "
+            "environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL and "
+            "AWS_ALLOW_HTTP=true for an http endpoint; GOOGLE_APPLICATION_CREDENTIALS; "
+            "AZURE_STORAGE_ACCOUNT_NAME and a key or token) or the platform's role"
+        ) from None
+
+
 def prefect_home(work: WorkDir) -> Path:
-    """Prefect's home for this work dir: PREFECT_HOME if set, else `WORK/.prefect`."""
+    """Prefect's home for this work dir: PREFECT_HOME if set, else `WORK/.prefect`; for a
+    work dir on an object store, the scratch dir's folder for it (a Prefect server's
+    database cannot live in an object store: each machine has its own)."""
     chosen = os.environ.get("PREFECT_HOME")
-    return Path(chosen).expanduser().resolve() if chosen else work.root / ".prefect"
+    return Path(chosen).expanduser().resolve() if chosen else work.local / ".prefect"
 
 
 def start_prefect(work: WorkDir) -> None:
@@ -137,6 +168,8 @@ def start_prefect(work: WorkDir) -> None:
     home = prefect_home(work)
     os.environ["PREFECT_HOME"] = str(home)
     os.environ.setdefault("PREFECT_RESULTS_LOCAL_STORAGE_PATH", str(home / "results"))
+    if work.url is not None:
+        check_store_access(work)
     try:
         work.root.mkdir(parents=True, exist_ok=True)
         probe = work.root / f".judgeline-write-check.{os.getpid()}"

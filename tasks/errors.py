@@ -33,6 +33,11 @@ class InputError(JudgelineError):
         super().__init__(prefix + problem)
 
 
+class StoreError(JudgelineError):
+    """The object store holding the work dir refused or failed a request (credentials, a
+    missing bucket, the network); the message names the store, the request and its reason."""
+
+
 class IntegrityError(JudgelineError):
     """Stored data disagrees with its hash, its sidecar or another stored table."""
 

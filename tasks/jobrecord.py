@@ -12,8 +12,6 @@ belongs to a process that died.
 from __future__ import annotations
 
 import datetime as dt
-import fcntl
-import os
 import signal
 import time
 from collections.abc import Iterator
@@ -24,7 +22,7 @@ from typing import Any, Literal
 from schemas.run import RunRecord
 from tasks.errors import Interrupted, describe_validation
 from tasks.hashing import canonical_json, sha256_text
-from tasks.judging.claims import RunLock
+from tasks.judging.claims import RunLock, run_lock_is_free
 from tasks.runfolder import RECORD_FILE, RunFolder
 from tasks.runhealth import run_health, run_status
 from tasks.runrecord import code_version, read_record, write_record
@@ -136,17 +134,7 @@ def settle_status(work: WorkDir, record: RunRecord) -> None:
 
 def lock_is_free(work: WorkDir, run_id: str) -> bool:
     """True if no process holds the run's lock (a missing lock file is free)."""
-    try:
-        fd = os.open(RunFolder(work, run_id).lock, os.O_RDONLY)
-    except FileNotFoundError:
-        return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    finally:
-        os.close(fd)  # closing drops the probe's lock
-    return True
+    return run_lock_is_free(work, run_id)
 
 
 @dataclass(frozen=True)
@@ -167,7 +155,7 @@ def scan_records(work: WorkDir) -> list[RunEntry]:
     """
     good: list[RunEntry] = []
     damaged: list[RunEntry] = []
-    for path in sorted((work.root / "runs").glob(f"*/{RECORD_FILE}")):
+    for path in sorted(work.fresh("runs", pattern=f"*/{RECORD_FILE}").glob(f"*/{RECORD_FILE}")):
         run_id = path.parent.name
         try:
             record = RunRecord.model_validate_json(path.read_text("utf-8"))

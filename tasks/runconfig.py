@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from schemas.config import RunConfig
 from tasks.errors import InputError
 from tasks.hashing import canonical_json, sha256_text
+from tasks.store import is_store_url
 from tasks.workdir import DEFAULT_WORK_DIR
 
 
@@ -92,18 +93,27 @@ def _relative_to(config: RunConfig, folder: Path) -> RunConfig:
         return None if path is None else str(folder / Path(path).expanduser())
 
     datasets = [d.model_copy(update={"path": resolve(d.path)}) for d in config.datasets]
-    return config.model_copy(update={"datasets": datasets, "work_dir": resolve(config.work_dir)})
+    work_dir = config.work_dir
+    if work_dir is not None and not is_store_url(work_dir):
+        work_dir = resolve(work_dir)
+    return config.model_copy(update={"datasets": datasets, "work_dir": work_dir})
 
 
-def choose_work_dir(config: RunConfig, given: Path | None) -> tuple[Path, str | None]:
-    """The work dir of a run, and a note when the command line overrode the configuration.
+def _address(work_dir: str) -> str:
+    """A work dir as `WorkDir.address` names it: a store URL, or a resolved path."""
+    return work_dir.rstrip("/") if is_store_url(work_dir) else str(Path(work_dir).resolve())
+
+
+def choose_work_dir(config: RunConfig, given: str | None) -> tuple[str, str | None]:
+    """The work dir of a run (a path or a store URL), and a note when the command line
+    overrode the configuration.
 
     `--work-dir` (or JUDGELINE_WORK_DIR) beats the configuration's `work_dir`, which beats
     the default `./work`."""
     if given is None:
-        return Path(config.work_dir or DEFAULT_WORK_DIR).resolve(), None
-    chosen = given.resolve()
-    if config.work_dir is None or Path(config.work_dir).resolve() == chosen:
+        return _address(config.work_dir or str(DEFAULT_WORK_DIR)), None
+    chosen = _address(given)
+    if config.work_dir is None or _address(config.work_dir) == chosen:
         return chosen, None
     return chosen, (
         f"work dir {chosen} (from --work-dir or JUDGELINE_WORK_DIR) is used, not the "

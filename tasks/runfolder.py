@@ -53,7 +53,12 @@ class RunFolder:
 
     @property
     def path(self) -> Path:
-        return self.work.root / "runs" / self.run_id
+        """The run's folder; on an object store its files are brought into the local copy
+        first (at most once a second: `tasks.store.objects.FRESH_S`)."""
+        path = self.work.root / "runs" / self.run_id
+        if self.work.store.remote:
+            self.work.store.refresh(path)
+        return path
 
     def exists(self) -> bool:
         return self.path.is_dir()
@@ -140,7 +145,9 @@ class RunFolder:
         """The run's `record.json`, or an InputError naming the run."""
         path = self.record
         if not path.is_file():
-            raise InputError(f"no run {self.run_id!r} in {self.work.root} ({path} does not exist)")
+            raise InputError(
+                f"no run {self.run_id!r} in {self.work.address} ({path} does not exist)"
+            )
         try:
             return RunRecord.model_validate_json(path.read_text("utf-8"))
         except (OSError, ValueError) as exc:

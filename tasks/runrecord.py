@@ -69,7 +69,7 @@ def outcome_counts(folder: RunFolder) -> dict[str, int]:
 def list_records(work: WorkDir) -> list[RunRecord]:
     """Every run's record, newest first; unreadable records are skipped."""
     records = []
-    for path in sorted((work.root / "runs").glob(f"*/{RECORD_FILE}")):
+    for path in sorted(work.fresh("runs", pattern=f"*/{RECORD_FILE}").glob(f"*/{RECORD_FILE}")):
         try:
             records.append(RunRecord.model_validate_json(path.read_text("utf-8")))
         except (OSError, ValueError):

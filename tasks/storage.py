@@ -1,4 +1,8 @@
-"""Atomic, write-once files: a temporary file in the same folder, fsync, then link or rename."""
+"""Atomic, write-once files: a temporary file in the same folder, fsync, then link or rename.
+
+The last step is the owning store's publish (`tasks.store.store_of`): on a local disk a link
+or rename, on an object store a (conditional) PUT and then the rename into its local copy.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +20,8 @@ from typing import Any, TypeVar
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel
+
+from tasks.store import store_of
 
 InfoT = TypeVar("InfoT", bound=BaseModel)
 T = TypeVar("T")
@@ -35,18 +41,8 @@ def _fsync(path: Path) -> None:
 
 def _publish(tmp: Path, path: Path, *, overwrite: bool) -> bool:
     """Move a finished temp file into place. Without overwrite, an existing file wins and
-    False is returned (os.link fails if the target exists, so two writers never clobber)."""
-    try:
-        if overwrite:
-            os.replace(tmp, path)
-            return True
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            return False
-        return True
-    finally:
-        tmp.unlink(missing_ok=True)
+    False is returned, so two writers never clobber each other."""
+    return store_of(path).publish(tmp, path, overwrite=overwrite)
 
 
 def write_parquet_atomic(table: pa.Table, path: Path, *, overwrite: bool = False) -> bool:
@@ -163,30 +159,36 @@ def publish_folder_once(
     non-empty folder), returns `verify_existing()`, which must raise if the stored folder
     differs from what this call would have written.
     """
-    if final.exists():
+    store = store_of(final)
+    if store.folder_stands(final, complete_with=info_file):
         return verify_existing()
     staging = final.parent / f".staging-{final.name[:16]}-{uuid.uuid4().hex}"
     try:
         write_parquet_atomic(table, staging / table_file)
         write_json_atomic(info.model_dump(mode="json"), staging / info_file)
         check(staging)
-        try:
-            os.rename(staging, final)
-        except OSError:
-            if not (final / table_file).exists():
-                raise
+        if not store.publish_folder(staging, final, complete_with=info_file):
             return verify_existing()
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return None
 
 
-def published_folders(root: Path) -> list[Path]:
-    """The folders `publish_folder_once` published in `root`, by name (staging folders,
-    whose names start with a dot, are not); none if `root` does not exist."""
+def published_folders(root: Path, info_file: str) -> list[Path]:
+    """The folders `publish_folder_once` published in `root`, by name: those holding their
+    sidecar `info_file` (staging folders, whose names start with a dot, are not; on an
+    object store a folder whose writer died between its two files lacks the sidecar); none
+    if `root` does not exist."""
     if not root.is_dir():
         return []
-    return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    store = store_of(root)
+    return sorted(
+        p
+        for p in root.iterdir()
+        if p.is_dir()
+        and not p.name.startswith(".")
+        and store.folder_stands(p, complete_with=info_file)
+    )
 
 
 class FolderChanges:

@@ -1,7 +1,9 @@
 """The DuckDB warehouse: views over every stage's parquet files and the report queries.
 
 The database file is a rebuildable artifact: `build_warehouse` writes it from scratch from
-the `view_*.sql` files in `tasks/sql/`. Report queries are the `report_*.sql` files, run by
+the `view_*.sql` files in `tasks/sql/`. For a work dir on an object store the views read the
+local copy of the store's tables (`refresh_tables` brings it up to date first) and the
+database lives in this machine's scratch dir. Report queries are the `report_*.sql` files, run by
 `query(work, name, **params)` with parameters bound, never formatted into the SQL.
 """
 
@@ -55,6 +57,7 @@ __all__ = [
     "build_warehouse",
     "check_run_tables",
     "query",
+    "refresh_tables",
     "report_names",
 ]
 
@@ -129,10 +132,28 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+def refresh_tables(work: WorkDir) -> None:
+    """Bring every view's files into the local copy of an object store (each folder listed
+    once; nothing to do on a local disk)."""
+    if not work.store.remote:
+        return
+    folders: dict[tuple[str, ...], None] = {}
+    for view in VIEWS:
+        fixed = []
+        for part in view.pattern:
+            if _GLOB_CHARS.search(part):
+                break
+            fixed.append(part)
+        folders[tuple(fixed)] = None
+    for folder in folders:
+        work.fresh(*folder)
+
+
 def _listing(work: WorkDir) -> dict[View, list[TableFile]]:
     """Every view's files as they are now, each checked (footers only). Every file of a run
     that cannot be read (`tasks.runcheck`) counts as damaged, with one warning naming the
     run; another damaged file, with a warning naming it. Damaged files are left out."""
+    refresh_tables(work)
     listing = {view: list_table_files(work.root, view.pattern, view.model) for view in VIEWS}
     damaged: dict[str, list[str]] = {}
     for view, files in listing.items():
@@ -171,7 +192,7 @@ def check_run_tables(work: WorkDir, run_id: str) -> None:
     """Raise an InputError if a run has no outcomes yet (it was judged only), and an
     IntegrityError naming every damaged file of a run and the command that rewrites it (the
     warehouse leaves such files out, so the run's figures would be silently incomplete)."""
-    outcomes = work.root.joinpath("runs", run_id, TABLE_FILES["outcomes"])
+    outcomes = RunFolder(work, run_id).outcomes
     if not outcomes.exists():
         raise InputError(
             f"run {run_id!r} has no outcomes yet ({outcomes} does not exist): it was judged "
@@ -323,6 +344,7 @@ def query(work: WorkDir, name: str, **params: Any) -> pd.DataFrame:
     """
     if name not in report_names():
         raise InputError(f"no report query {name!r}; known: {', '.join(report_names())}")
+    refresh_tables(work)
     if not work.warehouse.is_file() or _stale(work):
         build_warehouse(work)
     con = duckdb.connect(str(work.warehouse), read_only=True)

@@ -11,15 +11,29 @@ WORK/
   runs/<run_id>/               one run's calls, labels, outcomes, replay, report
                                (every file named by tasks.runfolder.RunFolder)
   warehouse.duckdb             rebuildable views over the parquet files
+
+A work dir may also be an object store URL (`s3://bucket/prefix`, `gs://`, `az://`): the same
+layout lives in the store, `root` is this machine's read-through copy of it under the scratch
+dir (`tasks.store`), and claims, locks and journals are objects with leases instead of locked
+files. `.gates/`, `warehouse.duckdb` and Prefect's home are this machine's own (`local`).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from tasks.store import Store, is_store_url, open_object_store, store_of
+
 DEFAULT_WORK_DIR = Path("work")
+
+
+def default_address() -> str:
+    """The work dir a command uses when given none: $JUDGELINE_WORK_DIR, else ./work (a
+    commands prints `--work-dir` only for another one)."""
+    chosen = os.environ.get("JUDGELINE_WORK_DIR") or DEFAULT_WORK_DIR
+    return str(chosen).rstrip("/") if is_store_url(chosen) else str(Path(chosen).resolve())
 
 
 @dataclass(frozen=True)
@@ -27,12 +41,62 @@ class WorkDir:
     """Paths under one work directory; creates folders on demand, never files."""
 
     root: Path
+    store: Store = field(default_factory=Store, compare=False, repr=False)
+    """Where the files live (`tasks.store`): the local filesystem unless an object store."""
+    url: str | None = None
+    """The object store's URL, for a work dir on one (`root` is then its local copy)."""
+    scratch: Path | None = None
+    """This machine's folder for an object store's work dir (the copy and local state)."""
 
     @classmethod
-    def at(cls, root: str | os.PathLike[str] | None = None) -> WorkDir:
-        """The work dir at `root`, else $JUDGELINE_WORK_DIR, else ./work."""
+    def at(
+        cls,
+        root: str | os.PathLike[str] | None = None,
+        *,
+        scratch: str | os.PathLike[str] | None = None,
+    ) -> WorkDir:
+        """The work dir at `root`, else $JUDGELINE_WORK_DIR, else ./work. An object store
+        URL opens that store, its local copy under `scratch` (`tasks.store.scratch_dir`);
+        the path of a store's local copy names that store again."""
         chosen = root or os.environ.get("JUDGELINE_WORK_DIR") or DEFAULT_WORK_DIR
-        return cls(Path(chosen).resolve())
+        if is_store_url(chosen):
+            return _on_store(open_object_store(str(chosen), scratch))
+        path = Path(chosen).resolve()
+        owner = store_of(path)
+        if owner.remote and path == getattr(owner, "root", None):
+            return _on_store(owner)
+        return cls(path)
+
+    @property
+    def address(self) -> str:
+        """The work dir as every process names it: its path, or the store's URL."""
+        return self.url or str(self.root)
+
+    @property
+    def local(self) -> Path:
+        """This machine's own state for the work dir (gate memos, the warehouse, Prefect's
+        home): the work dir itself, or the scratch folder of an object store."""
+        return self.scratch or self.root
+
+    def location(self, path: Path) -> str:
+        """A file of the work dir as a person should be told: its path or its URL."""
+        return self.store.location(path)
+
+    def fresh(self, *parts: str, pattern: str = "*") -> Path:
+        """The folder `parts` with the store's files matching `pattern` (`*` crosses
+        folders) brought into the local copy first; a local work dir's folder as it is."""
+        path = self.root.joinpath(*parts)
+        if self.store.remote:
+            self.store.refresh(path, pattern)
+        return path
+
+    def _written_once(self, kind: str, name: str, sidecar: str) -> Path:
+        """A write-once folder, complete once its sidecar is there: a complete copy is never
+        listed again."""
+        path = self.root / kind / name
+        if self.store.remote and not (path / sidecar).is_file():
+            self.fresh(kind, name)
+        return path
 
     def _dir(self, *parts: str) -> Path:
         path = self.root.joinpath(*parts)
@@ -44,14 +108,16 @@ class WorkDir:
         return self._dir("manifests")
 
     def manifest_dir(self, manifest_hash: str) -> Path:
-        return self.manifests / manifest_hash
+        """A manifest's folder (from the store first, unless its copy is complete)."""
+        return self._written_once("manifests", manifest_hash, "manifest.json")
 
     @property
     def plans(self) -> Path:
         return self._dir("plans")
 
     def plan_dir(self, plan_id: str) -> Path:
-        return self.plans / plan_id
+        """A plan's folder (from the store first, unless its copy is complete)."""
+        return self._written_once("plans", plan_id, "plan.json")
 
     @property
     def replies(self) -> Path:
@@ -81,7 +147,9 @@ class WorkDir:
     @property
     def gate_memos(self) -> Path:
         """Digests of stored bytes that passed their gate (see tasks.gates.gate_once)."""
-        return self._dir(".gates")
+        path = self.local / ".gates"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
 
     @property
     def runs(self) -> Path:
@@ -93,5 +161,12 @@ class WorkDir:
 
     @property
     def warehouse(self) -> Path:
-        self.root.mkdir(parents=True, exist_ok=True)
-        return self.root / "warehouse.duckdb"
+        self.local.mkdir(parents=True, exist_ok=True)
+        return self.local / "warehouse.duckdb"
+
+
+def _on_store(store: Store) -> WorkDir:
+    from tasks.store.objects import ObjectStore
+
+    assert isinstance(store, ObjectStore)
+    return WorkDir(store.root, store, url=store.url, scratch=store.state)

@@ -116,8 +116,15 @@ def test_paths_are_relative_to_the_config_file_and_work_dir_flag_wins(
     assert cfg.datasets[0].path == str(folder / "data" / "mine.csv")
     assert cfg.work_dir == str(folder / "nightly-work")
 
-    assert choose_work_dir(cfg, None) == (folder / "nightly-work", None)
-    chosen, note = choose_work_dir(cfg, Path("other"))
-    assert chosen == tmp_path / "other"
+    assert choose_work_dir(cfg, None) == (str(folder / "nightly-work"), None)
+    chosen, note = choose_work_dir(cfg, "other")
+    assert chosen == str(tmp_path / "other")
     assert note is not None and str(tmp_path / "other") in note and "nightly-work" in note
-    assert choose_work_dir(cfg, folder / "nightly-work") == (folder / "nightly-work", None)
+    assert choose_work_dir(cfg, str(folder / "nightly-work")) == (
+        str(folder / "nightly-work"),
+        None,
+    )
+    url, note = choose_work_dir(cfg, "s3://bucket/prefix/")  # a store URL stays one
+    assert url == "s3://bucket/prefix" and note is not None and url in note
+    stored = cfg.model_copy(update={"work_dir": "gs://bucket/work"})
+    assert choose_work_dir(stored, None) == ("gs://bucket/work", None)

@@ -94,10 +94,10 @@ def test_an_incomplete_folder_in_the_way_is_an_error(tmp_path: Path) -> None:
 
 
 def test_published_folders_are_listed_by_name_without_staging_ones(tmp_path: Path) -> None:
-    assert published_folders(tmp_path / "absent") == []
+    assert published_folders(tmp_path / "absent", "info.json") == []
     checked: list[Path] = []
     for name in ("b", "a"):
         _publish(tmp_path / name, checked)
     (tmp_path / ".staging-c-123").mkdir()
     (tmp_path / "file").write_text("")
-    assert published_folders(tmp_path) == [tmp_path / "a", tmp_path / "b"]
+    assert published_folders(tmp_path, "info.json") == [tmp_path / "a", tmp_path / "b"]

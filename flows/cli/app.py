@@ -16,9 +16,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from flows.runtime import check_work_dir, configure_prefect, start_prefect
+from flows.runtime import check_work_dir, configure_prefect, open_work_dir, start_prefect
 from tasks.errors import InputError
-from tasks.workdir import WorkDir
+from tasks.store import SCRATCH_ENV
+from tasks.workdir import WorkDir, default_address
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -55,7 +56,7 @@ class State:
     """The global options of one invocation."""
 
     work: WorkDir = WorkDir.at()
-    work_given: Path | None = None
+    work_given: str | None = None
     """--work-dir or JUDGELINE_WORK_DIR when given (it beats a configuration's work_dir)."""
     debug: bool = False
 
@@ -66,15 +67,32 @@ state = State()
 @app.callback()
 def global_options(
     work_dir: Annotated[
+        str | None,
+        typer.Option(
+            "--work-dir",
+            envvar="JUDGELINE_WORK_DIR",
+            help="Work directory: a path, or an object store URL (s3://bucket/prefix, gs://, "
+            "az://).",
+        ),
+    ] = None,
+    scratch_dir: Annotated[
         Path | None,
-        typer.Option("--work-dir", envvar="JUDGELINE_WORK_DIR", help="Work directory."),
+        typer.Option(
+            "--scratch-dir",
+            envvar=SCRATCH_ENV,
+            help="This machine's copy of what it read from an object store work dir "
+            "(default: the user's cache dir, ~/.cache/judgeline).",
+        ),
     ] = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
 ) -> None:
     if not sys.stdout.isatty():
         # Tables go to terminals at their width; to files and pipes wide enough not to cut.
         os.environ.setdefault("COLUMNS", "160")
-    state.work = WorkDir.at(work_dir)
+    if scratch_dir is not None:
+        # Processes this command starts (a flow's workers, the simulated judge) use it too.
+        os.environ[SCRATCH_ENV] = str(scratch_dir.expanduser().resolve())
+    state.work = open_work_dir(work_dir)
     state.work_given = work_dir
     state.debug = debug
     configure_prefect(debug=debug)
@@ -113,8 +131,8 @@ def resume_line(run_id: str) -> str:
     from tasks.jobrecord import resume_command
 
     command = resume_command(run_id)
-    if state.work.root != WorkDir.at().root:
-        where = shlex.quote(str(state.work.root))
+    if state.work.address != default_address():
+        where = shlex.quote(state.work.address)
         command = command.replace("judgeline ", f"judgeline --work-dir {where} ", 1)
     return command
 

@@ -22,7 +22,7 @@ from flows.cli.app import (
     run_nightly,
     state,
 )
-from tasks.workdir import WorkDir
+from tasks.workdir import default_address
 
 
 @contextmanager
@@ -34,7 +34,9 @@ def demo_resumes() -> Iterator[None]:
     try:
         yield
     except Interrupted as exc:
-        where = "" if state.work.root == WorkDir.at().root else f" --work-dir {state.work.root}"
+        where = (
+            "" if state.work.address == default_address() else f" --work-dir {state.work.address}"
+        )
         exc.resume = f"judgeline{where} demo (a new run: it reuses the {exc.run_id} replies)"
         raise
 
@@ -69,12 +71,12 @@ def demo(
     from tasks.simjudge.server import simjudge_subprocess
 
     work = state.work
-    console.print(f"[bold]judgeline demo[/bold]: work dir {work.root}")
+    console.print(f"[bold]judgeline demo[/bold]: work dir {work.address}")
     # The simulated judge learns the key from the frozen manifest, so freeze first (the
     # nightly flow's own freeze then finds it already frozen).
     manifest_hash = freeze_sources([{"kind": "demo"}], work).info.manifest_hash
     console.print(f"manifest {manifest_hash[:16]} frozen; starting the simulated judge")
-    os.environ["JUDGELINE_WORK_DIR"] = str(work.root)
+    os.environ["JUDGELINE_WORK_DIR"] = work.address
     args = ["--manifest", manifest_hash, "--latency-ms", str(latency_ms)]
     args += ["--cache-min-tokens", str(DEMO_CACHE_MIN_TOKENS)]
     for persona in DEMO_PERSONAS:
@@ -84,7 +86,7 @@ def demo(
         config = demo_config(base_url)
         try:
             record = run_nightly(
-                config=config.model_dump(mode="json"), work_dir=str(work.root), show_progress=True
+                config=config.model_dump(mode="json"), work_dir=work.address, show_progress=True
             )
         except RunNotCompleted as exc:
             # As `run` does: the reasons first, then what the run did measure.
@@ -132,8 +134,8 @@ def demo_nights(nights: int, pairs: int | None, latency_ms: float) -> None:
 
     work = state.work
     plan = plan_nights(nights, pairs or len(demo_pairs()), dt.datetime.now(dt.UTC).date())
-    console.print(f"[bold]judgeline demo[/bold]: {nights} nights, work dir {work.root}")
-    os.environ["JUDGELINE_WORK_DIR"] = str(work.root)
+    console.print(f"[bold]judgeline demo[/bold]: {nights} nights, work dir {work.address}")
+    os.environ["JUDGELINE_WORK_DIR"] = work.address
     run_ids = []
     for night in plan:
         console.print(escape(night.title(nights)), style="bold", highlight=False)
@@ -149,7 +151,7 @@ def demo_nights(nights: int, pairs: int | None, latency_ms: float) -> None:
         ):
             config = nights_config(base_url, table).model_dump(mode="json")
             try:
-                record = run_nightly(config=config, work_dir=str(work.root), show_progress=True)
+                record = run_nightly(config=config, work_dir=work.address, show_progress=True)
                 run_ids.append(record["run_id"])
             except RunNotCompleted as exc:
                 print_reasons(exc.lines)
@@ -160,6 +162,6 @@ def demo_nights(nights: int, pairs: int | None, latency_ms: float) -> None:
     if len(run_ids) > 1:
         print_diff(diff_runs(work, run_ids[-2], run_ids[-1]))
     path = write_trends(work, trend_points(work))
-    console.print(f"trends: {path}", highlight=False, soft_wrap=True)
+    console.print(f"trends: {work.location(path)}", highlight=False, soft_wrap=True)
     console.print(f"report: {read_record(work, run_ids[-1]).report}", highlight=False,
                   soft_wrap=True)  # fmt: skip

@@ -10,6 +10,7 @@ from rich.padding import Padding
 from rich.text import Text
 
 from flows.cli.app import app, console, state
+from tasks.workdir import default_address
 
 
 @app.command("failures")
@@ -39,7 +40,7 @@ def failures(run_id: Annotated[str, typer.Argument(help="Run id.")]) -> None:
         for message, count in g.messages.most_common():
             # Whole and wrapped: a provider's message is the one clue to what went wrong.
             console.print(Padding(Text(f"{count} × {message}"), (0, 0, 0, 2)))
-    work = "" if state.work.root == state.work.at().root else f"--work-dir {state.work.root} "
+    work = "" if state.work.address == default_address() else f"--work-dir {state.work.address} "
     console.print(
         f"\nsend them again: judgeline {escape(work)}rerun-failed {escape(run_id)}",
         highlight=False,

@@ -37,4 +37,5 @@ def trends() -> None:
     path = write_trends(state.work, points)
     runs = len({p.run_id for p in points})
     configs = len({(p.judge, p.config) for p in points})
-    console.print(f"trends of {configs} judge configs over {runs} runs: {path}", highlight=False)
+    where = state.work.location(path)
+    console.print(f"trends of {configs} judge configs over {runs} runs: {where}", highlight=False)

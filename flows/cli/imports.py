@@ -86,7 +86,7 @@ def import_(
 
     try:
         record = import_flow(
-            fmt, [str(f) for f in files], str(state.work.root), run_id, dataset, name,
+            fmt, [str(f) for f in files], state.work.address, run_id, dataset, name,
             str(questions) if questions else None, str(answers_dir) if answers_dir else None,
             map_, judge, template,
         )  # fmt: skip
@@ -123,7 +123,7 @@ def reparse(run_id: Annotated[str, typer.Argument(help="The run to re-label.")])
     from flows.imports import reparse_flow
 
     try:
-        counts = reparse_flow(run_id, str(state.work.root))
+        counts = reparse_flow(run_id, state.work.address)
     except RunNotCompleted as exc:
         print_reasons(exc.lines)
         if exc.result is not None:

@@ -156,7 +156,7 @@ def _judge_run(
                 judges=judges,
                 template_id=template_id,
                 batch_size=batch_size,
-                work_dir=str(state.work.root),
+                work_dir=state.work.address,
                 show_progress=progress,
                 dask_address=dask_address,
             )
@@ -198,7 +198,7 @@ def rerun_failed(
     if kind == "nightly":
         from flows.cli.app import run_and_show_nightly
 
-        run_and_show_nightly(config=config, run_id=run_id, work_dir=str(state.work.root),
+        run_and_show_nightly(config=config, run_id=run_id, work_dir=state.work.address,
                              show_progress=progress)  # fmt: skip
         return
     if kind == "judge":
@@ -219,7 +219,7 @@ def rerun_failed(
         counts = asyncio.run(
             rerun_run_flow(
                 run_id=run_id,
-                work_dir=str(state.work.root),
+                work_dir=state.work.address,
                 show_progress=progress,
                 dask_address=dask_address,
             )
@@ -228,4 +228,5 @@ def rerun_failed(
         print_reasons(exc.lines)
         raise typer.Exit(EXIT_CODES[exc.status]) from None
     _print_counts(run_id, counts)
-    console.print(f"report: {RunFolder(state.work, run_id).report}", highlight=False)
+    where = state.work.location(RunFolder(state.work, run_id).report)
+    console.print(f"report: {where}", highlight=False)

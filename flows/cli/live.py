@@ -91,7 +91,7 @@ def live_run(
                 rng_seed,
                 template_id,
                 batch_size,
-                str(state.work.root),
+                state.work.address,
                 progress,
             )  # fmt: skip
         )

@@ -39,7 +39,7 @@ def remap(run_id: Annotated[str, typer.Argument(help="The run to remap.")]) -> N
     prepare_prefect()
     from flows.remap import remap_flow
 
-    counts = remap_flow(run_id, str(state.work.root))
+    counts = remap_flow(run_id, state.work.address)
     outcomes = ", ".join(f"{code} {n}" for code, n in counts["outcomes"].items())
     console.print(
         f"run [bold]{run_id}[/bold]: {counts['planned']} planned slots, outcomes {outcomes} "

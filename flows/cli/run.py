@@ -24,7 +24,7 @@ from flows.cli.app import (
     run_and_show_nightly,
     state,
 )
-from tasks.workdir import WorkDir
+from flows.runtime import open_work_dir
 
 
 @app.command("run")
@@ -48,10 +48,10 @@ def run(
     work_dir, note = choose_work_dir(cfg, state.work_given)
     if note:
         err_console.print(f"note: {note}", highlight=False, soft_wrap=True)
-    state.work = WorkDir(work_dir)
+    state.work = open_work_dir(work_dir)
     check_run(cfg, state.work, run_id)  # in a second, before Prefect starts
     run_and_show_nightly(
-        config_path=str(config), run_id=run_id, work_dir=str(work_dir), show_progress=True
+        config_path=str(config), run_id=run_id, work_dir=state.work.address, show_progress=True
     )
 
 
@@ -163,7 +163,8 @@ def report(run_id: Annotated[str, typer.Argument(help="Run id.")]) -> None:
     """Rebuild a run's HTML report from the warehouse, without calling any judge."""
     from tasks.report.data import build_report
 
-    console.print(f"report: {build_report(state.work, run_id)}", highlight=False, soft_wrap=True)
+    where = state.work.location(build_report(state.work, run_id))
+    console.print(f"report: {where}", highlight=False, soft_wrap=True)
 
 
 @app.command("serve")
@@ -180,11 +181,11 @@ def serve(
     work_dir, note = choose_work_dir(load_run_config(config), state.work_given)
     if note:
         err_console.print(f"note: {note}", highlight=False, soft_wrap=True)
-    state.work = WorkDir(work_dir)
+    state.work = open_work_dir(work_dir)
     prepare_prefect()
     from flows.deploy import build_deployments
     from flows.serving import serve_deployments
 
-    deployments = build_deployments(config, work_dir)
+    deployments = build_deployments(config, state.work.address)
     console.print(f"serving {', '.join(d.name for d in deployments)} (Ctrl-C stops)")
     serve_deployments(deployments)

@@ -35,7 +35,7 @@ def _k(work: WorkDir, record: RunRecord) -> int | None:
     if record.plan_id is None:
         return None
     try:
-        path = work.root / "plans" / record.plan_id / PLAN_INFO_FILE
+        path = work.plan_dir(record.plan_id) / PLAN_INFO_FILE
         return PlanInfo.model_validate_json(path.read_bytes()).k
     except (OSError, ValueError):
         return None

@@ -262,8 +262,8 @@ def resolve_manifest_hash(work: WorkDir, prefix: str) -> str:
     prefix = prefix.strip().lower()
     if not prefix:
         raise InputError("empty manifest hash")
-    root = work.root / "manifests"
-    names = [p.name for p in published_folders(root)]
+    root = work.fresh("manifests", pattern=f"*/{MANIFEST_INFO_FILE}")
+    names = [p.name for p in published_folders(root, MANIFEST_INFO_FILE)]
     if prefix in names:
         return prefix
     matches = [n for n in names if n.startswith(prefix)]
@@ -280,9 +280,9 @@ def read_manifest(
     """Read a stored manifest, conformed to ManifestRow, and (by default) gate it."""
     if not _HASH.fullmatch(manifest_hash):
         raise InputError(f"{manifest_hash!r} is not a manifest hash (64 hex digits)")
-    folder = work.root / "manifests" / manifest_hash
+    folder = work.manifest_dir(manifest_hash)
     if not folder.is_dir():
-        raise InputError(f"no manifest {manifest_hash} in {work.root / 'manifests'}")
+        raise InputError(f"no manifest {manifest_hash} in {work.location(folder.parent)}")
     info, table = _read_dir(folder, manifest_hash)
     if gate:
         _gate_stored(work, folder, table, manifest_hash)
@@ -295,6 +295,6 @@ def read_manifest(
 
 def list_manifests(work: WorkDir) -> list[ManifestInfo]:
     """The sidecars of every stored manifest, oldest first."""
-    folders = published_folders(work.root / "manifests")
+    folders = published_folders(work.fresh("manifests"), MANIFEST_INFO_FILE)
     infos = [_read_dir(folder, folder.name)[0] for folder in folders]
     return sorted(infos, key=lambda i: (i.created_at, i.manifest_hash))

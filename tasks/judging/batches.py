@@ -14,11 +14,12 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 
 from tasks.judging.cache import CacheWriter
-from tasks.judging.claims import CallClaims, StoredKeyView
+from tasks.judging.claims import StoredKeyView
 from tasks.judging.client import JudgeClient, aresolve_api_key
 from tasks.judging.planned import PlannedCall
 from tasks.judging.prompt_cache import ordered
 from tasks.judging.request import JudgeRequest
+from tasks.judging.sharing import call_claims
 from tasks.judging.stopping import StopRequest
 from tasks.judging.tally import Tally
 
@@ -167,7 +168,7 @@ async def send_all(
 ) -> list[dict[str, int]]:
     """Run the batches, at most enough at once to keep every judge's connections busy.
 
-    Each call is claimed before it is sent (`CallClaims` over `fresh`): a call another run
+    Each call is claimed before it is sent (`call_claims` over `fresh`): a call another run
     sharing the cache is sending waits for it, and is not sent if that run stores it. Once
     `stop` is requested no call starts; calls not sent stay pending.
     """
@@ -180,7 +181,7 @@ async def send_all(
         async with limits[batch.judge]:
             return await run_batch(batch, session)
 
-    claims = CallClaims(request.work, fresh)
+    claims = call_claims(request.work, fresh)
     try:
         # Inside the try: a key that fails to resolve still closes the clients made so far.
         for spec in request.judges:

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shutil
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -28,9 +27,12 @@ from pydantic import BaseModel
 
 from schemas.arrow import arrow_schema, conform, rows_to_table
 from schemas.calls import AttemptRecord, ReplyRecord
-from tasks.judging.journal import Entry, ReplyJournal, dead_segments
+from tasks.judging.journal import DeadSegment, Entry, ReplyJournal, dead_segments
 from tasks.storage import write_parquet_atomic
 from tasks.workdir import WorkDir
+
+if TYPE_CHECKING:
+    from tasks.judging.store_journal import StoreJournal
 
 
 class PublishListener(Protocol):
@@ -77,11 +79,31 @@ def write_attempts(work: WorkDir, records: Sequence[AttemptRecord]) -> Path | No
     return _write(records, AttemptRecord, work.attempts)
 
 
+def _journal_for(work: WorkDir) -> ReplyJournal | StoreJournal:
+    """This writer's journal in `work`: a locked local file, or objects in the store."""
+    if work.store.remote:
+        from tasks.judging.store_journal import StoreJournal
+
+        return StoreJournal(work)
+    return ReplyJournal(work.journal)
+
+
+def _dead_writers(work: WorkDir) -> Iterator[DeadSegment]:
+    """What writers that died before publishing left in their journals: locked files no
+    process holds, or in a store the journals of writers whose lease ran out."""
+    if work.store.remote:
+        from tasks.judging.store_journal import dead_store_segments
+
+        yield from dead_store_segments(work)
+    else:
+        yield from dead_segments(work.journal)
+
+
 def fold_dead_journals(work: WorkDir) -> int:
     """Publish the journal lines of writers that died before their flush; returns replies
     published. Journals of live writers are left to them."""
     published = 0
-    for segment in dead_segments(work.journal):
+    for segment in _dead_writers(work):
         write_replies(work, segment.replies)
         write_attempts(work, segment.attempts)
         segment.delete()
@@ -116,9 +138,7 @@ def recover(work: WorkDir) -> int:
 
 def _quarantine(work: WorkDir, path: Path, why: str) -> None:
     target = work.quarantine / f"{path.parent.name}-{path.name}"
-    try:
-        shutil.move(str(path), target)
-    except FileNotFoundError:
+    if not work.store.move(path, target):
         return
     log.warning("cache file %s could not be read (%s); moved to %s", path, why, target)
 
@@ -139,6 +159,7 @@ def _read_folder(
     """
     full = arrow_schema(model)
     schema = full if columns is None else pa.schema([full.field(c) for c in columns])
+    work.store.refresh(folder, "*.parquet")
     fast = _read_fast(folder, full, columns)
     if fast is not None:
         return fast
@@ -247,7 +268,7 @@ def compact(work: WorkDir) -> tuple[int, int]:
     merged = _earliest_per_key(pa.concat_tables(tables))
     write_parquet_atomic(merged, work.replies / f"{uuid.uuid4().hex}.parquet")
     for path in paths:
-        path.unlink(missing_ok=True)
+        work.store.remove(path)
     return len(paths), merged.num_rows
 
 
@@ -281,7 +302,7 @@ class CacheWriter:
         self.max_rows = max_rows
         self.max_age_s = max_age_s
         self.claims = claims
-        self.journal = ReplyJournal(work.journal)
+        self.journal = _journal_for(work)
         self._unjournaled: list[Entry] = []
         self._replies: list[ReplyRecord] = []
         self._attempts: list[AttemptRecord] = []
@@ -365,6 +386,9 @@ class CacheWriter:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if self._pending:
-            await asyncio.gather(*list(self._pending))
-        await self.flush()
+        try:
+            if self._pending:
+                await asyncio.gather(*list(self._pending))
+            await self.flush()
+        finally:
+            self.journal.close()

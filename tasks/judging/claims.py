@@ -15,6 +15,11 @@ and skips it, or sends it itself. A dead holder's claims are free at once (the k
 drops its locks); what the dead process received is in its journal, which the next
 claimant publishes before it decides. Only calls in flight when a process died are paid
 again.
+
+On an object store (`tasks.store`) there are no such locks: the run lock is a lock object
+held by a lease, and call claims are objects created with conditional writes
+(`tasks.judging.store_claims`); `tasks.judging.sharing.call_claims` picks the kind the work
+dir needs.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ import struct
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -43,7 +48,16 @@ from tasks.runfolder import RunFolder
 from tasks.storage import FolderChanges
 from tasks.workdir import WorkDir
 
-__all__ = ["CallClaims", "Claim", "RunLock", "StoredKeyView"]
+if TYPE_CHECKING:
+    from tasks.store.leases import LeaseLock
+
+__all__ = [
+    "CallClaims",
+    "Claim",
+    "RunLock",
+    "StoredKeyView",
+    "run_lock_is_free",
+]
 
 
 class RunLock:
@@ -70,13 +84,43 @@ class RunLock:
         self.nestable = nestable
         self._fd: int | None = None
         self._nested = False
+        self._object = _lock_object(work, self.path)
+        self._key = work.location(self.path) if work.store.remote else os.path.realpath(self.path)
 
     def acquire(self) -> RunLock:
-        key = os.path.realpath(self.path)
+        key = self._key
         if key in RunLock._nestable:
             RunLock._nestable[key] += 1
             self._nested = True
             return self
+        if self._object is not None:
+            self._acquire_object()
+        else:
+            self._acquire_file()
+        if self.nestable:
+            RunLock._nestable[key] = 0
+        return self
+
+    def _refuse(self, holder: str) -> InputError:
+        waited = f" after waiting {self.wait_s:g} s" if self.wait_s > 0 else ""
+        return InputError(
+            f"run {self.run_id!r} is being judged by another process ({holder})"
+            f"{waited}; wait for it to finish or use another --run-id "
+            f"(lock file {self._key})"
+        )
+
+    def _acquire_object(self) -> None:
+        assert self._object is not None
+        deadline = time.monotonic() + self.wait_s
+        while True:
+            holder = self._object.take()
+            if holder is None:
+                return
+            if time.monotonic() >= deadline:
+                raise self._refuse(_describe(holder)) from None
+            time.sleep(0.1)
+
+    def _acquire_file(self) -> None:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         deadline = time.monotonic() + self.wait_s
         while True:
@@ -87,12 +131,7 @@ class RunLock:
                 if time.monotonic() >= deadline:
                     holder = _describe_holder(fd)
                     os.close(fd)
-                    waited = f" after waiting {self.wait_s:g} s" if self.wait_s > 0 else ""
-                    raise InputError(
-                        f"run {self.run_id!r} is being judged by another process ({holder})"
-                        f"{waited}; wait for it to finish or use another --run-id "
-                        f"(lock file {self.path})"
-                    ) from None
+                    raise self._refuse(holder) from None
                 time.sleep(0.1)
         me = {
             "pid": os.getpid(),
@@ -102,16 +141,17 @@ class RunLock:
         os.ftruncate(fd, 0)
         os.pwrite(fd, (json.dumps(me) + "\n").encode("utf-8"), 0)
         self._fd = fd
-        if self.nestable:
-            RunLock._nestable[key] = 0
-        return self
 
     def release(self) -> None:
-        key = os.path.realpath(self.path)
+        key = self._key
         if self._nested:
             RunLock._nestable[key] -= 1
             self._nested = False
             return
+        if self._object is not None and self._object.held:
+            if self.nestable:
+                RunLock._nestable.pop(key, None)
+            self._object.release()
         if self._fd is not None:
             if self.nestable:
                 RunLock._nestable.pop(key, None)
@@ -131,10 +171,46 @@ class RunLock:
 
 def _describe_holder(fd: int) -> str:
     try:
-        info = json.loads(os.pread(fd, 4096, 0).decode("utf-8"))
+        return _describe(json.loads(os.pread(fd, 4096, 0).decode("utf-8")))
+    except (ValueError, UnicodeDecodeError):
+        return _describe({})
+
+
+def _describe(info: dict[str, Any]) -> str:
+    try:
         return f"pid {info['pid']} on {info['host']}, started {info['started_at']}"
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+    except (KeyError, TypeError):
         return "holder unknown: it is still starting"
+
+
+def _lock_object(work: WorkDir, path: Path) -> LeaseLock | None:
+    """The run lock as a lease-held object, for a work dir on an object store."""
+    if not work.store.remote:
+        return None
+    from tasks.store.leases import LeaseLock
+    from tasks.store.objects import ObjectStore
+
+    assert isinstance(work.store, ObjectStore)
+    return LeaseLock(work.store, work.store.key(path))
+
+
+def run_lock_is_free(work: WorkDir, run_id: str) -> bool:
+    """True if no live process holds the run's lock (a missing lock is free)."""
+    path = RunFolder(work, run_id).lock
+    lock = _lock_object(work, path)
+    if lock is not None:
+        return lock.is_free()
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)  # closing drops the probe's lock
+    return True
 
 
 class StoredKeyView:
@@ -148,6 +224,8 @@ class StoredKeyView:
 
     def __init__(self, work: WorkDir) -> None:
         self.folder = work.replies
+        self.store = work.store
+        self.store.refresh(self.folder, "*.parquet", force=True)
         self._changes = FolderChanges(self.folder)
         self._seen: set[str] = set()
         self._listing()  # files listed now count as seen: stored_keys reads them next
@@ -162,8 +240,11 @@ class StoredKeyView:
         self._seen.update(new)
         return new
 
-    def refresh(self) -> int:
-        """Read reply files published since the last refresh; returns keys added."""
+    def refresh(self, *, newest: bool = False) -> int:
+        """Read reply files published since the last refresh; returns keys added. On an
+        object store the copy is listed again at most once a second, or now if `newest`."""
+        if self.store.remote:
+            self.store.refresh(self.folder, "*.parquet", force=newest)
         before = len(self.keys)
         for name in self._listing():
             path = Path(self.folder, name)
@@ -185,6 +266,8 @@ class StoredKeyView:
     def __contains__(self, call_key: object) -> bool:
         if call_key in self.keys:
             return True
+        if self.store.remote:
+            self.store.refresh(self.folder, "*.parquet")
         if self._changes.changed():
             self.refresh()
         return call_key in self.keys
@@ -244,6 +327,10 @@ class CallClaims:
         self._held: set[str] = set()
         self.waited: set[str] = set()
         """Call keys found claimed by another live process at least once."""
+
+    async def claim(self, call_key: str) -> Claim:
+        """`take`, as the judge client awaits it (a lock on a local file never waits)."""
+        return self.take(call_key)
 
     def take(self, call_key: str) -> Claim:
         if call_key in self._held:

@@ -29,7 +29,7 @@ from schemas.calls import AttemptRecord, ReplyRecord
 from schemas.judge import JudgeSpec
 from tasks.errors import InputError
 from tasks.judging.attempts import attempt_record, reply_record
-from tasks.judging.claims import CallClaims, Claim
+from tasks.judging.claims import Claim
 from tasks.judging.endpoints import endpoint, extra_headers
 from tasks.judging.failures import CallFailure, scrub
 from tasks.judging.pacing import (
@@ -41,6 +41,7 @@ from tasks.judging.pacing import (
     RetryPolicy,
 )
 from tasks.judging.providers import PROVIDERS, CallRequest, Provider, Reply
+from tasks.judging.sharing import Claims
 from tasks.judging.stopping import StopRequest
 
 __all__ = [
@@ -129,7 +130,7 @@ class JudgeClient:
         *,
         run_id: str = "",
         retry: RetryPolicy | None = None,
-        claims: CallClaims | None = None,
+        claims: Claims | None = None,
         stop: StopRequest | None = None,
     ) -> None:
         self.spec = spec
@@ -224,7 +225,7 @@ class JudgeClient:
                 breaker.held += 1
                 return None
             if claim and self._claims is not None:
-                state = self._claims.take(request.call_key)
+                state = await self._claims.claim(request.call_key)
                 if state is not Claim.MINE:
                     return state
             if self._limiter is not None:

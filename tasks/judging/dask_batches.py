@@ -1,12 +1,13 @@
 """Judge batches on a Dask cluster (prefect-dask): each batch a self-contained worker task.
 
 A worker process cannot share the flow's clients or cache writer, so a batch carries only
-names: the work directory, plan, template, judge spec and its call keys. The worker rebuilds
-those calls from the shared work directory with `plan_calls` (and refuses keys that do not
-follow from it: a worker with other code or other files), opens its own client, sends with
-`tasks.judging.batches.send_batch` and writes replies and attempts to the shared cache as new,
-uniquely named, atomically renamed files. The flow then writes calls.parquet from the cache
-exactly as it does after a local run.
+names: the work directory (a shared path, or an object store URL: then the worker reads
+through its own scratch dir, `tasks.store`), plan, template, judge spec and its call keys.
+The worker rebuilds those calls from the work directory with `plan_calls` (and refuses
+keys that do not follow from it: a worker with other code or other files), opens its own
+client, sends with `tasks.judging.batches.send_batch` and writes replies and attempts to the
+shared cache as new, uniquely named, atomically published files. The flow then writes
+calls.parquet from the cache exactly as it does after a local run.
 
 A judge's `max_concurrency` and `requests_per_minute` are limits for the whole run: they
 are divided evenly across the batches that can run at once (the cluster's worker threads).
@@ -20,7 +21,6 @@ import functools
 import os
 import socket
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -31,10 +31,10 @@ from tasks.errors import InputError, IntegrityError
 from tasks.ingest.manifest import read_manifest
 from tasks.judging.batches import send_batch, split_batches
 from tasks.judging.cache import CacheWriter
-from tasks.judging.claims import CallClaims
 from tasks.judging.client import JudgeClient, aresolve_api_key
 from tasks.judging.planned import PlannedCall, plan_calls
 from tasks.judging.request import JudgeRequest
+from tasks.judging.sharing import call_claims
 from tasks.plan import read_plan
 from tasks.workdir import WorkDir
 
@@ -99,7 +99,7 @@ class RemoteBatch:
 @functools.lru_cache(maxsize=4)
 def _plan_tables(work_root: str, plan_id: str) -> tuple[pa.Table, pa.Table]:
     """(manifest, presentations) of a plan; both are write-once, so a worker keeps them."""
-    work = WorkDir(Path(work_root))
+    work = WorkDir.at(work_root)
     # The flow gated both before planning; the call-key check below catches any other bytes.
     info, presentations = read_plan(work, plan_id, gate=False)
     _, manifest = read_manifest(work, info.manifest_hash, gate=False)
@@ -143,8 +143,8 @@ async def judge_batch_remote(batch: RemoteBatch) -> dict[str, Any]:
     [BreakerTrip], "timed_out": n, "worker": host/pid}` (`trips`: the configs this batch's
     breaker stopped; `timed_out`: requests abandoned at their timeout).
     """
-    work = WorkDir(Path(batch.work_root))
-    if not work.root.is_dir():
+    work = WorkDir.at(batch.work_root)  # a path, or a store URL (copied to this worker's scratch)
+    if work.url is None and not work.root.is_dir():
         raise InputError(
             f"batch {batch.judge}#{batch.index} on {_where()}: work directory {work.root} "
             "does not exist here; every worker must see the flow's work directory"
@@ -153,7 +153,7 @@ async def judge_batch_remote(batch: RemoteBatch) -> dict[str, Any]:
     spec = batch.client_spec()
     # As in the flow's own loop: each call is claimed first, so a call another process is
     # sending waits for it and one it stored meanwhile is not sent.
-    claims = CallClaims(work)
+    claims = call_claims(work)
     skipped = 0
 
     def skip() -> None:
@@ -189,7 +189,7 @@ def remote_batches(
     per_judge = Counter(b.judge for b in local)
     return [
         RemoteBatch(
-            work_root=str(request.work.root),
+            work_root=request.work.address,
             run_id=request.run_id,
             plan_id=request.plan_id,
             template_id=b.calls[0].template_id,

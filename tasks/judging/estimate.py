@@ -133,7 +133,8 @@ class _Group:
 def _pu_fraction(work: WorkDir, judge: str, config: str) -> float | None:
     """Live paired unanimity's expected share of the grid, from the newest replay of a run
     that can be read."""
-    runs = sorted(work.runs.glob("*/summary.parquet"), key=lambda p: p.stat().st_mtime)
+    found = work.fresh("runs", pattern="*/summary.parquet").glob("*/summary.parquet")
+    runs = sorted(found, key=lambda p: p.stat().st_mtime)
     for path in reversed(runs):
         if not readable(RunFolder(work, path.parent.name)):
             continue  # skipped with a warning

@@ -35,7 +35,15 @@ from pydantic import ValidationError
 from schemas.calls import AttemptRecord, ReplyRecord
 from tasks.storage import FolderChanges
 
-__all__ = ["DeadWriterWatch", "Entry", "JournalSegment", "ReplyJournal", "dead_segments"]
+__all__ = [
+    "DeadWriterWatch",
+    "Entry",
+    "JournalSegment",
+    "ReplyJournal",
+    "dead_segments",
+    "encode",
+    "parse",
+]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +61,18 @@ def same_file(fd: int, path: Path) -> bool:
         return False
 
 
+def encode(entries: Sequence[Entry]) -> bytes:
+    """One JSON line per entry: its reply (or null) and its attempts."""
+    return "".join(
+        '{"reply":'
+        + (reply.model_dump_json() if reply is not None else "null")
+        + ',"attempts":['
+        + ",".join(a.model_dump_json() for a in attempts)
+        + "]}\n"
+        for reply, attempts in entries
+    ).encode("utf-8")
+
+
 @dataclass
 class JournalSegment:
     """One journal file: open, locked, and appended to by one writer."""
@@ -62,15 +82,7 @@ class JournalSegment:
 
     def write(self, entries: Sequence[Entry]) -> None:
         """Append one line per entry, in one write."""
-        data = "".join(
-            '{"reply":'
-            + (reply.model_dump_json() if reply is not None else "null")
-            + ',"attempts":['
-            + ",".join(a.model_dump_json() for a in attempts)
-            + "]}\n"
-            for reply, attempts in entries
-        ).encode("utf-8")
-        view = memoryview(data)
+        view = memoryview(encode(entries))
         while view:
             written = os.write(self.fd, view)
             view = view[written:]
@@ -94,6 +106,9 @@ class ReplyJournal:
         if self.current is None:
             self.current = self._start()
         self.current.write(entries)
+
+    def close(self) -> None:
+        """Nothing to wait for: every line is in the file when `write` returns."""
 
     def cut(self) -> JournalSegment | None:
         """End the current segment (a flush is about to publish its lines) and return it."""
@@ -191,12 +206,15 @@ class DeadWriterWatch:
 
 @dataclass
 class DeadSegment:
-    path: Path
+    """What a dead writer journaled: `path` names the file (or the store's objects)."""
+
+    path: Path | str
     replies: list[ReplyRecord]
     attempts: list[AttemptRecord]
     bad_lines: list[int]
 
     def delete(self) -> None:
+        assert isinstance(self.path, Path)
         self.path.unlink(missing_ok=True)
 
 
@@ -214,10 +232,10 @@ def dead_segments(folder: Path) -> Iterator[DeadSegment]:
                 continue
             with os.fdopen(os.dup(fd), "rb") as handle:
                 data = handle.read()
-            yield _parse(path, data)
+            yield parse(path, data)
 
 
-def _parse(path: Path, data: bytes) -> DeadSegment:
+def parse(path: Path | str, data: bytes) -> DeadSegment:
     segment = DeadSegment(path, [], [], [])
     for number, raw in enumerate(data.splitlines(), start=1):
         try:

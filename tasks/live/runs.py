@@ -45,7 +45,7 @@ def find_reference_run(work: WorkDir, run_id: str) -> str | None:
     """
     own_folder = RunFolder(work, run_id)
     own = own_folder.find_info()
-    runs = own_folder.path.parent
+    runs = work.fresh("runs", pattern="*/run.json")
     if own is None:
         return None
     best: tuple[str, str] | None = None

@@ -37,7 +37,7 @@ def _sorted(table: pa.Table) -> pa.Table:
 def _gate_stored(work: WorkDir, folder: Path, info: PlanInfo, table: pa.Table) -> None:
     """Gate the plan files in `folder` unless these exact bytes (and its manifest's) passed
     already (a staged plan's memo serves its published folder: same names, same bytes)."""
-    manifest = work.root / "manifests" / info.manifest_hash
+    manifest = work.manifest_dir(info.manifest_hash)
     stored = [folder / PLAN_FILE, folder / PLAN_INFO_FILE]
     stored += [manifest / MANIFEST_FILE, manifest / MANIFEST_INFO_FILE]
     gate_once(work.gate_memos, stored, lambda: gate_plan(info, table, work))
@@ -78,8 +78,8 @@ def write_plan(work: WorkDir, info: PlanInfo, table: pa.Table) -> PlanInfo:
 def resolve_plan_id(work: WorkDir, prefix: str) -> str:
     """The stored plan id that `prefix` names uniquely."""
     prefix = prefix.strip().lower()
-    root = work.root / "plans"
-    names = [p.name for p in published_folders(root)]
+    root = work.fresh("plans", pattern=f"*/{PLAN_INFO_FILE}")
+    names = [p.name for p in published_folders(root, PLAN_INFO_FILE)]
     if prefix in names:
         return prefix
     matches = [n for n in names if prefix and n.startswith(prefix)]
@@ -93,9 +93,9 @@ def read_plan(work: WorkDir, plan_id: str, *, gate: bool = True) -> tuple[PlanIn
     """Read a stored plan, conformed to PresentationRow, and (by default) gate it."""
     if not PLAN_ID.fullmatch(plan_id):
         raise InputError(f"{plan_id!r} is not a plan id (64 hex digits)")
-    folder = work.root / "plans" / plan_id
+    folder = work.plan_dir(plan_id)
     if not folder.is_dir():
-        raise InputError(f"no plan {plan_id} in {work.root / 'plans'}")
+        raise InputError(f"no plan {plan_id} in {work.location(folder.parent)}")
     info, table = _read_dir(folder, plan_id)
     if gate:
         _gate_stored(work, folder, info, table)
@@ -104,5 +104,7 @@ def read_plan(work: WorkDir, plan_id: str, *, gate: bool = True) -> tuple[PlanIn
 
 def list_plans(work: WorkDir) -> list[PlanInfo]:
     """The sidecars of every stored plan, oldest first."""
-    infos = [_read_dir(f, f.name)[0] for f in published_folders(work.root / "plans")]
+    infos = [
+        _read_dir(f, f.name)[0] for f in published_folders(work.fresh("plans"), PLAN_INFO_FILE)
+    ]
     return sorted(infos, key=lambda i: (i.created_at, i.plan_id))

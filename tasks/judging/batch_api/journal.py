@@ -52,6 +52,7 @@ class BatchJournal:
     """The batch entries of a work directory (`cache/batches/*.json`)."""
 
     def __init__(self, work: WorkDir) -> None:
+        self.work = work
         self.folder = work.root / "cache" / "batches"
         self.folder.mkdir(parents=True, exist_ok=True)
 
@@ -83,7 +84,7 @@ class BatchJournal:
     def open_entries(self) -> list[BatchEntry]:
         """Entries not `done` nor `abandoned`, oldest first."""
         out = []
-        for path in sorted(self.folder.glob("jl-*.json")):
+        for path in sorted(self.work.fresh("cache", "batches").glob("jl-*.json")):
             try:
                 entry = BatchEntry(**json.loads(path.read_text("utf-8")))
             except (ValueError, TypeError) as exc:

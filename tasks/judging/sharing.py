@@ -1,0 +1,48 @@
+"""The claims a judge process takes on its calls, of the kind its work dir needs: locks on a
+local (or shared) disk (`tasks.judging.claims.CallClaims`), or objects created with
+conditional writes on an object store (`tasks.judging.store_claims.StoreCallClaims`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Protocol
+
+from tasks.judging.claims import CallClaims, Claim, StoredKeyView
+from tasks.workdir import WorkDir
+
+__all__ = ["Claims", "call_claims"]
+
+
+class Claims(Protocol):
+    """Claims on calls, as `JudgeClient` and `CacheWriter` use them (`CallClaims` on a
+    local disk, `tasks.judging.store_claims.StoreCallClaims` on an object store)."""
+
+    view: StoredKeyView
+    waited: set[str]
+
+    def take(self, call_key: str) -> Claim:
+        """Claim a call before its first attempt: MINE (send it), STORED or BUSY."""
+        ...
+
+    async def claim(self, call_key: str) -> Claim:
+        """`take` without blocking the event loop."""
+        ...
+
+    def published(self, path: Path | None, stored: list[str], settled: set[str]) -> None: ...
+
+    def release(self, call_keys: Iterable[str]) -> None: ...
+
+    @property
+    def held(self) -> int: ...
+
+    def close(self) -> None: ...
+
+
+def call_claims(work: WorkDir, view: StoredKeyView | None = None) -> Claims:
+    """The claims of this process on the calls of `work`, of the kind its store needs."""
+    if work.store.remote:
+        from tasks.judging.store_claims import StoreCallClaims
+
+        return StoreCallClaims(work, view)
+    return CallClaims(work, view)

@@ -1,0 +1,186 @@
+"""Call claims on an object store: one object per call, created with a conditional write.
+
+Before a call's first attempt its sender creates `cache/claims/<call_key>` with
+`If-None-Match: *`, naming its writer (`tasks.store.leases`): of two processes creating it at
+once exactly one succeeds. Once the call's reply is published as parquet the claim becomes a
+marker, `stored`, naming the reply file; a call that failed for good has its claim deleted,
+so it may be sent again. A process finding the claim:
+
+- `stored`: the reply is stored. It reads the newest reply files and skips the call (if the
+  reply is not there, its file was set aside as corrupt: the call is claimed again and sent);
+- held by a live writer: the call is being sent; ask again later;
+- held by a writer whose lease ran out (it died): first publish what that writer journaled
+  (`tasks.judging.store_journal`), read the newest reply files, and skip the call if its
+  reply is among them; else take the claim over with `If-Match` on the tag just read (of two
+  processes taking it over exactly one succeeds) and send it.
+
+Markers stay: they make the stored-or-not question exact without listing the store again,
+so a call stored by another process while this one was looking elsewhere is never paid for
+twice. Only the calls in flight when a process died, and replies it received in its last
+journal put, are sent again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+import uuid
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from tasks.errors import StoreError
+from tasks.judging.cache import fold_dead_journals
+from tasks.judging.claims import Claim, StoredKeyView
+from tasks.store.leases import writer_lease
+from tasks.store.objects import ObjectStore
+from tasks.workdir import WorkDir
+
+__all__ = ["CLAIM_PREFIX", "StoreCallClaims"]
+
+log = logging.getLogger(__name__)
+
+CLAIM_PREFIX = "cache/claims/"
+MARKER_THREADS = 8
+
+
+class StoreCallClaims:
+    """This process's claims on the calls of a work dir on an object store."""
+
+    def __init__(self, work: WorkDir, view: StoredKeyView | None = None) -> None:
+        assert isinstance(work.store, ObjectStore)
+        self.work = work
+        self.store = work.store
+        self.lease = writer_lease(self.store)
+        self.lease.hold()
+        self.view = view if view is not None else StoredKeyView(work)
+        self._held: set[str] = set()
+        self._lock = threading.Lock()
+        self._markers = ThreadPoolExecutor(MARKER_THREADS, thread_name_prefix="judgeline-claim")
+        self._closed = False
+        self.claimant = uuid.uuid4().hex[:12]
+        """This object's own name in its claims: two in one process do not share calls."""
+        self.waited: set[str] = set()
+        """Call keys found claimed by another live process at least once."""
+
+    def _body(self, state: str, **extra: Any) -> bytes:
+        body = {"writer": self.lease.id, "claimant": self.claimant, "state": state, **extra}
+        return json.dumps(body).encode("utf-8")
+
+    def _stored(self, call_key: str) -> bool:
+        with self._lock:
+            if call_key in self.view:
+                return True
+            self.view.refresh(newest=True)
+            return call_key in self.view
+
+    async def claim(self, call_key: str) -> Claim:
+        """`take` in a thread: a claim is a request to the store."""
+        if call_key in self._held:
+            return Claim.MINE
+        return await asyncio.to_thread(self.take, call_key)
+
+    def _mine(self, call_key: str) -> Claim:
+        with self._lock:
+            self._held.add(call_key)
+        return Claim.MINE
+
+    def take(self, call_key: str) -> Claim:
+        """Claim a call before its first attempt: MINE (send it), STORED or BUSY."""
+        if call_key in self._held:
+            return Claim.MINE
+        key = CLAIM_PREFIX + call_key
+        sending = self._body("sending")
+        for _ in range(5):
+            if self.store.create(key, sending) is not None:
+                self._mine(call_key)
+                with self._lock:
+                    known = call_key in self.view
+                if known:  # stored without a claim (an import, a provider batch)
+                    self._settle(call_key, stored=True, file=None)
+                    return Claim.STORED
+                return Claim.MINE
+            found = self.store.read(key)
+            if found is None:
+                continue  # released meanwhile: create it again
+            claim = _parse(found.data)
+            writer = str(claim.get("writer", ""))
+            if claim.get("state") == "stored":
+                if self._stored(call_key):
+                    return Claim.STORED
+            elif claim.get("claimant") == self.claimant:
+                return self._mine(call_key)
+            elif self.lease.alive(writer):
+                self.waited.add(call_key)
+                return Claim.BUSY
+            else:
+                fold_dead_journals(self.work)
+                if self._stored(call_key):
+                    self.store.replace(key, self._body("stored", file=None), etag=found.etag)
+                    return Claim.STORED
+            # A stored marker whose reply is gone, or a dead writer's call: take it over.
+            if self.store.replace(key, sending, etag=found.etag) is not None:
+                return self._mine(call_key)
+        self.waited.add(call_key)
+        return Claim.BUSY
+
+    def _settle(self, call_key: str, *, stored: bool, file: str | None) -> None:
+        """Turn a held claim into a `stored` marker, or delete it (the call may be sent
+        again), in a thread of its own."""
+        with self._lock:
+            if call_key not in self._held:
+                return
+            self._held.discard(call_key)
+        body = self._body("stored", file=file) if stored else None
+        self._markers.submit(self._write_marker, CLAIM_PREFIX + call_key, body)
+
+    def _write_marker(self, key: str, body: bytes | None) -> None:
+        try:
+            if body is None:
+                self.store.delete(key)
+            else:
+                self.store.replace(key, body)
+        except StoreError as exc:
+            # Others wait for this claim until this process's lease runs out; then they
+            # find the reply stored (or send the call again).
+            log.warning("claim %s could not be settled: %s", key, exc)
+
+    def published(self, path: Path | None, stored: list[str], settled: set[str]) -> None:
+        """A writer published `path` holding the replies of `stored`: let the view see them,
+        then mark those calls stored and give up the claims of the calls that failed."""
+        if path is not None:
+            with self._lock:
+                self.view.add_file(path, stored)
+        done = set(stored)
+        name = path.name if path is not None else None
+        for call_key in settled:
+            self._settle(call_key, stored=call_key in done, file=name)
+
+    def release(self, call_keys: Iterable[str]) -> None:
+        """Give up these claims without a reply (keys not held here are ignored)."""
+        for call_key in call_keys:
+            self._settle(call_key, stored=False, file=None)
+
+    @property
+    def held(self) -> int:
+        return len(self._held)
+
+    def close(self) -> None:
+        """Release every claim, wait for the markers, and let go of the lease."""
+        if self._closed:
+            return
+        self._closed = True
+        self.release(list(self._held))
+        self._markers.shutdown(wait=True)
+        self.lease.let_go()
+
+
+def _parse(data: bytes) -> dict[str, Any]:
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}

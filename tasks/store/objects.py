@@ -1,0 +1,365 @@
+"""A work dir on an object store (S3, GCS, Azure Blob, MinIO, R2) through obstore, read
+through a local copy.
+
+The store holds the work dir's files under its URL, in the local layout
+(`s3://bucket/prefix/cache/replies/<uuid>.parquet`, ...). Each process reads them as local
+files in a copy under its scratch dir (`tasks.store.scratch`), which `refresh` brings up to
+date one folder at a time: it lists the folder in the store and downloads only objects whose
+entity tag differs from the copy's (an index in SQLite remembers each local file's tag), so
+a rerun downloads nothing it already has. A folder is listed at most once per `FRESH_S` in a
+process unless the caller needs the newest listing (`force`).
+
+Writes keep the local guarantees with the store's own atomicity: an object appears whole or
+not at all (a single PUT), a write-once file is a conditional create (`If-None-Match: *`)
+that fails if the object exists, so two writers never clobber each other, and a folder
+(manifest, plan) is complete once its sidecar, put last, exists. Every write goes to the
+store first, then into the local copy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import os
+import shutil
+import sqlite3
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, ClassVar
+
+import obstore
+from obstore.exceptions import AlreadyExistsError, BaseError, PreconditionError
+
+from tasks.errors import StoreError
+from tasks.store.files import Store, register_copy
+
+__all__ = ["FRESH_S", "ObjectStore", "StoreObject"]
+
+FRESH_S = 1.0
+"""A folder listed less than this long ago in this process is not listed again, unless the
+caller asks for the newest listing: what others wrote in the last second may be unseen, as
+if the read had happened a second earlier."""
+
+DOWNLOAD_THREADS = 8
+
+
+class StoreObject:
+    """One object's bytes and entity tag (the version a conditional write names)."""
+
+    def __init__(self, data: bytes, etag: str | None) -> None:
+        self.data = data
+        self.etag = etag
+
+
+class _Index:
+    """Which entity tag each file of the local copy holds, and its size and mtime when
+    written (a file changed locally since is downloaded again). Shared by the processes
+    using one scratch dir; losing it costs downloads, never correctness."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, timeout=30, check_same_thread=False)
+        self._lock = threading.Lock()
+        with self._lock, self._db:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=OFF")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS files "
+                "(key TEXT PRIMARY KEY, etag TEXT, size INTEGER, mtime_ns INTEGER)"
+            )
+
+    def under(self, prefix: str) -> dict[str, tuple[str, int, int]]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT key, etag, size, mtime_ns FROM files WHERE key >= ? AND key < ?",
+                (prefix, prefix + "\uffff"),
+            ).fetchall()
+        return {key: (etag, size, mtime) for key, etag, size, mtime in rows}
+
+    def put(self, entries: Iterable[tuple[str, str, Path]]) -> None:
+        rows = []
+        for key, etag, path in entries:
+            with contextlib.suppress(FileNotFoundError):
+                stat = path.stat()
+                rows.append((key, etag, stat.st_size, stat.st_mtime_ns))
+        if rows:
+            with self._lock, self._db:
+                self._db.executemany("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?)", rows)
+
+    def drop(self, keys: Iterable[str]) -> None:
+        with self._lock, self._db:
+            self._db.executemany("DELETE FROM files WHERE key = ?", [(k,) for k in keys])
+
+
+def _current(path: Path, known: tuple[str, int, int] | None, etag: str) -> bool:
+    if known is None or known[0] != etag:
+        return False
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return False
+    return (stat.st_size, stat.st_mtime_ns) == (known[1], known[2])
+
+
+class ObjectStore(Store):
+    """The files of a work dir at `url`, read through a local copy at `root`."""
+
+    remote: ClassVar[bool] = True
+
+    def __init__(self, url: str, state: Path) -> None:
+        from obstore.store import from_url
+
+        self.url = url.rstrip("/")
+        self.state = state
+        """This machine's folder for the store: the copy, its index, Prefect's home."""
+        self.root = state / "work"
+        self.root.mkdir(parents=True, exist_ok=True)
+        with self.requests("open"):
+            self.objects = from_url(self.url, retry_config={"max_retries": 4})
+        self._index = _Index(state / "copy-index.sqlite")
+        self._listed: dict[tuple[str, str], float] = {}
+        self._listing_lock = threading.Lock()
+        register_copy(self.root, self)
+
+    def __repr__(self) -> str:
+        return f"ObjectStore({self.url!r}, copy at {self.root})"
+
+    @contextlib.contextmanager
+    def requests(self, what: str) -> Iterator[None]:
+        """Requests to the store: its refusals and failures become a StoreError naming the
+        store, the request and the reason (absent objects and failed conditions are answers,
+        not errors, and pass through)."""
+        try:
+            yield
+        except (FileNotFoundError, AlreadyExistsError, PreconditionError):
+            raise
+        except (BaseError, OSError, ValueError) as exc:
+            reason = " ".join(str(exc).split("\n\nDebug source:")[0].split())[:400]
+            raise StoreError(
+                f"object store {self.url}: {what} failed: {type(exc).__name__}: {reason}"
+            ) from exc
+
+    # --- keys -------------------------------------------------------------------------------
+
+    def key(self, path: Path) -> str:
+        """The object key of a local path in the copy."""
+        return path.relative_to(self.root).as_posix()
+
+    def location(self, path: Path) -> str:
+        return f"{self.url}/{self.key(path)}"
+
+    # --- plain object operations (claims, leases and journals use these) -------------------
+
+    def create(self, key: str, data: bytes) -> str | None:
+        """Put `data` at `key` unless an object is there: its entity tag, or None if one was."""
+        try:
+            return (
+                obstore.put(self.objects, key, data, mode="create", use_multipart=False)["e_tag"]
+                or ""
+            )
+        except AlreadyExistsError:
+            return None
+
+    def replace(self, key: str, data: bytes, *, etag: str | None = None) -> str | None:
+        """Put `data` at `key`; with `etag`, only if the object still has that tag (None if
+        it changed or vanished meanwhile)."""
+        mode: Any = "overwrite" if etag is None else {"e_tag": etag}
+        try:
+            return (
+                obstore.put(self.objects, key, data, mode=mode, use_multipart=False)["e_tag"] or ""
+            )
+        except (PreconditionError, FileNotFoundError):
+            return None
+
+    def read(self, key: str) -> StoreObject | None:
+        """The object at `key`, or None if there is none."""
+        try:
+            with self.requests(f"reading {key}"):
+                result = obstore.get(self.objects, key)
+                data = bytes(result.bytes())
+        except FileNotFoundError:
+            return None
+        return StoreObject(data, result.meta.get("e_tag"))
+
+    def delete(self, keys: str | list[str]) -> None:
+        """Delete objects (absent ones are no error); many in few requests."""
+        if keys:
+            with contextlib.suppress(FileNotFoundError), self.requests("deleting objects"):
+                obstore.delete(self.objects, keys)
+
+    def list_objects(self, prefix: str) -> list[dict[str, Any]]:
+        """Every object under `prefix` (a folder key ending in '/'), with path, size, e_tag."""
+        with self.requests(f"listing {prefix}"):
+            return [dict(meta) for chunk in obstore.list(self.objects, prefix) for meta in chunk]
+
+    # --- files ------------------------------------------------------------------------------
+
+    def publish(self, tmp: Path, path: Path, *, overwrite: bool) -> bool:
+        key = self.key(path)
+        if _hidden(key):
+            return super().publish(tmp, path, overwrite=overwrite)  # staging: this machine's
+        try:
+            with tmp.open("rb") as handle, self.requests(f"writing {key}"):
+                if overwrite:
+                    # A single PUT up to 5 GB, else a multipart upload: either way the object
+                    # appears whole when the upload completes.
+                    etag = obstore.put(self.objects, key, handle, mode="overwrite")["e_tag"]
+                else:
+                    try:
+                        etag = obstore.put(
+                            self.objects, key, handle, mode="create", use_multipart=False
+                        )["e_tag"]
+                    except AlreadyExistsError:
+                        return False
+            os.replace(tmp, path)
+            self._index.put([(key, etag or "", path)])
+            return True
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def folder_stands(self, final: Path, *, complete_with: str) -> bool:
+        """A folder in the store stands once its last file is there: without it, its writer
+        died between its puts, and the next writer completes it."""
+        return (final / complete_with).is_file()
+
+    def publish_folder(self, staging: Path, final: Path, *, complete_with: str) -> bool:
+        names = sorted(
+            (p.name for p in staging.iterdir() if p.is_file()),
+            key=lambda n: (n == complete_with, n),
+        )
+        tags: dict[str, str] = {}
+        existed = False
+        for name in names:
+            etag = self.create(self.key(final / name), (staging / name).read_bytes())
+            if etag is None:
+                existed = True
+            else:
+                tags[name] = etag
+        if existed:
+            # Another writer published it (or began to: its missing files are ours now).
+            self.refresh(final, force=True)
+            return False
+        if final.exists():
+            shutil.rmtree(final)  # a partial copy of an unfinished folder
+        os.rename(staging, final)
+        self._index.put((self.key(final / n), tags[n], final / n) for n in names)
+        return True
+
+    def remove(self, path: Path) -> None:
+        key = self.key(path)
+        self.delete(key)
+        path.unlink(missing_ok=True)
+        self._index.drop([key])
+
+    def move(self, path: Path, target: Path) -> bool:
+        source, key = self.key(path), self.key(target)
+        try:
+            with self.requests(f"copying {source} to {key}"):
+                obstore.copy(self.objects, source, key)
+        except FileNotFoundError:
+            return False
+        self.delete(source)
+        self._index.drop([source])
+        if path.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(path), target)
+        return True
+
+    def refresh(self, folder: Path, pattern: str = "*", *, force: bool = False) -> None:
+        prefix = self.key(folder) + "/"
+        memo = (prefix, pattern)
+        now = time.monotonic()
+        if not force and self._listed_lately(prefix, pattern, now):
+            return
+        with self._listing_lock:
+            listed = {
+                meta["path"]: meta
+                for meta in self.list_objects(prefix)
+                if _wanted(meta["path"][len(prefix) :], pattern)
+            }
+            known = self._index.under(prefix)
+            stale = [
+                meta
+                for key, meta in listed.items()
+                if not _current(self.root / key, known.get(key), meta.get("e_tag") or "")
+            ]
+            self._download(stale)
+            gone = [k for k in known if k not in listed and _wanted(k[len(prefix) :], pattern)]
+            for key in gone:
+                (self.root / key).unlink(missing_ok=True)
+            self._index.drop(gone)
+            self._listed[memo] = now
+
+    def _listed_lately(self, prefix: str, pattern: str, now: float) -> bool:
+        """Whether this folder, or a folder above it with everything in it, was listed in
+        the last `FRESH_S` (a warehouse lists `runs/` once, not each run again)."""
+        if now - self._listed.get((prefix, pattern), -FRESH_S) < FRESH_S:
+            return True
+        parts = prefix.rstrip("/").split("/")
+        for cut in range(len(parts), 0, -1):
+            above = "/".join(parts[:cut]) + "/"
+            if now - self._listed.get((above, "*"), -FRESH_S) < FRESH_S:
+                return True
+        return False
+
+    def _download(self, metas: list[dict[str, Any]]) -> None:
+        """Fetch objects into the copy, each written to a temp name and renamed; JSON
+        sidecars last, as writers put them last."""
+        if not metas:
+            return
+        data_files = [m for m in metas if not m["path"].endswith(".json")]
+        sidecars = [m for m in metas if m["path"].endswith(".json")]
+        with ThreadPoolExecutor(DOWNLOAD_THREADS) as pool:
+            for group in (data_files, sidecars):
+                fetched = [f for f in pool.map(self._fetch, group) if f is not None]
+                self._index.put(fetched)
+
+    def _fetch(self, meta: dict[str, Any]) -> tuple[str, str, Path] | None:
+        key = meta["path"]
+        found = self.read(key)
+        if found is None:
+            return None  # deleted since the listing
+        path = self.root / key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with _temp_beside(path) as tmp:
+            tmp.write_bytes(found.data)
+            modified = meta.get("last_modified")
+            if modified is not None:  # the copy keeps the store's order of writes
+                os.utime(tmp, (modified.timestamp(), modified.timestamp()))
+            os.replace(tmp, path)
+        return key, found.etag or meta.get("e_tag") or "", path
+
+    def check_access(self) -> None:
+        """Write, read and delete a probe object: raises the store's error if any fails."""
+        key = f".judgeline-write-check/{os.getpid()}-{time.time_ns()}"
+        with self.requests("writing, reading and deleting a probe object"):
+            obstore.put(self.objects, key, b"", use_multipart=False)
+            obstore.get(self.objects, key).bytes()
+            obstore.delete(self.objects, key)
+
+
+def _hidden(key: str) -> bool:
+    """A key with a part starting with a dot: locks, staging folders, temp files. Such
+    objects are not files of the copy, and such local files are not put into the store."""
+    return any(part.startswith(".") for part in key.split("/"))
+
+
+def _wanted(relative: str, pattern: str) -> bool:
+    """Whether a key below a folder is part of the copy: matching `pattern` (`*` crosses
+    folders) and not hidden."""
+    return fnmatch.fnmatchcase(relative, pattern) and not _hidden(relative)
+
+
+@contextlib.contextmanager
+def _temp_beside(path: Path) -> Iterator[Path]:
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+    finally:
+        tmp.unlink(missing_ok=True)

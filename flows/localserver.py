@@ -27,7 +27,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -44,6 +43,10 @@ IDLE_SECONDS = 600.0
 Ten minutes: a working session's next command finds it; a nightly run's machine is quiet
 again soon after the run."""
 
+GATE_PATH = "/judgeline/gate"
+"""Where the server runs commands' great-expectations gates (`tasks.gates.answer_gate`): it
+imported the library once; each command would import it again (seconds of CPU)."""
+
 WATCH_EVERY_S = 1.0
 """How often a command checks that its server's process is still alive (no request made)."""
 
@@ -52,7 +55,7 @@ START_TIMEOUT_S = 120.0
 
 _held: list[int] = []
 """Descriptors of the clients' lock this process holds (for its whole life)."""
-_stopped_here: set[int] = set()
+STOPPED_HERE: set[int] = set()
 """Servers this process stopped (its own watcher says nothing of them)."""
 
 
@@ -104,7 +107,7 @@ def _lock(path: Path, mode: int) -> int | None:
     return fd
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     """Whether `pid` runs (a zombie does not: a server this process started and that died
     stays one until this process exits)."""
     try:
@@ -202,7 +205,7 @@ def _healthy(info: ServerInfo, *, tries: int = 1, timeout: float = 5.0) -> bool:
 def live_server(files: ServerFiles) -> ServerInfo | None:
     """The server the state file names, if it runs this Prefect and answers."""
     info = files.read()
-    if info is None or not _alive(info.pid):
+    if info is None or not process_alive(info.pid):
         return None
     # A busy machine can be slow to answer: a live server is never replaced on one miss.
     if info.prefect_version != prefect_version() or not _healthy(info, tries=3):
@@ -216,9 +219,9 @@ def _terminate(pid: int, timeout: float = 15.0) -> None:
     except ProcessLookupError:
         return
     deadline = time.monotonic() + timeout
-    while _alive(pid) and time.monotonic() < deadline:
+    while process_alive(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
-    if _alive(pid):
+    if process_alive(pid):
         os.kill(pid, signal.SIGKILL)
 
 
@@ -246,16 +249,25 @@ def _log_tail(path: Path, lines: int = 12) -> str:
     return "\n".join(text[-lines:])
 
 
-def _start(files: ServerFiles, idle_s: float, port: int = 0) -> ServerInfo:
-    """Start a server for this home (on `port`, else a free one) and wait until its API
-    answers."""
+def _free_port() -> int:
+    """A loopback port free now, for a server to bind (a command knows its server's address
+    before the server answers, so it can import its flows meanwhile)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _spawn(files: ServerFiles, idle_s: float, port: int) -> subprocess.Popen[bytes]:
+    """Start a server process for this home on `port` (returns at once)."""
     env = {**os.environ}
     env.pop("PREFECT_API_URL", None)
     env["PREFECT_HOME"] = str(files.home)
     env.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     env["PREFECT_LOGGING_LEVEL"] = "WARNING"
     with open(files.log, "ab") as log:
-        proc = subprocess.Popen(
+        return subprocess.Popen(
             [sys.executable, "-m", "flows.serverd", str(files.home), str(idle_s), str(port)],
             env=env,
             stdin=subprocess.DEVNULL,
@@ -264,6 +276,10 @@ def _start(files: ServerFiles, idle_s: float, port: int = 0) -> ServerInfo:
             start_new_session=True,  # a terminal's Ctrl-C never reaches it
             cwd=files.home,
         )
+
+
+def _wait_started(files: ServerFiles, proc: subprocess.Popen[bytes]) -> ServerInfo:
+    """Wait until the server `proc` has published itself and its API answers."""
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -283,21 +299,64 @@ def _start(files: ServerFiles, idle_s: float, port: int = 0) -> ServerInfo:
     )
 
 
+def start_server(files: ServerFiles, idle_s: float, port: int = 0) -> ServerInfo:
+    """Start a server for this home (on `port`, else a free one) and wait until its API
+    answers."""
+    return _wait_started(files, _spawn(files, idle_s, port or _free_port()))
+
+
+class ServerStart:
+    """The home's server found, or started without waiting for it: `api_url` is known at
+    once, `ready()` waits until it answers. Between the two the start lock is held, so two
+    commands starting at once still start one server; the caller imports its flows
+    meanwhile (the server's start and Prefect's import use a core each)."""
+
+    def __init__(self, home: Path, *, idle_s: float | None = None) -> None:
+        _check_home(home)
+        self.files = ServerFiles(home)
+        self._lock = _lock(self.files.start_lock, fcntl.LOCK_EX)
+        self._proc: subprocess.Popen[bytes] | None = None
+        try:
+            self.info = live_server(self.files)
+            if self.info is None:
+                stale = self.files.read()
+                if stale is not None and process_alive(stale.pid):
+                    _terminate(stale.pid)
+                self.files.clear()
+                self.port = _free_port()
+                idle = idle_seconds() if idle_s is None else idle_s
+                self._proc = _spawn(self.files, idle, self.port)
+            else:
+                self.port = self.info.port
+        except BaseException:
+            self._release()
+            raise
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api"
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
+
+    def ready(self) -> ServerInfo:
+        """The live server, once it answers; this process holds it as a client."""
+        try:
+            if self.info is None:
+                assert self._proc is not None
+                self.info = _wait_started(self.files, self._proc)
+            self.files.hold_client()
+        finally:
+            self._release()
+        return self.info
+
+
 def ensure_server(home: Path, *, idle_s: float | None = None) -> ServerInfo:
     """The home's live server, started if none runs (or the one running is stale: dead,
     not answering, or another Prefect version); this process holds it as a client."""
-    _check_home(home)
-    files = ServerFiles(home)
-    with files.starting():
-        info = live_server(files)
-        if info is None:
-            stale = files.read()
-            if stale is not None and _alive(stale.pid):
-                _terminate(stale.pid)
-            files.clear()
-            info = _start(files, idle_seconds() if idle_s is None else idle_s)
-        files.hold_client()
-    return info
+    return ServerStart(home, idle_s=idle_s).ready()
 
 
 def stop_server(home: Path) -> ServerInfo | None:
@@ -311,72 +370,8 @@ def stop_server(home: Path) -> ServerInfo | None:
         if info is None:
             return None
         files.stopped.write_text(str(info.pid))
-        _stopped_here.add(info.pid)
-        if _alive(info.pid):
+        STOPPED_HERE.add(info.pid)
+        if process_alive(info.pid):
             _terminate(info.pid)
         files.clear()
-    return info
-
-
-def _replace_if_gone(files: ServerFiles, info: ServerInfo) -> ServerInfo | None:
-    """A server on `info`'s port again if `info`'s process died (another command may have
-    restarted it already); None if it could not be restarted there."""
-    with files.starting():
-        live = live_server(files)
-        if live is not None:
-            return live if live.port == info.port else None
-        try:
-            return _start(files, info.idle_seconds, port=info.port)
-        except JudgelineError:
-            return None
-
-
-def _watch(files: ServerFiles, info: ServerInfo) -> None:
-    """While this command runs, restart its server if the process dies (killed, OOM): on
-    the same port, over the same database, so the Prefect client's retries (up to about a
-    minute on a lost connection) carry the flow run over and no record is lost."""
-    while True:
-        time.sleep(WATCH_EVERY_S)
-        if _alive(info.pid):
-            continue
-        if files.stopped.is_file() and files.stopped.read_text().strip() == str(info.pid):
-            if info.pid in _stopped_here:
-                return  # this process stopped it: nothing to say
-            print(
-                f"judgeline: the local Prefect server (pid {info.pid}) was stopped by "
-                "`judgeline server stop`; this command's flow run cannot go on",
-                file=sys.stderr,
-                flush=True,
-            )
-            return
-        print(
-            f"judgeline: the local Prefect server (pid {info.pid}) stopped; restarting it "
-            f"on {info.url}",
-            file=sys.stderr,
-            flush=True,
-        )
-        restarted = _replace_if_gone(files, info)
-        if restarted is None:
-            print(
-                f"judgeline: could not restart the local Prefect server on {info.url}; "
-                f"this command's flow run will fail (its log: {files.log})",
-                file=sys.stderr,
-                flush=True,
-            )
-            return
-        info = restarted
-
-
-def use_local_server(home: Path) -> ServerInfo | None:
-    """Point this process's Prefect client at the home's server (started if needed, and
-    restarted should it die while this process runs), unless PREFECT_API_URL already names
-    a server. Call before Prefect is imported."""
-    if os.environ.get("PREFECT_API_URL"):
-        return None
-    info = ensure_server(home)
-    os.environ["PREFECT_API_URL"] = info.api_url
-    watcher = threading.Thread(
-        target=_watch, args=(ServerFiles(home), info), name="judgeline-server-watch", daemon=True
-    )
-    watcher.start()
     return info

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import signal
 from pathlib import Path
 from types import FrameType
 
-from flows.localserver import use_local_server
+from flows.serverwatch import use_local_server
 from tasks.errors import InputError, JudgelineError, StoreError
 from tasks.workdir import WorkDir
 
@@ -161,10 +162,12 @@ def prefect_home(work: WorkDir) -> Path:
     return Path(chosen).expanduser().resolve() if chosen else work.local / ".prefect"
 
 
-def start_prefect(work: WorkDir) -> None:
+def start_prefect(work: WorkDir, *modules: str) -> None:
     """Before a job imports its flows: Prefect's home and result storage in the work dir
     (unless the caller chose), and its client pointed at the home's local server, started
-    if none runs (`flows.localserver`), unless PREFECT_API_URL names a server.
+    if none runs (`flows.localserver`), unless PREFECT_API_URL names a server; then
+    `modules` (the job's flows) are imported while a server that had to start starts, and
+    the server is waited for.
 
     `import prefect` reads its settings once, so this must run first.
     """
@@ -183,5 +186,9 @@ def start_prefect(work: WorkDir) -> None:
             f"not usable as a work dir: it cannot be written ({exc.strerror})",
             file=str(work.root),
         ) from None
-    use_local_server(home)
+    server = use_local_server(home)
     raise_on_stop_signals()
+    for module in modules:
+        importlib.import_module(module)
+    if server is not None:
+        server.ready()

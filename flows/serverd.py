@@ -12,29 +12,86 @@ UI, a Dask worker, a `prefect` command pointed at it). SIGTERM stops it as it st
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import shutil
 import socket
+import sqlite3
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from flows.localserver import ServerFiles, ServerInfo, prefect_version
+from flows.localserver import GATE_PATH, ServerFiles, ServerInfo, prefect_version
 
 CHECK_EVERY_S = 2.0
 
 
+RETRY_AFTER_S = "0.05"
+"""What a 503 of this server asks its client to wait before retrying. Prefect answers 503 when
+SQLite reports the database locked; with its 60 s busy timeout that happens only when a
+deferred transaction that has read finds another writer committed meanwhile, which a retry
+resolves at once. Without the header Prefect's client waits 2 s (then 4, 8, ...): a command
+whose subflow's task run met the task-run recorder's insert paid 2 s for nothing."""
+
+
+async def _gate(receive: Any, send: Any) -> None:
+    """Answer one gate request: its results as JSON, or a 500 (the command then runs the gate
+    itself)."""
+    from tasks.gates import answer_gate
+
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    try:
+        status, reply = 200, await asyncio.to_thread(answer_gate, body)
+    except Exception as exc:  # noqa: BLE001 - any failure: the command gates by itself
+        status, reply = 500, f"gate could not run here: {exc}".encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json")]})  # fmt: skip
+    await send({"type": "http.response.body", "body": reply})
+
+
+def _load_gates() -> None:
+    """Import great-expectations and make its context, at the lowest CPU priority (this
+    thread only), so the first command's gate finds it ready."""
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    from tasks.gates import warm_up
+
+    warm_up()
+
+
 class Activity:
-    """ASGI middleware: the time of the last request that reached the server."""
+    """ASGI middleware: the time of the last request that reached the server, and a
+    `Retry-After` on its 503 replies (RETRY_AFTER_S)."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
         self.last = time.monotonic()
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] in ("http", "websocket"):
-            self.last = time.monotonic()
-        await self.app(scope, receive, send)
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        self.last = time.monotonic()
+        if scope["type"] == "http" and scope["path"] == GATE_PATH and scope["method"] == "POST":
+            await _gate(receive, send)
+            return
+
+        async def sending(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start" and message["status"] == 503:
+                headers = list(message.get("headers", []))
+                if not any(name.lower() == b"retry-after" for name, _ in headers):
+                    headers.append((b"retry-after", RETRY_AFTER_S.encode()))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, sending)
 
 
 async def _watch_idle(server: Any, files: ServerFiles, activity: Activity, idle_s: float) -> None:
@@ -65,6 +122,46 @@ async def _watch_idle(server: Any, files: ServerFiles, activity: Activity, idle_
             return
 
 
+def empty_database() -> Path | None:
+    """Where this machine keeps an empty Prefect database of this Prefect version, migrated
+    and with Prefect's block types registered (None when Prefect's database is not the
+    home's SQLite file).
+
+    A new home's first server start spends most of its time migrating a new database; the
+    first one on a machine saves a copy of the result, which later new homes start from."""
+    if any(os.environ.get(f"PREFECT_{part}_DATABASE_CONNECTION_URL") for part in ("API", "SERVER")):
+        return None
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "judgeline" / f"prefect-{prefect_version()}-empty.db"
+
+
+def _start_from_empty(database: Path, empty: Path | None) -> bool:
+    """Copy the empty database into a home that has none; False if the server must build
+    the database itself (no copy yet, or it could not be copied)."""
+    if empty is None or database.exists() or not empty.is_file():
+        return False
+    tmp = database.with_name(f".{database.name}.{os.getpid()}")
+    try:
+        shutil.copyfile(empty, tmp)
+        os.replace(tmp, database)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        return False
+    return True
+
+
+def _keep_empty(database: Path, empty: Path) -> None:
+    """Save a consistent copy of the database a server just built (SQLite's backup API)."""
+    tmp = empty.with_name(f".{empty.name}.{os.getpid()}")
+    try:
+        empty.parent.mkdir(parents=True, exist_ok=True)
+        with sqlite3.connect(database) as source, sqlite3.connect(tmp) as target:
+            source.backup(target)
+        os.replace(tmp, empty)
+    except (OSError, sqlite3.Error):
+        tmp.unlink(missing_ok=True)
+
+
 def serve(home: Path, idle_s: float, port: int = 0) -> None:
     """Serve Prefect's application for this home on `port` (0: a free one) until idle or
     signalled."""
@@ -72,6 +169,9 @@ def serve(home: Path, idle_s: float, port: int = 0) -> None:
     from prefect.server.api.server import create_app
 
     files = ServerFiles(home)
+    database, empty = home / "prefect.db", empty_database()
+    builds = empty is not None and not database.exists()
+    builds = builds and not _start_from_empty(database, empty)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
@@ -96,7 +196,11 @@ def serve(home: Path, idle_s: float, port: int = 0) -> None:
                 await serving
                 return
             await asyncio.sleep(0.05)
+        if builds and empty is not None and not empty.exists():
+            # Before any command uses it: the copy holds no flow run of anyone's.
+            await asyncio.to_thread(_keep_empty, database, empty)
         files.publish(info)
+        threading.Thread(target=_load_gates, name="gates-warm-up", daemon=True).start()
         print(
             f"judgeline local Prefect server: pid {info.pid} serving {home} on {info.url}",
             flush=True,

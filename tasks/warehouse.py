@@ -336,18 +336,23 @@ def _fresh(work: WorkDir) -> Path:
     return build_warehouse(work) if not path.is_file() or _stale(work, path) else path
 
 
-_checked: ContextVar[tuple[Path, Path] | None] = ContextVar("warehouse_checked", default=None)
+_checked: ContextVar[tuple[Path, duckdb.DuckDBPyConnection] | None] = ContextVar(
+    "warehouse_checked", default=None
+)
 
 
 @contextmanager
 def warehouse_reads(work: WorkDir) -> Iterator[None]:
-    """Queries inside read the warehouse as checked once on entry (a report's dozen queries
-    do not each list and stat every stage's files)."""
-    token = _checked.set((work.root, _fresh(work)))
+    """Queries inside read the warehouse as checked once on entry, over one connection (a
+    report's dozen queries do not each list and stat every stage's files, nor open the
+    database again)."""
+    con = duckdb.connect(str(_fresh(work)), read_only=True)
+    token = _checked.set((work.root, con))
     try:
         yield
     finally:
         _checked.reset(token)
+        con.close()
 
 
 def query(work: WorkDir, name: str, **params: Any) -> pd.DataFrame:
@@ -356,14 +361,19 @@ def query(work: WorkDir, name: str, **params: Any) -> pd.DataFrame:
     if name not in report_names():
         raise InputError(f"no report query {name!r}; known: {', '.join(report_names())}")
     checked = _checked.get()
-    path = checked[1] if checked is not None and checked[0] == work.root else _fresh(work)
-    con = duckdb.connect(str(path), read_only=True)
+    if checked is not None and checked[0] == work.root:
+        return _run_query(checked[1], name, params)
+    con = duckdb.connect(str(_fresh(work)), read_only=True)
     try:
-        try:
-            frame = con.execute(_sql(name), params).df()
-        except duckdb.Error as exc:
-            raise InputError(f"report query {name} with parameters {params}: {exc}") from exc
-        post = _POST.get(name)
-        return post(con, frame, params) if post else frame
+        return _run_query(con, name, params)
     finally:
         con.close()
+
+
+def _run_query(con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any]) -> pd.DataFrame:
+    try:
+        frame = con.execute(_sql(name), params).df()
+    except duckdb.Error as exc:
+        raise InputError(f"report query {name} with parameters {params}: {exc}") from exc
+    post = _POST.get(name)
+    return post(con, frame, params) if post else frame

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -114,6 +115,7 @@ def test_a_memoised_gate_does_not_import_great_expectations(tmp_path: Path) -> N
 
     script = f"""
 import sys
+import json
 from pathlib import Path
 import pandas as pd
 from tasks.gates import Check, Expect, run_gate
@@ -125,3 +127,80 @@ print("great_expectations" in sys.modules)
     runs = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
             for _ in range(2)]  # fmt: skip
     assert [r.stdout.strip() for r in runs] == ["True", "False"], [r.stderr for r in runs]
+
+
+def _round_trip_cases() -> list[tuple[pd.DataFrame, list[Expect]]]:
+    """Tables and expectations of the kinds the stages' gates use, passing and failing, with
+    the dtypes their tables hold (text, integers, booleans, floats with NaN, bytes, None)."""
+    df = pd.DataFrame(
+        {
+            "pair_id": ["p1", "p2", "p2", "p4"],
+            "seed": [0, 1, 1, 7],
+            "ok": [True, False, True, True],
+            "score": [0.5, float("nan"), 1.5, 0.25],
+            "answer": [b"a", b"b", b"b", b"\x00"],
+            "label": ["A", None, "B", "Z"],
+        }
+    )
+    expectations = [
+        Expect("ExpectColumnValuesToBeInSet", column="ok", value_set=[True]),
+        Expect("ExpectColumnValuesToBeInSet", column="label", value_set=["A", "B", "T"]),
+        Expect("ExpectColumnValuesToBeUnique", column="pair_id"),
+        Expect("ExpectColumnValuesToNotBeNull", column="label"),
+        Expect("ExpectCompoundColumnsToBeUnique", column_list=["pair_id", "seed"]),
+        Expect("ExpectColumnValuesToBeBetween", column="score", min_value=0, max_value=1),
+        Expect("ExpectColumnValuesToBeInSet", column="seed", value_set=[0, 1, 2, 3]),
+    ]
+    clean = df.iloc[[0, 3]].assign(ok=True, label="A", seed=[0, 1], score=[0.5, 0.25])
+    return [(df, expectations), (clean, expectations), (df.iloc[:0], expectations[:3])]
+
+
+@pytest.mark.parametrize("case", range(3))
+def test_a_gate_run_by_the_server_answers_as_one_run_here(case: int) -> None:
+    """The local server's gate runner (`answer_gate` over `gate_request`'s Arrow bytes) gives
+    the very results of great-expectations in this process, failures and offending rows
+    included."""
+    from tasks.gates import answer_gate, gate_request, gx_results
+
+    df, expectations = _round_trip_cases()[case]
+    here = gx_results("round-trip", df, expectations)
+    body = gate_request("round-trip", df, expectations)
+    assert body is not None
+    assert json.loads(answer_gate(body)) == json.loads(json.dumps(here))
+    if case == 0:
+        assert [r["success"] for r in here] == [False, False, False, False, False, False, False]
+        assert here[2]["positions"]
+        assert {df.pair_id.iloc[p] for p in here[2]["positions"]} == {"p2"}
+
+
+def test_a_table_arrow_would_change_is_gated_here() -> None:
+    from tasks.gates import gate_request
+
+    mixed = pd.DataFrame({"value": [1, "one", None]})
+    assert (
+        gate_request("mixed", mixed, [Expect("ExpectColumnValuesToNotBeNull", column="value")])
+        is None
+    )
+    nullable = pd.DataFrame({"n": pd.array([1, None], dtype="Int64")})
+    check = Expect("ExpectColumnValuesToNotBeNull", column="n")
+    body = gate_request("nullable", nullable, [check])
+    assert body is None or json.loads(body.partition(b"\n")[0])["stage"] == "nullable"
+    assert (
+        gate_request(
+            "odd", nullable, [Expect("ExpectColumnValuesToBeInSet", column="n", value_set={1})]
+        )
+        is None
+    )
+
+
+def test_an_unreachable_server_leaves_the_gate_to_this_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tasks.gates import GATE_URL_ENV
+
+    monkeypatch.setenv(GATE_URL_ENV, "http://127.0.0.1:9/judgeline/gate")
+    df = pd.DataFrame({"id": ["a", "b"], "ok": [True, False]})
+    check = Check(Expect("ExpectColumnValuesToBeInSet", column="ok", value_set=[True]), "not ok")
+    with pytest.raises(GateError) as info:
+        run_gate("fallback", df, [check], id_column="id")
+    assert "not ok (1 row; id b)" in str(info.value)

@@ -124,11 +124,12 @@ def fits(table: Table) -> bool:
     return console.measure(table, options=wide).maximum <= console.width
 
 
-def prepare_prefect() -> None:
+def prepare_prefect(*flow_modules: str) -> None:
     """For the jobs that run flows, before their flows are imported: Prefect's home in the
-    work dir and its client on the work dir's local server (`flows.runtime.start_prefect`).
-    Everything that can refuse the job's input runs before this."""
-    start_prefect(state.work)
+    work dir and its client on the work dir's local server, `flow_modules` imported while
+    that server starts (`flows.runtime.start_prefect`). Everything that can refuse the
+    job's input runs before this."""
+    start_prefect(state.work, *flow_modules)
 
 
 def resume_line(run_id: str) -> str:
@@ -306,7 +307,7 @@ def print_summary(run_id: str) -> None:
 
 
 def run_nightly(**params: Any) -> dict[str, Any]:
-    prepare_prefect()
+    prepare_prefect("flows.nightly")
     from flows.nightly import nightly_flow
 
     result: dict[str, Any] = asyncio.run(nightly_flow(**params))

@@ -63,7 +63,7 @@ def demo(
     if nights > 1 or pairs is not None:
         demo_nights(nights, pairs, latency_ms)
         return
-    prepare_prefect()
+    prepare_prefect("flows.nightly")
     from tasks.demo import DEMO_CACHE_MIN_TOKENS, DEMO_PERSONAS, demo_config
     from tasks.ingest.sources import freeze_sources
     from tasks.runhealth import EXIT_CODES, RunNotCompleted
@@ -113,7 +113,7 @@ def demo_nights(nights: int, pairs: int | None, latency_ms: float) -> None:
     demo. Then the diff of the last two nights and the trends page."""
     import datetime as dt
 
-    prepare_prefect()
+    prepare_prefect("flows.nightly")
     from tasks.demo import DEMO_CACHE_MIN_TOKENS
     from tasks.demo_nights import (
         night_dataset,

@@ -90,7 +90,7 @@ def import_(
 
         # An import never replaces a finished run.
         check_import_id(state.work, run_id, import_config(fmt, [str(f) for f in files], seeds))
-    prepare_prefect()
+    prepare_prefect("flows.imports")
     from flows.imports import import_flow
 
     try:
@@ -130,7 +130,7 @@ def reparse(
     from tasks.runrecord import read_record
 
     read_record(state.work, run_id)  # an unknown run is refused before Prefect starts
-    prepare_prefect()
+    prepare_prefect("flows.imports")
     from flows.imports import reparse_flow
 
     try:

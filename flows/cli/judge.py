@@ -154,7 +154,7 @@ def _judge_run(
     dask_address: str | None,
 ) -> None:
     """The judge flow for one run, with its record (so `runs`, `show` and `report` know it)."""
-    prepare_prefect()
+    prepare_prefect("flows.judge")
     from flows.judge import judge_flow
     from tasks.jobrecord import judged_config, new_record, recorded_run, settle_status
     from tasks.runhealth import EXIT_CODES, reasons
@@ -229,7 +229,7 @@ def rerun_failed(
         live_run(run_id, str(config["plan_id"]), judges, int(config["live"]["rng_seed"]),
                  str(config.get("template") or ""), 500, progress)  # fmt: skip
         return
-    prepare_prefect()
+    prepare_prefect("flows.nightly")
     from flows.nightly import rerun_run_flow
 
     try:

@@ -80,7 +80,7 @@ def live_run(
     from tasks.jobrecord import judged_config, new_record, recorded_run
     from tasks.runrecord import outcome_counts
 
-    prepare_prefect()
+    prepare_prefect("flows.live")
     from flows.live import live_flow
 
     specs = [j.model_dump(mode="json") for j in judges]

@@ -38,7 +38,7 @@ def remap(
     from rich.table import Table
 
     RunFolder(state.work, run_id).read_info()  # an unknown run is refused before Prefect starts
-    prepare_prefect()
+    prepare_prefect("flows.remap")
     from flows.remap import remap_flow
 
     counts = remap_flow(run_id, state.work.address)

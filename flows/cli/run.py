@@ -186,7 +186,7 @@ def serve(
     if note:
         err_console.print(f"note: {note}", highlight=False, soft_wrap=True)
     state.work = open_work_dir(work_dir)
-    prepare_prefect()
+    prepare_prefect("flows.deploy")
     from flows.deploy import build_deployments
     from flows.serving import serve_deployments
 

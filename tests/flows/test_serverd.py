@@ -1,0 +1,129 @@
+"""The local server process (flows.serverd): its middleware notes each request's time and asks
+Prefect's client to retry a 503 at once, not after its default 2 s back-off; a new home's
+server starts from a copy of the empty database the machine's first one built."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+import subprocess
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import REPO
+
+from flows.serverd import RETRY_AFTER_S, Activity, _keep_empty, _start_from_empty, empty_database
+
+JUDGELINE = str(REPO / ".venv" / "bin" / "judgeline")
+
+
+def _reply(status: int, headers: list[tuple[bytes, bytes]]) -> Any:
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    return app
+
+
+def _sent(app: Any) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        messages.append(message)
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request"}
+
+    asyncio.run(Activity(app)({"type": "http", "path": "/api/task_runs/"}, receive, send))
+    return messages
+
+
+def test_a_503_asks_for_a_retry_at_once_and_other_replies_pass_unchanged() -> None:
+    locked = _sent(_reply(503, [(b"content-type", b"application/json")]))
+    assert (b"retry-after", RETRY_AFTER_S.encode()) in locked[0]["headers"]
+    assert (b"content-type", b"application/json") in locked[0]["headers"]
+    assert locked[1] == {"type": "http.response.body", "body": b"{}"}
+    assert float(RETRY_AFTER_S) < 0.5
+
+    ok = _sent(_reply(201, [(b"content-type", b"application/json")]))
+    assert ok[0]["headers"] == [(b"content-type", b"application/json")]
+
+    chosen = _sent(_reply(503, [(b"Retry-After", b"7")]))
+    assert chosen[0]["headers"] == [(b"Retry-After", b"7")]
+
+
+def test_a_request_is_noted_as_activity() -> None:
+    activity = Activity(_reply(200, []))
+    before = activity.last
+
+    async def send(message: dict[str, Any]) -> None:
+        return None
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request"}
+
+    asyncio.run(activity({"type": "http", "path": "/api/health"}, receive, send))
+    assert activity.last > before
+
+
+def test_an_empty_database_is_kept_once_and_copied_into_new_homes_only(tmp_path: Path) -> None:
+    built = tmp_path / "first" / "prefect.db"
+    built.parent.mkdir()
+    with sqlite3.connect(built) as con:
+        con.execute("PRAGMA journal_mode = WAL")
+        con.execute("CREATE TABLE block_type (id TEXT)")
+        con.execute("INSERT INTO block_type VALUES ('3f1c')")
+        con.commit()
+        # Left open: the row is in the write-ahead log, not yet in the file itself.
+        empty = tmp_path / "cache" / "prefect-x-empty.db"
+        _keep_empty(built, empty)
+    with sqlite3.connect(empty) as con:
+        assert con.execute("SELECT id FROM block_type").fetchall() == [("3f1c",)]
+
+    new = tmp_path / "second" / "prefect.db"
+    new.parent.mkdir()
+    assert _start_from_empty(new, empty)
+    with sqlite3.connect(new) as con:
+        assert con.execute("SELECT id FROM block_type").fetchall() == [("3f1c",)]
+
+    used = tmp_path / "third" / "prefect.db"
+    used.parent.mkdir()
+    used.write_bytes(b"a home's own database")
+    assert not _start_from_empty(used, empty)
+    assert used.read_bytes() == b"a home's own database"
+    assert not _start_from_empty(tmp_path / "fourth.db", tmp_path / "no-copy-yet.db")
+    assert not _start_from_empty(tmp_path / "fifth.db", None)
+
+
+def test_no_copy_is_kept_for_a_database_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PREFECT_API_DATABASE_CONNECTION_URL", "postgresql+asyncpg://db/prefect")
+    assert empty_database() is None
+
+
+@pytest.mark.slow
+def test_a_new_home_starts_from_the_first_homes_database(tmp_path: Path) -> None:
+    """The second home's server starts on a copy of the database the first one built (the
+    same block type ids, which a fresh build draws at random) and answers."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    env.pop("JUDGELINE_WORK_DIR", None)
+    ids = []
+    for name in ("first", "second"):
+        env["PREFECT_HOME"] = str(tmp_path / name)
+        command = [JUDGELINE, "--work-dir", str(tmp_path / f"work-{name}"), "server"]
+        started = subprocess.run([*command, "start"], env=env, capture_output=True, text=True)
+        try:
+            assert started.returncode == 0, started.stderr
+            info = json.loads((tmp_path / name / "judgeline-server.json").read_text())
+            url = f"http://127.0.0.1:{info['port']}/api/block_types/filter"
+            with urllib.request.urlopen(urllib.request.Request(url, data=b"{}")) as reply:
+                ids.append(sorted(b["id"] for b in json.loads(reply.read())))
+        finally:
+            subprocess.run([*command, "stop"], env=env, capture_output=True)
+    empty = list((tmp_path / "cache" / "judgeline").glob("prefect-*-empty.db"))
+    assert len(empty) == 1, empty
+    assert ids[0] and ids[0] == ids[1]

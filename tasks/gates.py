@@ -287,9 +287,18 @@ def gate_request(stage: str, df: pd.DataFrame, distinct: list[Expect]) -> bytes 
         table = pa.Table.from_pandas(frame, preserve_index=False)
     except (pa.ArrowException, TypeError, ValueError):
         return None
-    if list(table.to_pandas().dtypes) != list(frame.dtypes):
+    # Object columns come back as the Python values they hold (`answer_gate`); every other
+    # column must come back from Arrow with its own dtype.
+    objects = [str(c) for c, dtype in frame.dtypes.items() if pd.api.types.is_object_dtype(dtype)]
+    typed = [i for i, dtype in enumerate(frame.dtypes) if not pd.api.types.is_object_dtype(dtype)]
+    back = table.select(typed).to_pandas().dtypes
+    if list(back) != [frame.dtypes.iloc[i] for i in typed]:
         return None
-    head = {"stage": stage, "expectations": [[e.kind, e.kwargs] for e in distinct]}
+    head = {
+        "stage": stage,
+        "expectations": [[e.kind, e.kwargs] for e in distinct],
+        "objects": objects,
+    }
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
@@ -302,7 +311,13 @@ def answer_gate(body: bytes) -> bytes:
 
     head_line, _, stream = body.partition(b"\n")
     head = json.loads(head_line)
-    df = pa.ipc.open_stream(stream).read_all().to_pandas()
+    table = pa.ipc.open_stream(stream).read_all()
+    objects = set(head["objects"])
+    df = pd.DataFrame({
+        name: pd.Series(column.to_pylist(), dtype=object) if name in objects
+        else column.to_pandas()
+        for name, column in zip(table.column_names, table.columns, strict=True)
+    })  # fmt: skip
     distinct = [Expect(kind, **kwargs) for kind, kwargs in head["expectations"]]
     return json.dumps(gx_results(head["stage"], df, distinct)).encode()
 

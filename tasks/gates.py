@@ -22,12 +22,13 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from tasks.errors import GateError
 from tasks.storage import write_text_atomic
+
+if TYPE_CHECKING:  # imported where used: the command line imports this module's names
+    import pandas as pd
 
 GATE_URL_ENV = "JUDGELINE_GATE_URL"
 """Set by a command using the local Prefect server (`flows.serverwatch`): where that server
@@ -278,6 +279,7 @@ def gate_request(stage: str, df: pd.DataFrame, distinct: list[Expect]) -> bytes 
     """The body of a remote gate: a JSON line (stage and expectations), then the table as an
     Arrow stream; None when the server would not see the same table (a column that does not
     come back from Arrow with its dtype) or an expectation's arguments are not plain JSON."""
+    import pandas as pd
     import pyarrow as pa
 
     if not all(_plain_kwargs(e) for e in distinct):
@@ -307,6 +309,7 @@ def gate_request(stage: str, df: pd.DataFrame, distinct: list[Expect]) -> bytes 
 
 def answer_gate(body: bytes) -> bytes:
     """Run a remote gate's request (`gate_request`) here: its results as JSON."""
+    import pandas as pd
     import pyarrow as pa
 
     head_line, _, stream = body.partition(b"\n")

@@ -127,3 +127,19 @@ def test_a_new_home_starts_from_the_first_homes_database(tmp_path: Path) -> None
     empty = list((tmp_path / "cache" / "judgeline").glob("prefect-*-empty.db"))
     assert len(empty) == 1, empty
     assert ids[0] and ids[0] == ids[1]
+
+
+def test_the_command_line_imports_no_heavy_library_until_a_job_needs_it() -> None:
+    """`judgeline runs` and every refusal pay for the command line alone: Prefect, pandas,
+    DuckDB and great-expectations are imported by the jobs that use them."""
+    probe = (
+        "import sys, flows.cli; "
+        "print(sorted(m for m in ('prefect', 'pandas', 'duckdb', 'great_expectations') "
+        "if m in sys.modules))"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    shown = subprocess.run(
+        [str(REPO / ".venv" / "bin" / "python"), "-c", probe],
+        capture_output=True, text=True, env=env, cwd=REPO, check=True,
+    )  # fmt: skip
+    assert shown.stdout.strip() == "[]", shown.stdout

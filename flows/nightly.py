@@ -14,6 +14,7 @@ from typing import Any
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
+from prefect.context import SyncClientContext
 
 from flows.history import alarms_task, emit_alarms, probe_task
 from flows.judge import judge_flow, rerun_failed_flow
@@ -75,17 +76,21 @@ async def nightly_flow(
     # Freezing and planning write shared, content-addressed files only; a dataset that
     # cannot be frozen is refused here, and the plan tells whether a run already under this
     # id is of these pairs.
-    clock = time.perf_counter()
-    record.manifest_hash = freeze_stage([d.model_dump() for d in cfg.datasets], str(work.root))
-    record.stage_seconds["freeze"] = round(time.perf_counter() - clock, 3)
-    clock = time.perf_counter()
-    record.plan_id = plan_stage(record.manifest_hash, cfg.k, "full", None, str(work.root))
-    record.stage_seconds["plan"] = round(time.perf_counter() - clock, 3)
-    # The run's lock, and a run under this id of another configuration or plan refused
-    # (either way nothing is written); the record says `running` until the stages end,
-    # then their status or the error.
-    with recorded_run(work, record):
-        await _stages(cfg, work, record, show_progress)
+    # One Prefect client for the stages' task runs (each would make its own, TLS set-up
+    # included, for a server on loopback).
+    with SyncClientContext.get_or_create():
+        clock = time.perf_counter()
+        datasets = [d.model_dump() for d in cfg.datasets]
+        record.manifest_hash = freeze_stage(datasets, str(work.root))
+        record.stage_seconds["freeze"] = round(time.perf_counter() - clock, 3)
+        clock = time.perf_counter()
+        record.plan_id = plan_stage(record.manifest_hash, cfg.k, "full", None, str(work.root))
+        record.stage_seconds["plan"] = round(time.perf_counter() - clock, 3)
+        # The run's lock, and a run under this id of another configuration or plan refused
+        # (either way nothing is written); the record says `running` until the stages end,
+        # then their status or the error.
+        with recorded_run(work, record):
+            await _stages(cfg, work, record, show_progress)
     # Everything is written: a degraded or failed run now ends its flow run Failed.
     raise_unless_completed(run_id, record.status, record.health)
     get_run_logger().info("run %s completed: %s", run_id, record.outcomes)

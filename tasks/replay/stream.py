@@ -28,6 +28,7 @@ from schemas import DesignRow, ReplayRow, arrow_schema
 from schemas.vocabulary import CORE_POLICIES, DESIGNS
 from tasks.replay.engine import replay_into
 from tasks.replay.grid import input_batches
+from tasks.replay.tables import Constants
 from tasks.storage import parquet_writer_atomic, write_parquet_atomic
 
 __all__ = ["replay_file"]
@@ -37,10 +38,14 @@ _WAITING = 2
 
 
 def per_pair_options(schema: pa.Schema) -> dict[str, Any]:
-    """Parquet writer options of a per-pair table (replay, design)."""
+    """Parquet writer options of a per-pair table (replay, design). The file keeps no Arrow
+    schema (its batches' constant text columns are dictionaries, `Constants`): read back,
+    its columns take their types from the parquet schema (string, double, not null where
+    required), its metadata from `add_key_value_metadata`: `schema` exactly."""
     return {
         "write_statistics": False,
         "use_dictionary": [name for name in schema.names if name != "pair_id"],
+        "store_schema": False,
     }
 
 
@@ -84,26 +89,32 @@ def replay_file(
     paths = {
         name: out / f"{name}.parquet" for name in ("replay", "summary", "design", "components")
     }
-    replay_schema, design_schema = arrow_schema(ReplayRow), arrow_schema(DesignRow)
+    constant = Constants(text_as_dictionary=True)
+    tables = {"replay": arrow_schema(ReplayRow), "design": arrow_schema(DesignRow)}
     with (
         parquet_writer_atomic(
-            paths["replay"], replay_schema, **per_pair_options(replay_schema)
+            paths["replay"], constant.schema(tables["replay"]), **per_pair_options(tables["replay"])
         ) as replay_out,
         parquet_writer_atomic(
-            paths["design"], design_schema, **per_pair_options(design_schema)
+            paths["design"], constant.schema(tables["design"]), **per_pair_options(tables["design"])
         ) as design_out,
-        _behind(replay_out.write_batch) as replay_write,
-        _behind(design_out.write_batch) as design_write,
     ):
-        summary, components = replay_into(
-            input_batches(calls),
-            replay_write,
-            design_write,
-            designs=designs,
-            policies=policies,
-            where=str(calls),
-            costs=costs,
-        )
+        with (
+            _behind(replay_out.write_batch) as replay_write,
+            _behind(design_out.write_batch) as design_write,
+        ):
+            summary, components = replay_into(
+                input_batches(calls),
+                replay_write,
+                design_write,
+                designs=designs,
+                policies=policies,
+                where=str(calls),
+                costs=costs,
+                constant=constant,
+            )
+        for writer, schema in ((replay_out, tables["replay"]), (design_out, tables["design"])):
+            writer.add_key_value_metadata(schema.metadata)
     write_parquet_atomic(summary, paths["summary"], overwrite=True)
     write_parquet_atomic(components, paths["components"], overwrite=True)
     return paths

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from schemas import DesignRow, ReplayRow, arrow_schema
 from tasks.errors import InputError
 from tasks.replay.engine import replay, write_replay
 from tasks.replay.money import MONEY_KEYS
@@ -84,7 +85,12 @@ def test_replay_file_writes_the_in_memory_tables(tmp_path: Path) -> None:
     calls = tmp_path / "calls.parquet"
     pq.write_table(pa.Table.from_pylist(rows()), calls, row_group_size=200)
     expected = write_replay(replay(pq.read_table(calls), where=str(calls)), tmp_path / "memory")
-    assert_same_tables(replay_file(calls, tmp_path / "stream"), expected)
+    written = replay_file(calls, tmp_path / "stream")
+    assert_same_tables(written, expected)
+    # The per-pair tables are written from dictionary batches without an Arrow schema: they
+    # read back with exactly their row model's schema, metadata included.
+    for name, model in (("replay", ReplayRow), ("design", DesignRow)):
+        assert pq.read_schema(written[name]).equals(arrow_schema(model), check_metadata=True)
 
 
 def test_replay_file_writes_the_money_columns(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """What a user waits for: whole `judgeline` commands, start-up included, each against a
 baseline process run in the same bench.
 
-Usage: python bench/commands.py [--k 4] [--replay-pairs 1000000] [--repeat 3]
+Usage: python bench/commands.py [--k 4] [--replay-pairs 1000000] [--repeat 3] [--only replay]
 
 Every judgeline command runs as a user runs it (`.venv/bin/judgeline`, a fresh process)
 with a Prefect home of its own, so the first one starts the work dir's local Prefect server
@@ -102,11 +102,17 @@ class Bench:
         self.env["XDG_CACHE_HOME"] = str(root / "xdg-cache")
         self.env["JUDGELINE_SERVER_IDLE_SECONDS"] = "300"
         self.env["COLUMNS"] = "200"
+        self.cpu: list[float] = []
 
     def timed(self, *args: str, ok: tuple[int, ...] = (0,)) -> float:
-        started = time.perf_counter()
+        """The command's wall time; its CPU seconds (user + system) go to `self.cpu`."""
+        started, before = time.perf_counter(), os.times()
         result = subprocess.run(args, env=self.env, capture_output=True, text=True)
-        wall = time.perf_counter() - started
+        wall, after = time.perf_counter() - started, os.times()
+        self.cpu.append(
+            after.children_user - before.children_user + after.children_system
+            - before.children_system
+        )  # fmt: skip
         if result.returncode not in ok:
             raise SystemExit(f"{' '.join(args)} exited {result.returncode}:\n{result.stderr}")
         return wall
@@ -209,6 +215,7 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--replay-pairs", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--only", choices=["replay"], help="print only this line")
     args = parser.parse_args()
     from tasks.simjudge.server import simjudge_subprocess
 
@@ -221,75 +228,81 @@ def main() -> None:
         print(f"{name:<34} {line}   (load {load()})", flush=True)
 
     try:
-        with simjudge_subprocess("--latency-ms", "0") as base_url:
-            demo = root / "demo"
-            config = root / "demo.yaml"
-            write_config(config, demo, base_url, tiny=None, k=args.k)
-            tiny_csv = root / "tiny.csv"
-            tiny_csv.write_text("q,a,b\n" + "".join(f"Q{i}?,yes {i},no {i}\n" for i in range(4)))
-            tiny = root / "tiny"
-            tiny_config = root / "tiny.yaml"
-            write_config(tiny_config, tiny, base_url, tiny=tiny_csv, k=2)
+        if args.only is None:
+            with simjudge_subprocess("--latency-ms", "0") as base_url:
+                demo = root / "demo"
+                config = root / "demo.yaml"
+                write_config(config, demo, base_url, tiny=None, k=args.k)
+                tiny_csv = root / "tiny.csv"
+                tiny_csv.write_text(
+                    "q,a,b\n" + "".join(f"Q{i}?,yes {i},no {i}\n" for i in range(4))
+                )
+                tiny = root / "tiny"
+                tiny_config = root / "tiny.yaml"
+                write_config(tiny_config, tiny, base_url, tiny=tiny_csv, k=2)
 
-            # The first command starts the Prefect server: the tiny run, cold.
-            wall = bench.judgeline(tiny, "run", str(tiny_config))
-            overhead = wall - latest_stages(tiny)
-            say("first command (starts the server)",
-                f"{wall:6.1f} s, overhead {overhead:5.1f} s (target <= 15 s)")  # fmt: skip
+                # The first command starts the Prefect server: the tiny run, cold.
+                wall = bench.judgeline(tiny, "run", str(tiny_config))
+                overhead = wall - latest_stages(tiny)
+                say("first command (starts the server)",
+                    f"{wall:6.1f} s, overhead {overhead:5.1f} s (target <= 15 s)")  # fmt: skip
 
-            # A new work dir (its own Prefect home): its server starts from the empty
-            # database the first one kept.
-            other = Bench(root)
-            other.env["PREFECT_HOME"] = str(root / "prefect-home-2")
-            other.env["XDG_CACHE_HOME"] = bench.env["XDG_CACHE_HOME"]
-            second = root / "tiny-2"
-            write_config(root / "tiny-2.yaml", second, base_url, tiny=tiny_csv, k=2)
-            wall = other.judgeline(second, "run", str(root / "tiny-2.yaml"))
-            overhead = wall - latest_stages(second)
-            other.judgeline(second, "server", "stop")
-            say("first command in a new work dir",
-                f"{wall:6.1f} s, overhead {overhead:5.1f} s (target <= 15 s)")  # fmt: skip
+                # A new work dir (its own Prefect home): its server starts from the empty
+                # database the first one kept.
+                other = Bench(root)
+                other.env["PREFECT_HOME"] = str(root / "prefect-home-2")
+                other.env["XDG_CACHE_HOME"] = bench.env["XDG_CACHE_HOME"]
+                second = root / "tiny-2"
+                write_config(root / "tiny-2.yaml", second, base_url, tiny=tiny_csv, k=2)
+                wall = other.judgeline(second, "run", str(root / "tiny-2.yaml"))
+                overhead = wall - latest_stages(second)
+                other.judgeline(second, "server", "stop")
+                say("first command in a new work dir",
+                    f"{wall:6.1f} s, overhead {overhead:5.1f} s (target <= 15 s)")  # fmt: skip
 
-            wall = bench.judgeline(demo, "run", str(config))
-            stages = latest_stages(demo)
-            bodies = root / "bodies.jsonl"
-            calls = bare_bodies(demo, base_url, args.k, bodies)
-            bare = bench.median(args.repeat, PYTHON, "-c", BARE_LOOP, str(bodies), "32")
-            say(f"cold demo run ({calls:,} calls)",
-                f"{wall:6.1f} s vs bare httpx loop {bare:5.1f} s: ratio {bare / wall:.2f} "
-                f"(target >= 0.8); overhead {wall - stages:4.1f} s")  # fmt: skip
-            warm = [bench.judgeline(demo, "run", str(config)) for _ in range(args.repeat)]
-            wall = statistics.median(warm)
-            say("warm demo run (all cached)",
-                f"{wall:6.1f} s vs bare loop {bare:5.1f} s: {wall / bare:.2f}x its time; "
-                f"overhead {wall - latest_stages(demo):4.1f} s (target <= 1.5 s)")  # fmt: skip
+                wall = bench.judgeline(demo, "run", str(config))
+                stages = latest_stages(demo)
+                bodies = root / "bodies.jsonl"
+                calls = bare_bodies(demo, base_url, args.k, bodies)
+                bare = bench.median(args.repeat, PYTHON, "-c", BARE_LOOP, str(bodies), "32")
+                say(f"cold demo run ({calls:,} calls)",
+                    f"{wall:6.1f} s vs bare httpx loop {bare:5.1f} s: ratio {bare / wall:.2f} "
+                    f"(target >= 0.8); overhead {wall - stages:4.1f} s")  # fmt: skip
+                warm = [bench.judgeline(demo, "run", str(config)) for _ in range(args.repeat)]
+                wall = statistics.median(warm)
+                say("warm demo run (all cached)",
+                    f"{wall:6.1f} s vs bare loop {bare:5.1f} s: {wall / bare:.2f}x its time; "
+                    f"overhead {wall - latest_stages(demo):4.1f} s (target <= 1.5 s)")  # fmt: skip
 
-            runs = bench.median(args.repeat, JUDGELINE, "--work-dir", str(tiny), "runs")
-            tiny_walls = []
-            for _ in range(args.repeat):
-                tiny_walls.append(bench.judgeline(tiny, "run", str(tiny_config)))
-            wall = statistics.median(tiny_walls)
-            say("warm tiny run (4 pairs, cached)",
-                f"{wall:6.2f} s vs `judgeline runs` {runs:4.2f} s: {wall / runs:.2f}x "
-                f"(target <= 3x); overhead {wall - latest_stages(tiny):4.2f} s")  # fmt: skip
-
-            if JUDGEBENCH_OUTPUT.is_file():
-                ten = root / "ten.jsonl"
-                lines = JUDGEBENCH_OUTPUT.read_text().splitlines(keepends=True)[:10]
-                ten.write_text("".join(lines))
-                imports = root / "imports"
-                walls = [bench.judgeline(imports, "import", "judgebench", str(ten))
-                         for _ in range(args.repeat)]  # fmt: skip
-                wall = statistics.median(walls)
-                say("10-line JudgeBench import",
+                runs = bench.median(args.repeat, JUDGELINE, "--work-dir", str(tiny), "runs")
+                tiny_walls = []
+                for _ in range(args.repeat):
+                    tiny_walls.append(bench.judgeline(tiny, "run", str(tiny_config)))
+                wall = statistics.median(tiny_walls)
+                say("warm tiny run (4 pairs, cached)",
                     f"{wall:6.2f} s vs `judgeline runs` {runs:4.2f} s: {wall / runs:.2f}x "
-                    "(target <= 3x)")  # fmt: skip
+                    f"(target <= 3x); overhead {wall - latest_stages(tiny):4.2f} s")  # fmt: skip
+
+                if JUDGEBENCH_OUTPUT.is_file():
+                    ten = root / "ten.jsonl"
+                    lines = JUDGEBENCH_OUTPUT.read_text().splitlines(keepends=True)[:10]
+                    ten.write_text("".join(lines))
+                    imports = root / "imports"
+                    walls = [bench.judgeline(imports, "import", "judgebench", str(ten))
+                             for _ in range(args.repeat)]  # fmt: skip
+                    wall = statistics.median(walls)
+                    say("10-line JudgeBench import",
+                        f"{wall:6.2f} s vs `judgeline runs` {runs:4.2f} s: {wall / runs:.2f}x "
+                        "(target <= 3x)")  # fmt: skip
 
         if args.replay_pairs:
             src = root / "replay-input.parquet"
             replay_input(src, args.replay_pairs, args.k)
+            bench.cpu.clear()
             duck = bench.median(args.repeat, PYTHON, "-c", DUCKDB_REPLAY, str(src),
                                 str(root / "duck.parquet"))  # fmt: skip
+            duck_cpu = statistics.median(bench.cpu)
+            bench.cpu.clear()
             walls = []
             for i in range(args.repeat):
                 out = root / f"replay-{i}"
@@ -298,7 +311,8 @@ def main() -> None:
             wall = statistics.median(walls)
             say(f"replay --calls ({args.replay_pairs:,} pairs, K={args.k})",
                 f"{wall:6.2f} s vs DuckDB process {duck:5.2f} s: {wall / duck:.2f}x "
-                "(target <= 1.5x)")  # fmt: skip
+                f"(target <= 1.5x); CPU {statistics.median(bench.cpu):5.2f} s vs "
+                f"{duck_cpu:5.2f} s")  # fmt: skip
     finally:
         subprocess.run([JUDGELINE, "--work-dir", str(root / "tiny"), "server", "stop"],
                        env=bench.env, capture_output=True)  # fmt: skip

@@ -23,7 +23,7 @@ def replay_task(
     """Replay every requested policy under every requested design, exactly, and write the
     tables into `out_dir` (with the money columns when `calls_path` is a run's outcomes and
     its judges have prices)."""
-    from tasks.judging.spend import outcome_costs
+    from tasks.replay.money import outcome_costs
 
     costs = outcome_costs(calls_path)
     paths = replay_file(calls_path, out_dir, designs=designs, policies=policies, costs=costs)

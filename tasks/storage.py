@@ -61,14 +61,17 @@ def write_parquet_atomic(table: pa.Table, path: Path, *, overwrite: bool = False
 
 
 @contextmanager
-def parquet_writer_atomic(path: Path, schema: pa.Schema) -> Iterator[pq.ParquetWriter]:
+def parquet_writer_atomic(
+    path: Path, schema: pa.Schema, **options: Any
+) -> Iterator[pq.ParquetWriter]:
     """A parquet writer whose file appears at `path` (replacing it) only once the block ends
-    without error, as `write_parquet_atomic` with overwrite: for tables written batch by batch."""
+    without error, as `write_parquet_atomic` with overwrite: for tables written batch by batch.
+    `options` go to `pq.ParquetWriter` (zstd compression unless they say otherwise)."""
     tmp = _temp_beside(path)
     try:
         with (
             pa.OSFile(str(tmp), "wb") as sink,
-            pq.ParquetWriter(sink, schema, compression="zstd") as writer,
+            pq.ParquetWriter(sink, schema, **{"compression": "zstd", **options}) as writer,
         ):
             yield writer
         _fsync(tmp)

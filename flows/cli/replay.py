@@ -81,8 +81,8 @@ def replay_command(
 
     from schemas.vocabulary import CORE_POLICIES, DESIGNS
     from tasks.errors import InputError
-    from tasks.judging.spend import outcome_costs
     from tasks.replay.coded import require_columns
+    from tasks.replay.money import outcome_costs
     from tasks.replay.stream import replay_file
 
     if not calls.is_file():

@@ -9,7 +9,6 @@ run at its key; every other stored call of the run came from the cache and costs
 from __future__ import annotations
 
 from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -21,10 +20,10 @@ from schemas.judge import JudgeSpec
 from tasks.errors import InputError
 from tasks.judging.cache import read_attempts, read_replies
 from tasks.judging.prices import price_of
-from tasks.runfolder import RunFolder, is_run_id
+from tasks.runfolder import RunFolder
 from tasks.workdir import WorkDir
 
-__all__ = ["outcome_costs", "reply_usd", "run_prices", "run_spend", "sent_keys"]
+__all__ = ["reply_usd", "run_prices", "run_spend", "sent_keys"]
 
 
 def reply_usd(price: Price, reply: dict[str, Any], *, prompt_cache: bool = True) -> float:
@@ -113,33 +112,3 @@ def run_spend(work: WorkDir, run_id: str, attempts: pa.Table | None = None) -> l
             )
         )
     return rows
-
-
-def outcome_costs(outcomes_path: str | Path) -> pa.Table | None:
-    """Each call's price (`tasks.replay.money.MONEY_KEYS` + `usd`, `reply_usd`) for a run's
-    `outcomes.parquet`; None unless the file sits in a run folder whose judges have prices.
-
-    A call costs what its stored reply's tokens cost, cached or not: the replay prices what
-    each policy would send.
-    """
-    path = Path(outcomes_path).resolve()
-    run_dir = path.parent
-    in_a_run = run_dir.parent.name == "runs" and is_run_id(run_dir.name)
-    if not in_a_run or not (run_dir / "run.json").is_file():
-        return None
-    work = WorkDir.at(run_dir.parent.parent)
-    prices = run_prices(work, run_dir.name)
-    if not any(prices.values()):
-        return None
-    keys = ["judge", "config", "dataset", "pair_id", "seed", "order", "call_key"]
-    rows = pq.read_table(path, columns=keys).to_pylist()
-    replies = {
-        r["call_key"]: r
-        for r in read_replies(work, {r["call_key"] for r in rows if r["call_key"]}).to_pylist()
-    }
-    out = []
-    for r in rows:
-        price, reply = prices.get(r["judge"]), replies.get(r["call_key"])
-        usd = None if price is None or reply is None else reply_usd(price, reply)
-        out.append({**{k: r[k] for k in keys[:-1]}, "usd": usd})
-    return pa.Table.from_pylist(out)

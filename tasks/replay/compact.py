@@ -16,7 +16,7 @@ from functools import cached_property
 
 import numpy as np
 
-from tasks.replay.couples import expected_agreement, grid_counts, pack, pattern_of, unpack
+from tasks.replay.couples import expected_agreements, grid_counts, pack, pattern_of, unpack
 from tasks.replay.designs import POLICY_METRICS, evaluate_patterns
 from tasks.replay.grid import ReplayGrid, dense_codes
 
@@ -183,6 +183,6 @@ def evaluate(grid: ReplayGrid, cache: PatternCache) -> Compact:
         code=rows[inverse] * 2 + grid.key_b,
         values=tables.values,
         design=tables.design,
-        agreement=np.stack([expected_agreement(counts, d) for d in cache.designs]),
+        agreement=expected_agreements(counts, cache.designs),
         components=tables.components,
     )

@@ -12,6 +12,8 @@ closed form over each pair's counts of (AB class, BA class) over all four classe
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from tasks.replay.policies import CLASS_A, CLASS_B, CLASS_OTHER, CLASS_T
@@ -20,6 +22,7 @@ __all__ = [
     "THREE",
     "couple_counts",
     "expected_agreement",
+    "expected_agreements",
     "grid_counts",
     "pack",
     "pattern_of",
@@ -87,21 +90,38 @@ def _seed_pair_weights(design: str, k: int) -> np.ndarray:
 def expected_agreement(counts: np.ndarray, design: str) -> np.ndarray:
     """Per pair of (pairs, 4, 4) grid counts (`grid_counts`), the expected mean over the
     C(K, 2) seed pairs of the reference of 1 if their two outcomes are equal and valid (both A,
-    both B or both T).
+    both B or both T)."""
+    return expected_agreements(counts, [design])[0]
+
+
+def expected_agreements(counts: np.ndarray, designs: Sequence[str]) -> np.ndarray:
+    """Shape (designs, pairs): `expected_agreement` under each design.
 
     For distinct seeds s, s' taking orders o, o' with probability q[o, o'], the expected number
     of ordered seed pairs whose outcomes are both x is the sum over (o, o') of
     q[o, o'] (n_o(x) n_o'(x) - d_oo'(x)), where n_o(x) counts the seeds whose call in order o is
-    x and d_oo'(x) the seeds counted in both (a seed never pairs with itself).
+    x and d_oo'(x) the seeds counted in both (a seed never pairs with itself). The sums over x
+    are exact integers, the same for every design: only the weights q differ.
     """
     k = int(counts[0].sum()) if len(counts) else 2
-    q = _seed_pair_weights(design, k)
+    # One row of counts per (AB class, BA class), pairs along the rows, so every sum adds
+    # whole rows; int16 holds them (at most 3 K^2 <= 768).
+    cells = counts.reshape(len(counts), 16).T.astype(np.int16)
     valid = [CLASS_A, CLASS_B, CLASS_T]
-    held = np.stack([counts.sum(axis=2), counts.sum(axis=1)])[:, :, valid].astype(np.float64)
-    both = counts[:, valid, valid].astype(np.float64)  # held: (order, pairs, x)
-    total = np.zeros(len(counts))
-    for o in (0, 1):
-        for o2 in (0, 1):
-            same = held[o] if o == o2 else both
-            total += q[o, o2] * (held[o] * held[o2] - same).sum(axis=1)
-    return total / (k * (k - 1))
+    held = [
+        [cells[4 * x : 4 * x + 4].sum(axis=0, dtype=np.int16) for x in valid],  # AB: row x
+        [cells[x::4].sum(axis=0, dtype=np.int16) for x in valid],  # BA: column x
+    ]
+    both = [cells[5 * x] for x in valid]
+    ordered = {}
+    for o, o2 in ((0, 0), (0, 1), (1, 1)):
+        same = held[o] if o == o2 else both
+        ordered[o, o2] = sum(h * h2 - d for h, h2, d in zip(held[o], held[o2], same, strict=True))
+    ordered[1, 0] = ordered[0, 1]
+    out = np.zeros((len(designs), len(counts)))
+    for di, design in enumerate(designs):
+        q = _seed_pair_weights(design, k)
+        for o in (0, 1):
+            for o2 in (0, 1):
+                out[di] += q[o, o2] * ordered[o, o2]
+    return out / (k * (k - 1))

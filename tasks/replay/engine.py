@@ -93,19 +93,22 @@ def replay_into(
     policies: Sequence[str] = CORE_POLICIES,
     where: str = "replay input",
     costs: pa.Table | None = None,
+    constant: Constants | None = None,
 ) -> tuple[pa.Table, pa.Table]:
     """Replay the input `batches` group by group; hand the per-pair replay and design rows to
     `replay_out` and `design_out` batch by batch (rows in order group -> design and policy
-    -> pair), and return the (small) summary and components tables.
+    -> pair), and return the (small) summary and components tables. `constant` makes the
+    constant columns (`Constants(text_as_dictionary=True)` for batches a parquet writer
+    takes; the batches' schemas are then its `schema` of ReplayRow's and DesignRow's).
 
     Only the input's codes and one group's results are held at a time.
     """
     combos = design_policy_pairs(designs, policies)
     used_designs = [d for d in DESIGNS if d in designs]
-    replay_schema = arrow_schema(ReplayRow)
+    constant = constant or Constants()
+    replay_schema = constant.schema(arrow_schema(ReplayRow))
     prices = Prices(costs)
     cache = PatternCache(used_designs, combos)
-    constant = Constants()
     summaries, components = [], []
     # The replay runs its own two threads; BLAS threads beside them only spin (3x the CPU).
     with threadpool_limits(limits=1, user_api="blas"):

@@ -27,18 +27,22 @@ expectation is over the states of the rest of the pattern with the call added
 from __future__ import annotations
 
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from tasks.replay.couples import THREE, couple_counts, pack, unpack
 from tasks.replay.family import PAIRED, paired_table, side_counts
 from tasks.replay.grid import ReplayGrid, dense_codes
 from tasks.replay.policies import run_laws
 from tasks.replay.states import independent_expectation, side_expectation
+from tasks.runfolder import is_run_id
+from tasks.workdir import WorkDir
 
-__all__ = ["MONEY_KEYS", "Prices", "pair_usd", "send_probabilities", "summary_usd"]
+__all__ = ["MONEY_KEYS", "Prices", "outcome_costs", "pair_usd", "send_probabilities", "summary_usd"]
 
 MONEY_KEYS = ("judge", "config", "dataset", "pair_id", "seed", "order")
 """The columns of a costs table besides `usd`: one row per call of the replay input."""
@@ -214,3 +218,37 @@ def summary_usd(summary: pa.Table, usd: list[pa.Array], combos: list[tuple[str, 
     return summary.set_column(
         names.index("savings_usd"), "savings_usd", pa.array(save, pa.float64())
     )
+
+
+def outcome_costs(outcomes_path: str | Path) -> pa.Table | None:
+    """Each call's price (`MONEY_KEYS` + `usd`, `tasks.judging.spend.reply_usd`) for a run's
+    `outcomes.parquet`; None unless the file sits in a run folder whose judges have prices.
+
+    A call costs what its stored reply's tokens cost, cached or not: the replay prices what
+    each policy would send. Only a run's outcomes are priced, so the judging modules (and
+    what they import) load for those alone.
+    """
+    path = Path(outcomes_path).resolve()
+    run_dir = path.parent
+    in_a_run = run_dir.parent.name == "runs" and is_run_id(run_dir.name)
+    if not in_a_run or not (run_dir / "run.json").is_file():
+        return None
+    from tasks.judging.cache import read_replies
+    from tasks.judging.spend import reply_usd, run_prices
+
+    work = WorkDir.at(run_dir.parent.parent)
+    prices = run_prices(work, run_dir.name)
+    if not any(prices.values()):
+        return None
+    keys = [*MONEY_KEYS, "call_key"]
+    rows = pq.read_table(path, columns=keys).to_pylist()
+    replies = {
+        r["call_key"]: r
+        for r in read_replies(work, {r["call_key"] for r in rows if r["call_key"]}).to_pylist()
+    }
+    out = []
+    for r in rows:
+        price, reply = prices.get(r["judge"]), replies.get(r["call_key"])
+        usd = None if price is None or reply is None else reply_usd(price, reply)
+        out.append({**{k: r[k] for k in MONEY_KEYS}, "usd": usd})
+    return pa.Table.from_pylist(out)

@@ -16,9 +16,10 @@ from schemas.cost import Price
 from schemas.judge import JudgeSpec
 from tasks.judging.cache import read_replies
 from tasks.judging.request import JudgeRequest
-from tasks.judging.spend import outcome_costs, reply_usd
+from tasks.judging.spend import reply_usd
 from tasks.judging.stage import run_judge_stage
 from tasks.remap.outcomes import remap_run, write_remap
+from tasks.replay.money import outcome_costs
 from tasks.replay.stream import replay_file
 from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir

@@ -9,10 +9,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from schemas import DesignRow, ReplayRow, arrow_schema
 from tasks.errors import InputError
 from tasks.replay.engine import replay, write_replay
 from tasks.replay.money import MONEY_KEYS
-from tasks.replay.stream import replay_file
+from tasks.replay.stream import _behind, replay_file
 
 TABLES = ("replay", "summary", "design", "components")
 KEYS = ("judge", "config", "dataset", "design", "policy", "component", "pair_id")
@@ -84,7 +85,12 @@ def test_replay_file_writes_the_in_memory_tables(tmp_path: Path) -> None:
     calls = tmp_path / "calls.parquet"
     pq.write_table(pa.Table.from_pylist(rows()), calls, row_group_size=200)
     expected = write_replay(replay(pq.read_table(calls), where=str(calls)), tmp_path / "memory")
-    assert_same_tables(replay_file(calls, tmp_path / "stream"), expected)
+    written = replay_file(calls, tmp_path / "stream")
+    assert_same_tables(written, expected)
+    # The per-pair tables are written from dictionary batches without an Arrow schema: they
+    # read back with exactly their row model's schema, metadata included.
+    for name, model in (("replay", ReplayRow), ("design", DesignRow)):
+        assert pq.read_schema(written[name]).equals(arrow_schema(model), check_metadata=True)
 
 
 def test_replay_file_writes_the_money_columns(tmp_path: Path) -> None:
@@ -145,3 +151,35 @@ def test_replay_file_names_missing_columns(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"missing columns \['judge', 'order'\]") as caught:
         replay_file(calls, tmp_path / "out")
     assert str(caught.value).startswith(str(calls))
+
+
+def test_a_group_failing_after_others_were_written_leaves_no_table(tmp_path: Path) -> None:
+    """The per-pair tables are written on threads of their own while later groups replay: a
+    later group's error still leaves no table and no temporary file behind."""
+    calls_rows = sorted(rows(), key=lambda r: str(r["judge"]))  # j2's group replays last
+    missing = next(i for i, r in enumerate(calls_rows) if r["judge"] == "j2")
+    del calls_rows[missing]
+    calls = tmp_path / "calls.parquet"
+    pq.write_table(pa.Table.from_pylist(calls_rows), calls, row_group_size=200)
+    with pytest.raises(InputError, match="judge='j2'.*missing seed") as caught:
+        replay_file(calls, tmp_path / "out")
+    assert "do not hold exactly the 2K rows" in str(caught.value)
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_a_failed_write_raises_in_the_caller() -> None:
+    """A write that fails on the writer thread raises where the batches come from, and no
+    write runs once the block is left."""
+    done: list[int] = []
+
+    def write(batch: pa.RecordBatch) -> None:
+        if batch.num_rows == 3:
+            raise OSError(28, "No space left on device")
+        done.append(batch.num_rows)
+
+    with pytest.raises(OSError, match="No space left"), _behind(write) as submit:
+        for n in range(1, 10):
+            submit(pa.record_batch({"x": list(range(n))}))
+    settled = list(done)
+    assert settled[:2] == [1, 2] and 3 not in settled
+    assert len(settled) < 9

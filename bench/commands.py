@@ -17,7 +17,7 @@ and the later ones reuse it. Lines, each with its ratio and target:
 - a warm tiny run (4 pairs, every call cached) and a 10-line JudgeBench import, each against
   `judgeline runs` (target <= 3x);
 - `judgeline replay --calls` against a Python process doing DuckDB's scan, group and write
-  of the same rows (target <= 1.5x).
+  of the same rows: one per pair, design and policy, as the replay writes (target <= 1.5x).
 
 Walls are medians of --repeat runs; the load average is printed beside them.
 """
@@ -71,19 +71,40 @@ async def main():
 asyncio.run(main())
 """
 
+LABELS = [("common", "full"), ("common", "nonstrict"), ("common", "strict"),
+          ("independent", "full"), ("independent", "nonstrict"), ("independent", "strict"),
+          ("balanced", "full"), ("balanced", "nonstrict"), ("balanced", "strict"),
+          ("balanced", "paired_unanimity")]  # fmt: skip
+"""The (design, policy) rows the replay writes for each pair at its defaults."""
+
 DUCKDB_REPLAY = """
 import sys, duckdb
-src, out = sys.argv[1], sys.argv[2]
+src, out, labels = sys.argv[1], sys.argv[2], sys.argv[3]
 con = duckdb.connect()
-con.execute(f'''COPY (
+con.execute(f'''CREATE TEMP TABLE p AS
   SELECT judge, config, dataset, pair_id, count(*) AS calls,
          sum(CASE WHEN outcome = 'A' THEN 1 ELSE 0 END) AS a,
          sum(CASE WHEN outcome = 'B' THEN 1 ELSE 0 END) AS b,
          sum(CASE WHEN "order" = 'AB' AND outcome = 'A' THEN 1 ELSE 0 END) AS ab_a,
-         sum(CASE WHEN "order" = 'BA' AND outcome = 'A' THEN 1 ELSE 0 END) AS ba_a,
-         any_value(key) AS key
-  FROM read_parquet('{src}') GROUP BY ALL) TO '{out}' (FORMAT parquet)''')
+         sum(CASE WHEN "order" = 'BA' AND outcome = 'A' THEN 1 ELSE 0 END) AS ba_a
+  FROM read_parquet('{src}') GROUP BY ALL''')
+con.execute(f'''COPY (
+  SELECT judge, config, dataset, pair_id, design, policy,
+         calls / 2.0 AS expected_calls, a / calls AS p_change, b / calls AS p_neutral_to_decisive,
+         ab_a / calls AS p_decisive_to_neutral, ba_a / calls AS p_reversal,
+         (a - b) / calls AS expected_score, (a + b) / calls AS reference_score,
+         (ab_a + ba_a) / calls AS added_variance, NULL::DOUBLE AS expected_usd
+  FROM p CROSS JOIN (VALUES {labels}) l(design, policy))
+  TO '{out}/replay.parquet' (FORMAT parquet)''')
+con.execute(f'''COPY (
+  SELECT judge, config, dataset, pair_id, design, (a - b) / calls AS expected_score,
+         (calls - a - b) / calls AS p_neutral, (ab_a + ba_a) / calls AS expected_agreement
+  FROM p CROSS JOIN (VALUES ('common'), ('independent'), ('balanced')) l(design))
+  TO '{out}/design.parquet' (FORMAT parquet)''')
 """
+"""The replay line's baseline: DuckDB scans the calls, groups them per pair and writes the
+rows the replay writes (one per pair, design and policy, and one per pair and design), with
+columns of the same types; its numbers are simple ratios, not exact expectations."""
 
 
 def load() -> str:
@@ -299,8 +320,10 @@ def main() -> None:
             src = root / "replay-input.parquet"
             replay_input(src, args.replay_pairs, args.k)
             bench.cpu.clear()
+            (root / "duck").mkdir()
+            labels = ", ".join(f"('{d}', '{p}')" for d, p in LABELS)
             duck = bench.median(args.repeat, PYTHON, "-c", DUCKDB_REPLAY, str(src),
-                                str(root / "duck.parquet"))  # fmt: skip
+                                str(root / "duck"), labels)  # fmt: skip
             duck_cpu = statistics.median(bench.cpu)
             bench.cpu.clear()
             walls = []

@@ -143,3 +143,40 @@ def test_the_command_line_imports_no_heavy_library_until_a_job_needs_it() -> Non
         capture_output=True, text=True, env=env, cwd=REPO, check=True,
     )  # fmt: skip
     assert shown.stdout.strip() == "[]", shown.stdout
+
+
+@pytest.mark.slow
+def test_a_configuration_work_dir_holds_its_prefect_home(tmp_path: Path) -> None:
+    """With `work_dir:` only in the configuration, the run's Prefect database and local
+    server live in that work dir, not in `./work` under the shell's directory."""
+    import yaml
+
+    from tasks.demo import demo_config
+    from tasks.simjudge.server import SimJudgeServer
+
+    shell = tmp_path / "shell"
+    shell.mkdir()
+    table = tmp_path / "pairs.csv"
+    table.write_text("q,a,b\n" + "".join(f"Q{i}?,yes {i},no {i}\n" for i in range(3)))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.pop("JUDGELINE_WORK_DIR", None)
+    with SimJudgeServer() as judge:
+        config = demo_config(judge.base_url, k=2).model_dump(mode="json", exclude_none=True)
+        config["judges"] = config["judges"][:1]
+        config["datasets"] = [
+            {"kind": "table", "path": str(table), "mapping": "question=q,answer_a=a,answer_b=b"}
+        ]
+        config["work_dir"] = str(tmp_path / "bench-work")
+        path = tmp_path / "run.yaml"
+        path.write_text(yaml.safe_dump(config))
+        done = subprocess.run(
+            [JUDGELINE, "run", str(path)], cwd=shell, env=env, capture_output=True, text=True
+        )
+    try:
+        assert done.returncode == 0, done.stderr
+        assert (tmp_path / "bench-work" / ".prefect" / "prefect.db").is_file()
+        assert not (shell / "work").exists()
+    finally:
+        from flows.localserver import stop_server
+
+        stop_server(tmp_path / "bench-work" / ".prefect")

@@ -129,7 +129,11 @@ def _quote(text: str) -> str:
 
 
 def _foreign(view: View, path: Path) -> bool:
-    """A run table in a folder whose name is not a run id: no command wrote it; skipped."""
+    """A file no command has published, skipped: one under a name starting with a dot (a
+    folder being staged, which its publisher renames away at any moment, or an atomic
+    write's temporary file), or a run table in a folder whose name is not a run id."""
+    if any(part.startswith(".") for part in path.parts[-len(view.pattern) :]):
+        return True
     return view.pattern[0] == "runs" and not is_run_id(path.parent.name)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import logging
+import shutil
 from pathlib import Path
 
 import duckdb
@@ -17,10 +18,12 @@ import pytest
 from schemas import (
     DisclosureRow,
     DispositionRow,
+    ManifestRow,
     OutcomeRow,
     ReplayRow,
     ReplyRecord,
     SummaryRow,
+    arrow_schema,
     rows_to_table,
 )
 from tasks.bootstrap import bootstrap_interval
@@ -377,3 +380,20 @@ def test_advice_from_before_certificates_names_the_command_that_rewrites_it(
     assert "`judgeline advise run-1 --max-change 1%` rewrites its advice" in str(caught.value)
     assert "judgeline remap" not in str(caught.value)
     check_run_tables(work, "run-2")
+
+
+def test_a_folder_being_staged_is_not_in_the_warehouse(work: WorkDir) -> None:
+    """A manifest being frozen sits in `manifests/.staging-*` until its publisher renames it
+    away: a warehouse built meanwhile must not name its file, or every later query fails
+    when the file is gone."""
+    write_run(work, "run-1", 1, pairs=3)
+    staging = work.root / "manifests" / ".staging-0f3a-1b2c"
+    staging.mkdir(parents=True)
+    write_parquet_atomic(arrow_schema(ManifestRow).empty_table(), staging / "manifest.parquet")
+    build_warehouse(work)
+    shutil.rmtree(staging)  # published: renamed to its hash's folder
+    con = duckdb.connect(str(work.warehouse), read_only=True)
+    try:
+        assert con.execute("SELECT count(*) FROM manifest").fetchall() == [(0,)]
+    finally:
+        con.close()

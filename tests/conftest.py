@@ -15,6 +15,11 @@ os.environ["PREFECT_HOME"] = str(_PREFECT_HOME)
 os.environ["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] = str(_PREFECT_HOME / "results")
 os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+# Output width is what each test asks for (COLUMNS, terminal_width), never the caller's:
+# pytest-xdist starts its workers with COLUMNS=80 LINES=24, which overrides a CliRunner's
+# terminal_width and wraps the lines tests read.
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
 # The commands tests start share one local Prefect server for this home (flows.localserver),
 # stopped when the session ends; should the session die, it stops itself soon after.
 os.environ.setdefault("JUDGELINE_SERVER_IDLE_SECONDS", "120")

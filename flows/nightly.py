@@ -41,10 +41,12 @@ def report_task(work_dir: str, run_id: str) -> str:
     """Rebuild the warehouse, write the run's HTML report and its Prefect artifacts."""
     from tasks.report.artifacts import publish_artifacts
     from tasks.report.data import build_report
+    from tasks.warehouse import warehouse_reads
 
     work = WorkDir.at(work_dir)
-    where = work.location(build_report(work, run_id))  # a path, or the store's URL
-    publish_artifacts(work, run_id, where)
+    with warehouse_reads(work):  # the artifacts read what the report read
+        where = work.location(build_report(work, run_id))  # a path, or the store's URL
+        publish_artifacts(work, run_id, where)
     return where
 
 

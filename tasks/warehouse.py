@@ -9,6 +9,7 @@ database lives in this machine's scratch dir. Report queries are the `report_*.s
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -340,22 +341,34 @@ def _fresh(work: WorkDir) -> Path:
     return build_warehouse(work) if not path.is_file() or _stale(work, path) else path
 
 
-_checked: ContextVar[tuple[Path, duckdb.DuckDBPyConnection] | None] = ContextVar(
-    "warehouse_checked", default=None
-)
+@dataclass
+class _Read:
+    """One read of the warehouse: its work dir, connection, and the answers given so far."""
+
+    root: Path
+    con: duckdb.DuckDBPyConnection
+    answers: dict[str, pd.DataFrame]
+
+
+_reading: ContextVar[_Read | None] = ContextVar("warehouse_reading", default=None)
 
 
 @contextmanager
 def warehouse_reads(work: WorkDir) -> Iterator[None]:
-    """Queries inside read the warehouse as checked once on entry, over one connection (a
-    report's dozen queries do not each list and stat every stage's files, nor open the
-    database again)."""
+    """Queries inside read the warehouse as checked once on entry, over one connection, and
+    the same query with the same parameters is answered once (a report and its artifacts
+    ask for the scores twice; their bootstrap is not drawn again). Nested reads of the same
+    work dir are the outer read."""
+    outer = _reading.get()
+    if outer is not None and outer.root == work.root:
+        yield
+        return
     con = duckdb.connect(str(_fresh(work)), read_only=True)
-    token = _checked.set((work.root, con))
+    token = _reading.set(_Read(work.root, con, {}))
     try:
         yield
     finally:
-        _checked.reset(token)
+        _reading.reset(token)
         con.close()
 
 
@@ -364,9 +377,12 @@ def query(work: WorkDir, name: str, **params: Any) -> pd.DataFrame:
     warehouse as `_fresh` finds it (inside `warehouse_reads`: as checked on entry)."""
     if name not in report_names():
         raise InputError(f"no report query {name!r}; known: {', '.join(report_names())}")
-    checked = _checked.get()
-    if checked is not None and checked[0] == work.root:
-        return _run_query(checked[1], name, params)
+    read = _reading.get()
+    if read is not None and read.root == work.root:
+        key = json.dumps([name, params], sort_keys=True, default=str)
+        if key not in read.answers:
+            read.answers[key] = _run_query(read.con, name, params)
+        return read.answers[key].copy()
     con = duckdb.connect(str(_fresh(work)), read_only=True)
     try:
         return _run_query(con, name, params)

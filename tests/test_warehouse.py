@@ -339,6 +339,30 @@ def test_queries_in_one_read_check_the_files_once(
     assert len(checks) == 2  # outside a read, every query checks
 
 
+def test_a_read_answers_a_repeated_query_once_and_nested_reads_are_one(
+    work: WorkDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tasks.warehouse as warehouse
+
+    write_run(work, "run-1", 1, pairs=3)
+    write_run(work, "run-2", 2, pairs=4)
+    ran: list[str] = []
+    run_query = warehouse._run_query
+    monkeypatch.setattr(
+        warehouse,
+        "_run_query",
+        lambda con, name, params: ran.append(name) or run_query(con, name, params),
+    )
+    with warehouse.warehouse_reads(work):
+        first = query(work, "report_scores", run_id="run-1")
+        first.loc[:, "score"] = -1.0  # a caller's change never reaches the next answer
+        with warehouse.warehouse_reads(work):
+            again = query(work, "report_scores", run_id="run-1")
+        other = query(work, "report_scores", run_id="run-2")
+    assert ran == ["report_scores", "report_scores"]  # run-1 once, run-2 once
+    assert (again["score"] >= 0).all() and not again.equals(other)
+
+
 def test_dispositions_view_keeps_schema_columns(two_runs: tuple[WorkDir, pd.DataFrame]) -> None:
     work, _ = two_runs
     con = duckdb.connect(str(work.warehouse), read_only=True)

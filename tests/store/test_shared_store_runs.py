@@ -20,6 +20,7 @@ import yaml
 from support import REPO, stage_demo_plan
 
 from schemas.judge import JudgeSpec
+from tasks.errors import JudgelineError
 from tasks.judging.cache import stored_keys
 from tasks.runfolder import RunFolder
 from tasks.runrecord import read_record
@@ -82,6 +83,15 @@ def _finish(proc: subprocess.Popen[str]) -> str:
     return out
 
 
+def _recorded(url: str, tmp_path: Path, run_id: str) -> bool:
+    """Whether the run's record is in the store (what another machine would list)."""
+    try:
+        read_record(WorkDir.at(url, scratch=tmp_path / "probe"), run_id)
+    except JudgelineError:
+        return False
+    return True
+
+
 def _answered(server: SimJudgeServer) -> Counter[str]:
     """Replies the simulated judge sent, by call key: what was paid for."""
     log = server.request_log()
@@ -116,10 +126,12 @@ def test_a_killed_run_is_taken_up_from_another_machine_paying_only_for_calls_in_
     killed = _start(bucket_url, tmp_path / "scratch-a", "run", str(config), "--run-id", "a")
     other = _start(bucket_url, tmp_path / "scratch-b", "run", str(config), "--run-id", "b")
     deadline = time.monotonic() + 240
-    while len(server.request_log()) < CALLS // 3:
+    # Killed once a third of the calls were answered and run a is under way (its record in
+    # the store): the other run may have sent all of that third while a was still starting.
+    while len(server.request_log()) < CALLS // 3 or not _recorded(bucket_url, tmp_path, "a"):
         assert killed.poll() is None, killed.communicate()
         assert time.monotonic() < deadline, "no judge calls within 240 s"
-        time.sleep(0.02)
+        time.sleep(0.05)
     os.killpg(killed.pid, signal.SIGKILL)
     killed.communicate(timeout=30)
     _finish(other)  # waits out the dead writer's claims, sends the rest

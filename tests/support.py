@@ -6,6 +6,7 @@ fixtures stay in conftest.py.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import shutil
 import subprocess
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from schemas.run import CodeVersion, RunRecord
 from tasks.workdir import WorkDir
 
 if TYPE_CHECKING:
@@ -219,3 +221,23 @@ def read_only(folder: Path) -> Iterator[Path]:
     finally:
         subprocess.run(["umount", str(target)], check=True)
         target.rmdir()
+
+
+def bare_record(
+    run_id: str,
+    *,
+    name: str = "n",
+    status: str = "completed",
+    started_at: dt.datetime = dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+) -> RunRecord:
+    """A run record with nothing but what every record holds (for tests of listing and
+    locking that need a record, not a run)."""
+    return RunRecord(
+        run_id=run_id,
+        name=name,
+        status=status,  # type: ignore[arg-type]
+        config_hash="h",
+        config={},
+        code=CodeVersion(commit=None, dirty=None, packages={}),
+        started_at=started_at,
+    )

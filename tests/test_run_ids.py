@@ -3,15 +3,14 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import shutil
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from support import bare_record
 from typer.testing import CliRunner
 
-from schemas.run import CodeVersion, RunRecord
 from tasks.errors import InputError
 from tasks.runfolder import RunFolder, check_run_id, is_run_id
 from tasks.workdir import WorkDir
@@ -43,16 +42,7 @@ def test_a_bad_run_id_never_gets_a_folder(tmp_path: Path, run_id: str) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def record(run_id: str) -> RunRecord:
-    return RunRecord(
-        run_id=run_id,
-        name="n",
-        status="completed",
-        config_hash="h",
-        config={},
-        code=CodeVersion(commit=None, dirty=None, packages={}),
-        started_at=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
-    )
+record = bare_record
 
 
 def plant_foreign(work: WorkDir, name: str, source: RunFolder | None = None) -> Path:

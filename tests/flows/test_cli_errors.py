@@ -4,7 +4,6 @@ Prefect run's) unless --debug."""
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import re
 import subprocess
@@ -14,9 +13,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from support import REPO
+from support import REPO, bare_record
 
-from schemas.run import CodeVersion, RunRecord
 from tasks.runrecord import write_record
 from tasks.workdir import WorkDir
 
@@ -113,15 +111,7 @@ def write_bad_inputs(d: Path) -> None:
     (d / "damaged" / "runs" / "damaged").mkdir(parents=True)
     (d / "damaged" / "runs" / "damaged" / "record.json").write_text('{"run_id": 3', "utf-8")
     (d / "folder_record" / "runs" / "r1" / "record.json").mkdir(parents=True)
-    healthy = RunRecord(
-        run_id="r2",
-        name="n",
-        status="completed",
-        config_hash="h",
-        config={},
-        code=CodeVersion(commit=None, dirty=None, packages={}),
-        started_at=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
-    )
+    healthy = bare_record("r2")
     write_record(WorkDir(d / "folder_record"), healthy)
 
 

@@ -3,15 +3,14 @@ job that judges writes one, and `runs` tells damaged and interrupted runs apart.
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import subprocess
 from pathlib import Path
 
 import pytest
-from support import REPO
+from support import REPO, bare_record
 
-from schemas.run import CodeVersion, RunRecord
+from schemas.run import RunRecord
 from tasks.judging.claims import RunLock
 from tasks.runrecord import write_record
 from tasks.workdir import WorkDir
@@ -40,15 +39,7 @@ def judgeline(
 
 
 def running_record(run_id: str) -> RunRecord:
-    return RunRecord(
-        run_id=run_id,
-        name="mine",
-        status="running",
-        config_hash="h",
-        config={},
-        code=CodeVersion(commit=None, dirty=None, packages={}),
-        started_at=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
-    )
+    return bare_record(run_id, name="mine", status="running")
 
 
 @pytest.mark.slow

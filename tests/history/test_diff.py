@@ -8,22 +8,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from support import bare_record
 
-from schemas.run import CodeVersion, RunRecord
+from schemas.run import RunRecord
 from tasks.history.diff import diff_views, paired_interval
 from tasks.history.view import RunView
 
 
 def _record(run_id: str) -> RunRecord:
-    return RunRecord(
-        run_id=run_id,
-        name="nightly",
-        status="completed",
-        config_hash="h",
-        config={},
-        code=CodeVersion(commit=None, dirty=None, packages={}),
-        started_at=dt.datetime(2026, 11, 30, tzinfo=dt.UTC),
-    )
+    return bare_record(run_id, name="nightly", started_at=dt.datetime(2026, 11, 30, tzinfo=dt.UTC))
 
 
 def _view(run_id: str, pairs: dict[str, str], decisions: list[tuple[Any, ...]]) -> RunView:

@@ -35,7 +35,7 @@ from typing import Any
 from tasks.errors import StoreError
 from tasks.judging.cache import fold_dead_journals
 from tasks.judging.claims import Claim, StoredKeyView
-from tasks.store.leases import writer_lease
+from tasks.store.leases import json_object, writer_lease
 from tasks.store.objects import ObjectStore
 from tasks.workdir import WorkDir
 
@@ -106,7 +106,7 @@ class StoreCallClaims:
             found = self.store.read(key)
             if found is None:
                 continue  # released meanwhile: create it again
-            claim = _parse(found.data)
+            claim = json_object(found.data)
             writer = str(claim.get("writer", ""))
             if claim.get("state") == "stored":
                 if self._stored(call_key):
@@ -176,11 +176,3 @@ class StoreCallClaims:
         self.release(list(self._held))
         self._markers.shutdown(wait=True)
         self.lease.let_go()
-
-
-def _parse(data: bytes) -> dict[str, Any]:
-    try:
-        value = json.loads(data)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}

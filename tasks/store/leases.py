@@ -28,7 +28,7 @@ from typing import Any
 
 from tasks.store.objects import ObjectStore
 
-__all__ = ["LEASE_ENV", "LeaseLock", "WriterLease", "lease_ttl", "writer_lease"]
+__all__ = ["LEASE_ENV", "LeaseLock", "WriterLease", "json_object", "lease_ttl", "writer_lease"]
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +162,7 @@ class LeaseLock:
             found = self.store.read(self.key)
             if found is None:
                 continue  # let go meanwhile: create again
-            holder = _parse(found.data)
+            holder = json_object(found.data)
             writer = str(holder.get("writer", ""))
             if writer == self.lease.id:
                 self.held = True
@@ -186,10 +186,11 @@ class LeaseLock:
         found = self.store.read(self.key)
         if found is None:
             return True
-        return not self.lease.alive(str(_parse(found.data).get("writer", "")))
+        return not self.lease.alive(str(json_object(found.data).get("writer", "")))
 
 
-def _parse(data: bytes) -> dict[str, Any]:
+def json_object(data: bytes) -> dict[str, Any]:
+    """The JSON object an object of the store holds, or {} (not JSON, or not an object)."""
     try:
         value = json.loads(data)
     except ValueError:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import random
 from fractions import Fraction
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -189,18 +190,26 @@ FAMILY = {"paired_unanimity": (1, None), "paired_nonstrict": (1, "nonstrict"),
           "paired_strict": (1, "strict"), "paired_unanimity_2": (2, "strict")}  # fmt: skip
 
 
-@pytest.mark.parametrize(("k", "pairs"), [(2, 8), (4, 8), (6, 3)])
-def test_paired_money_equals_a_literal_enumeration(k: int, pairs: int) -> None:
-    rng = random.Random(100 + k)
+def _priced_grid(
+    rng: random.Random, k: int, leans: list[str]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+    """A full grid with a random outcome (drawn from the pair's `leans` letters) and a random
+    price for every call: the calls' rows, their costs' rows, and each pair's truth."""
     rows, cost_rows, truth = [], [], {}
-    for p in range(pairs):
-        outs = {(s, o): rng.choice("AABBTMIX") for s in range(k) for o in (0, 1)}
+    for p, lean in enumerate(leans):
+        outs = {(s, o): rng.choice(lean) for s in range(k) for o in (0, 1)}
         costs = {c: Fraction(rng.randint(1, 9), 10_000) for c in outs}
         for (s, o), out in outs.items():
             base = {"judge": "j", "config": "c", "dataset": "d", "pair_id": f"p{p}", "seed": s}
             rows.append({**base, "order": ORDERS[o], "outcome": out, "key": "A"})
             cost_rows.append({**base, "order": ORDERS[o], "usd": float(costs[(s, o)])})
         truth[f"p{p}"] = (outs, costs)
+    return rows, cost_rows, truth
+
+
+@pytest.mark.parametrize(("k", "pairs"), [(2, 8), (4, 8), (6, 3)])
+def test_paired_money_equals_a_literal_enumeration(k: int, pairs: int) -> None:
+    rows, cost_rows, truth = _priced_grid(random.Random(100 + k), k, ["AABBTMIX"] * pairs)
     result = replay(
         pa.Table.from_pylist(rows), designs=["balanced"], policies=["full", *FAMILY],
         costs=pa.Table.from_pylist(cost_rows),
@@ -248,17 +257,8 @@ def _assignment_usd(
 @pytest.mark.parametrize(("k", "pairs"), [(8, 2), (10, 2), (12, 1)])
 def test_money_at_larger_k_equals_every_assignment(k: int, pairs: int) -> None:
     """Every design's assignments enumerated one by one at K = 8, 10 and 12."""
-    rng = random.Random(200 + k)
-    rows, cost_rows, truth = [], [], {}
-    for p in range(pairs):
-        lean = ("AABBT", "AB")[p]
-        outs = {(s, o): rng.choice(lean) for s in range(k) for o in (0, 1)}
-        costs = {c: Fraction(rng.randint(1, 9), 10_000) for c in outs}
-        for (s, o), out in outs.items():
-            base = {"judge": "j", "config": "c", "dataset": "d", "pair_id": f"p{p}", "seed": s}
-            rows.append({**base, "order": ORDERS[o], "outcome": out, "key": "A"})
-            cost_rows.append({**base, "order": ORDERS[o], "usd": float(costs[(s, o)])})
-        truth[f"p{p}"] = (outs, costs)
+    leans = ["AABBT", "AB"][:pairs]
+    rows, cost_rows, truth = _priced_grid(random.Random(200 + k), k, leans)
     result = replay(
         pa.Table.from_pylist(rows), policies=["full", "nonstrict", "strict", *FAMILY],
         costs=pa.Table.from_pylist(cost_rows),

@@ -41,12 +41,13 @@ async def _gate(receive: Any, send: Any) -> None:
     itself)."""
     from tasks.gates import answer_gate
 
-    body = b""
+    chunks = []
     while True:
         message = await receive()
-        body += message.get("body", b"")
+        chunks.append(message.get("body", b""))
         if not message.get("more_body"):
             break
+    body = b"".join(chunks)  # a plan's table comes in many chunks: joined once
     try:
         status, reply = 200, await asyncio.to_thread(answer_gate, body)
     except Exception as exc:  # noqa: BLE001 - any failure: the command gates by itself

@@ -180,3 +180,34 @@ def test_a_configuration_work_dir_holds_its_prefect_home(tmp_path: Path) -> None
         from flows.localserver import stop_server
 
         stop_server(tmp_path / "bench-work" / ".prefect")
+
+
+def test_a_gate_request_in_chunks_is_answered_as_the_gate_here() -> None:
+    """The server's gate route reads a request body sent in many chunks whole, and answers
+    with the results great-expectations gives in this process."""
+    import pandas as pd
+
+    from flows.localserver import GATE_PATH
+    from tasks.gates import Expect, gate_request, gx_results
+
+    df = pd.DataFrame({"pair_id": ["p1", "p2", "p3"], "ok": [True, False, True]})
+    checks = [Expect("ExpectColumnValuesToBeInSet", column="ok", value_set=[True])]
+    body = gate_request("chunks", df, checks)
+    assert body is not None
+    pieces = [body[i : i + 7] for i in range(0, len(body), 7)]
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        piece = pieces.pop(0)
+        return {"type": "http.request", "body": piece, "more_body": bool(pieces)}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    async def untouched(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        raise AssertionError("the gate route reached Prefect's application")
+
+    scope = {"type": "http", "path": GATE_PATH, "method": "POST"}
+    asyncio.run(Activity(untouched)(scope, receive, send))
+    assert sent[0]["status"] == 200
+    assert json.loads(sent[1]["body"]) == json.loads(json.dumps(gx_results("x", df, checks)))

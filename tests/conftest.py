@@ -56,7 +56,10 @@ def prefect_harness():  # type: ignore[no-untyped-def]
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Stop the local Prefect server the session's commands shared, if one started."""
+    """Stop the local Prefect server and the warm worker the session's commands shared, if
+    they started."""
     from flows.localserver import stop_server
+    from flows.worker import stop_worker
 
+    stop_worker()
     stop_server(_PREFECT_HOME)

@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -241,3 +242,18 @@ def bare_record(
         code=CodeVersion(commit=None, dirty=None, packages={}),
         started_at=started_at,
     )
+
+
+def warm_worker(within_s: float = 120.0) -> dict[str, object]:
+    """This installation's warm worker (`flows.worker`), started if none runs; its status."""
+    from flows.worker import spawn, worker_status
+
+    status = worker_status()
+    if status is None:
+        spawn(idle_s=120)
+    deadline = time.monotonic() + within_s
+    while status is None:
+        assert time.monotonic() < deadline, f"no warm worker answered within {within_s} s"
+        time.sleep(0.1)
+        status = worker_status()
+    return status

@@ -56,6 +56,23 @@ def status() -> None:
     _describe(info)
     busy = "in use by a command now" if files.clients_active() else "idle"
     console.print(f"{busy}; its home (database, log): {escape(str(home))}", highlight=False)
+    _describe_worker()
+
+
+def _describe_worker() -> None:
+    from flows.worker import worker_status
+
+    worker = worker_status()
+    if worker is None:
+        console.print("no warm worker runs: the next command that runs a flow starts one")
+        return
+    started = dt.datetime.fromtimestamp(worker["started_at"]).strftime("%Y-%m-%d %H:%M:%S")
+    console.print(
+        f"warm worker: pid {worker['pid']}, started {started}; {worker['taken']} commands "
+        f"taken, {worker['running']} running",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 @server_app.command("start")
@@ -71,11 +88,16 @@ def start() -> None:
 @server_app.command("stop")
 def stop() -> None:
     """Stop the work dir's local Prefect server. A run using it at the time keeps every
-    stored reply and its record; `judgeline runs` shows how to resume it."""
+    stored reply and its record; `judgeline runs` shows how to resume it. The warm worker
+    that flow commands hand their job to stops too, once its running jobs end."""
     from flows.localserver import stop_server
     from flows.runtime import prefect_home
+    from flows.worker import stop_worker
 
     home = prefect_home(state.work)
+    worker = stop_worker()
+    if worker is not None:
+        console.print(f"stopping the warm worker (pid {worker}) once its jobs end", highlight=False)
     info = stop_server(home)
     if info is None:
         console.print(f"no local Prefect server runs for {escape(str(home))}", highlight=False)

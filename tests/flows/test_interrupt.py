@@ -2,7 +2,9 @@
 sends them: to the whole process group of a command that started the work dir's local
 Prefect server.
 
-The command stops within seconds, prints one line saying what it kept and how to resume,
+Ctrl-C is sent to a command that handed its job to the warm worker (flows.worker), SIGTERM
+to one that runs its job itself (JUDGELINE_WORKER=0). Either way the command stops within
+seconds, prints one line saying what it kept and how to resume,
 exits 130 (SIGINT) or 143 (SIGTERM), and resuming pays for no call twice: every reply
 received before the stop was stored. The local server runs in a session of its own: the
 signal never reaches it, and the next command uses it.
@@ -21,7 +23,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support import REPO, stage_demo_plan
+from support import REPO, stage_demo_plan, warm_worker
 
 from flows.localserver import stop_server
 from schemas.judge import JudgeSpec
@@ -83,6 +85,10 @@ def test_a_signal_to_the_process_group_stops_cleanly_and_pays_nothing_twice(
     judges_file.write_text(yaml.safe_dump({"judges": [judge.model_dump(mode="json")]}))
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.pop("JUDGELINE_WORK_DIR", None)
+    if signum == signal.SIGINT:
+        warm_worker()  # the job runs in the warm worker: the command forwards the signal
+    else:
+        env["JUDGELINE_WORKER"] = "0"  # the job runs in the command itself
     server.clear_log()
     command = [JUDGELINE, "--work-dir", str(work.root), "judge", plan_id]
     command += ["--judges", str(judges_file), "--no-progress"]

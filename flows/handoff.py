@@ -80,7 +80,9 @@ def same_user(sock: socket.socket) -> bool:
     return uid == os.getuid()
 
 
-def send_message(sock: socket.socket, message: dict[str, Any], fds: list[int] = ()) -> None:  # type: ignore[assignment]
+def send_message(
+    sock: socket.socket, message: dict[str, Any], fds: list[int] | None = None
+) -> None:
     """One length-prefixed JSON message, with `fds` passed alongside its header."""
     body = json.dumps(message).encode()
     if fds:
@@ -116,6 +118,22 @@ def _stream_spec(stream: Any) -> dict[str, Any]:
         "line_buffering": bool(getattr(stream, "line_buffering", False)),
         "write_through": bool(getattr(stream, "write_through", False)),
     }
+
+
+def _standard_descriptors() -> tuple[list[int], list[int], list[int]]:
+    """Descriptors 0, 1 and 2 to pass (/dev/null for one that is closed here: the job then
+    closes its copy), the /dev/null ones this opened, and which were closed."""
+    fds, extra, closed = [], [], []
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+            fds.append(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            fds.append(null)
+            extra.append(null)
+            closed.append(fd)
+    return fds, extra, closed
 
 
 def _connect() -> socket.socket | None:
@@ -163,12 +181,17 @@ def hand_off(argv: list[str]) -> int | None:
             "umask": umask,
             "limits": {n: resource.getrlimit(getattr(resource, n)) for n in LIMITS},
         }
+        fds, opened, closed = _standard_descriptors()
+        request["closed"] = closed
         try:
-            send_message(sock, request, [0, 1, 2])
+            send_message(sock, request, fds)
             reply = recv_message(sock)
         except (OSError, EOFError):
             spawn_wanted = True
             return None
+        finally:
+            for fd in opened:
+                os.close(fd)
         if "pid" not in reply:
             # Declined: a stale worker (its code changed on disk) leaves, and this command
             # starts the next; a command whose limits it cannot take runs here.
@@ -208,3 +231,57 @@ def _wait(sock: socket.socket, pid: int) -> int:
         )
         return 1
     return _end_like(status)
+
+
+def _cache_dir() -> Path:
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "judgeline"
+
+
+def spawn(idle_s: float) -> None:
+    """Start a worker for this user and installation, detached (returns at once; a worker
+    that finds its name taken leaves at once)."""
+    import subprocess
+
+    cache = _cache_dir()
+    cache.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "JUDGELINE_SERVER_IDLE_SECONDS": str(idle_s)}
+    for name in ("PREFECT_API_URL", "JUDGELINE_GATE_URL"):
+        env.pop(name, None)
+    # Prefect makes its home when imported: the worker, for no particular home, has its own.
+    env["PREFECT_HOME"] = str(cache / "worker-prefect-home")
+    with open(cache / "worker.log", "ab") as log:
+        subprocess.Popen(
+            [sys.executable, "-m", "flows.worker", address().hex()],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=cache,
+        )
+
+
+def ask(question: str, name: bytes | None = None) -> dict[str, Any] | None:
+    """The answer of the worker (this installation's, or the one listening on `name`) to
+    `question` ("status", "stop"); None if none answered."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    with sock:
+        try:
+            sock.settimeout(5)
+            sock.connect(name or address())
+            send_message(sock, {"ask": question})
+            return recv_message(sock)
+        except (OSError, EOFError, ValueError):
+            return None
+
+
+def worker_status() -> dict[str, Any] | None:
+    """The worker's pid, start time, and the commands it took and runs now; None if none."""
+    return ask("status")
+
+
+def stop_worker() -> int | None:
+    """Ask the worker to stop once its jobs end; its pid, or None if none answered."""
+    answer = ask("stop")
+    return None if answer is None else int(answer["pid"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import logging
 import os
@@ -12,7 +13,7 @@ import types
 from pathlib import Path
 from types import FrameType
 
-from flows import handoff, worker
+from flows import handoff
 from flows.localserver import idle_seconds
 from flows.serverwatch import use_local_server
 from tasks.errors import InputError, JudgelineError, StoreError
@@ -192,7 +193,7 @@ def start_prefect(work: WorkDir, *modules: str) -> None:
             file=str(work.root),
         ) from None
     server = use_local_server(home)
-    worker.refresh_prefect()
+    refresh_prefect()
     raise_on_stop_signals()
     for module in modules:
         importlib.import_module(module)
@@ -200,9 +201,10 @@ def start_prefect(work: WorkDir, *modules: str) -> None:
     if server is not None:
         server.ready()
     if handoff.spawn_wanted:
-        # This command found no warm worker: one starts now, for the commands after it.
+        # This command found no warm worker: one starts as it ends (its imports would
+        # compete with this job), for the commands after it.
         handoff.spawn_wanted = False
-        worker.spawn(idle_seconds())
+        atexit.register(handoff.spawn, idle_seconds())
 
 
 class _SharedTLS(types.ModuleType):
@@ -241,3 +243,21 @@ def share_tls_contexts() -> None:
         module = sys.modules.get(name)
         if module is not None and getattr(module, "ssl", None) is ssl:
             module.ssl = shared  # type: ignore[attr-defined]
+
+
+forked = False
+"""True in a job's process: a fork of the warm worker (`flows.worker`)."""
+
+
+def refresh_prefect() -> None:
+    """In a job forked from the worker, read Prefect's settings and logging configuration
+    again from the environment the job has set (Prefect read them once, when the worker
+    imported it). Does nothing in a process that imported Prefect itself."""
+    if not forked:
+        return
+    import prefect.context
+    from prefect.logging import configuration
+
+    prefect.context.refresh_global_settings_context()
+    configuration.PROCESS_LOGGING_CONFIG.clear()
+    configuration.setup_logging(incremental=False)

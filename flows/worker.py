@@ -10,7 +10,7 @@ in a process of its own, so nothing of one job leaks into the next:
   and argv, then runs the command line as the console script does. The command line's own
   modules (`flows.cli`) are imported afresh in it, so its consoles see the command's
   terminal; Prefect's settings and logging are read again from the command's environment
-  once the job has set its Prefect home (`refresh_prefect`);
+  once the job has set its Prefect home (`flows.runtime.refresh_prefect`);
 - the job leads a process group of its own; if the command's connection closes before the
   job ends (the command was killed), the worker kills that group;
 - the worker reaps the job and sends the command its exit code or the signal that killed it.
@@ -18,8 +18,9 @@ in a process of its own, so nothing of one job leaks into the next:
 The worker declines a command, and leaves once its jobs are done, if a module it imported
 has changed on disk or a package was installed since (the command then runs the job itself
 and starts a new worker). It stops after JUDGELINE_SERVER_IDLE_SECONDS with no command, on
-SIGTERM, or when asked (`stop_worker`), always after its running jobs end. It never starts a
-thread, so forking it is safe; it refuses to serve if an import started one.
+SIGTERM, or when asked (`flows.handoff.stop_worker`), always after its running jobs end.
+It never starts a thread, so forking it is safe; it refuses to serve if an import started
+one.
 """
 
 from __future__ import annotations
@@ -34,14 +35,14 @@ import resource
 import selectors
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any, NoReturn
 
-from flows.handoff import HEADER, address, recv_message, same_user, send_message
+from flows import runtime
+from flows.handoff import HEADER, same_user, send_message
 
 PRELOAD = (
     "flows.cli", "flows.nightly", "flows.imports", "flows.remap", "flows.judge",
@@ -54,75 +55,6 @@ PRELOAD = (
 """What a job would otherwise import on its way (a run's modules, found by listing what a
 warm run imported in the job's process)."""
 _PROJECT = Path(__file__).resolve().parents[1]
-
-forked = False
-"""True in a job's process (a fork of the worker)."""
-
-
-def _cache_dir() -> Path:
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "judgeline"
-
-
-def spawn(idle_s: float) -> None:
-    """Start a worker for this user and installation, detached (returns at once; a worker
-    that finds its name taken leaves at once)."""
-    cache = _cache_dir()
-    cache.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "JUDGELINE_SERVER_IDLE_SECONDS": str(idle_s)}
-    for name in ("PREFECT_API_URL", "JUDGELINE_GATE_URL"):
-        env.pop(name, None)
-    # Prefect makes its home when imported: the worker, for no particular home, has its own.
-    env["PREFECT_HOME"] = str(cache / "worker-prefect-home")
-    with open(cache / "worker.log", "ab") as log:
-        subprocess.Popen(
-            [sys.executable, "-m", "flows.worker", address().hex()],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            cwd=cache,
-        )
-
-
-def ask(question: str, name: bytes | None = None) -> dict[str, Any] | None:
-    """The answer of the worker (this installation's, or the one listening on `name`) to
-    `question` ("status", "stop"); None if none answered."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    with sock:
-        try:
-            sock.settimeout(5)
-            sock.connect(name or address())
-            send_message(sock, {"ask": question})
-            return recv_message(sock)
-        except (OSError, EOFError, ValueError):
-            return None
-
-
-def worker_status() -> dict[str, Any] | None:
-    """The worker's pid, start time, and the commands it took and runs now; None if none."""
-    return ask("status")
-
-
-def stop_worker() -> int | None:
-    """Ask the worker to stop once its jobs end; its pid, or None if none answered."""
-    answer = ask("stop")
-    return None if answer is None else int(answer["pid"])
-
-
-def refresh_prefect() -> None:
-    """In a job forked from the worker, read Prefect's settings and logging configuration
-    again from the environment the job has set (Prefect read them once, when the worker
-    imported it). Does nothing in a process that imported Prefect itself."""
-    if not forked:
-        return
-    import prefect.context
-    from prefect.logging import configuration
-
-    prefect.context.refresh_global_settings_context()
-    configuration.PROCESS_LOGGING_CONFIG.clear()
-    configuration.setup_logging(incremental=False)
 
 
 def _code_stamp() -> dict[str, int]:
@@ -163,10 +95,9 @@ def _exit_code(code: object) -> int:
 
 def _run_job(request: dict[str, Any], fds: list[int]) -> NoReturn:
     """In the forked process: become the command, run it, leave with its exit code."""
-    global forked
     code = 1
     try:
-        forked = True
+        runtime.forked = True
         os.setpgid(0, 0)
         signal.set_wakeup_fd(-1)
         for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGCHLD):
@@ -175,6 +106,8 @@ def _run_job(request: dict[str, Any], fds: list[int]) -> NoReturn:
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
             os.close(fd)
+        for target in request.get("closed", []):
+            os.close(target)  # closed in the command too
         os.chdir(request["cwd"])
         os.umask(request["umask"])
         for name, limit in request["limits"].items():
@@ -184,8 +117,11 @@ def _run_job(request: dict[str, Any], fds: list[int]) -> NoReturn:
         sys.argv = list(request["argv"])
         # New text streams over the command's descriptors, encoded and buffered as the
         # command's were (the worker's own were made for its log file).
-        streams = [
-            io.TextIOWrapper(open(fd, mode, closefd=False), **spec)  # noqa: SIM115
+        closed = request.get("closed", [])
+        streams: list[Any] = [
+            None  # as Python leaves a stream whose descriptor is closed
+            if fd in closed
+            else io.TextIOWrapper(open(fd, mode, closefd=False), **spec)  # noqa: SIM115
             for fd, mode, spec in zip((0, 1, 2), ("rb", "wb", "wb"), request["stdio"], strict=True)
         ]
         sys.stdin, sys.stdout, sys.stderr = streams
@@ -299,8 +235,10 @@ class Worker:
             return
         stale = _code_stamp() != self.stamp
         if len(fds) != 3 or stale or not _can_limit(request.get("limits", {})):
+            reason = "stale" if stale else "not this command"
+            print(f"worker {os.getpid()}: declined a command ({reason})", flush=True)
             with contextlib.suppress(OSError):
-                send_message(conn, {"declined": "stale" if stale else "not this command"})
+                send_message(conn, {"declined": reason})
             for fd in fds:
                 os.close(fd)
             conn.close()
@@ -383,9 +321,7 @@ def main(name_hex: str) -> None:
         importlib.import_module(module)
     import certifi
 
-    from flows.runtime import share_tls_contexts
-
-    share_tls_contexts()
+    runtime.share_tls_contexts()
     tls_user = sys.modules["prefect.client.orchestration"]
     tls_user.ssl.create_default_context(cafile=certifi.where())  # the jobs' copy of it
     if threading.active_count() != 1:
@@ -402,7 +338,4 @@ def main(name_hex: str) -> None:
 
 
 if __name__ == "__main__":
-    # Run as the module `flows.worker`, not `__main__`: a job reads `forked` from there.
-    from flows import worker
-
-    worker.main(sys.argv[1])
+    main(sys.argv[1])

@@ -58,8 +58,8 @@ def prefect_harness():  # type: ignore[no-untyped-def]
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Stop the local Prefect server and the warm worker the session's commands shared, if
     they started."""
+    from flows.handoff import stop_worker
     from flows.localserver import stop_server
-    from flows.worker import stop_worker
 
     stop_worker()
     stop_server(_PREFECT_HOME)

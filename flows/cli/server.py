@@ -60,7 +60,7 @@ def status() -> None:
 
 
 def _describe_worker() -> None:
-    from flows.worker import worker_status
+    from flows.handoff import worker_status
 
     worker = worker_status()
     if worker is None:
@@ -90,9 +90,9 @@ def stop() -> None:
     """Stop the work dir's local Prefect server. A run using it at the time keeps every
     stored reply and its record; `judgeline runs` shows how to resume it. The warm worker
     that flow commands hand their job to stops too, once its running jobs end."""
+    from flows.handoff import stop_worker
     from flows.localserver import stop_server
     from flows.runtime import prefect_home
-    from flows.worker import stop_worker
 
     home = prefect_home(state.work)
     worker = stop_worker()

@@ -24,7 +24,7 @@ import pytest
 import yaml
 from support import REPO, stage_demo_plan, warm_worker
 
-from flows import worker
+from flows import handoff, worker
 from flows.handoff import flow_command
 from schemas.judge import JudgeSpec
 from tasks.simjudge.persona import Persona
@@ -78,7 +78,7 @@ def test_a_flow_command_runs_in_the_warm_worker_as_it_would_in_the_command(
 
     handed, cpu = imported("work-warm")
     assert handed.returncode == 0, handed.stdout + handed.stderr
-    after = worker.worker_status()
+    after = handoff.worker_status()
     assert after is not None and after["pid"] == before["pid"]
     assert int(after["taken"]) > int(before["taken"])  # type: ignore[call-overload]
     # The command itself only waited: importing Prefect alone takes more than a second.
@@ -185,7 +185,7 @@ def _own_worker(tmp_path: Path, idle_s: float) -> tuple[subprocess.Popen[bytes],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )  # fmt: skip
     deadline = time.monotonic() + 120
-    while worker.ask("status", name) is None:
+    while handoff.ask("status", name) is None:
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline, "the worker did not answer within 120 s"
         time.sleep(0.1)
@@ -197,11 +197,11 @@ def test_the_worker_stops_when_idle_and_when_asked(tmp_path: Path) -> None:
     idle, _ = _own_worker(tmp_path, idle_s=2)
     assert idle.wait(timeout=30) == 0, "the worker outlived its idle period"
     asked, name = _own_worker(tmp_path, idle_s=600)
-    status = worker.ask("status", name)
+    status = handoff.ask("status", name)
     assert status is not None and status["pid"] == asked.pid and status["taken"] == 0
-    answer = worker.ask("stop", name)
+    answer = handoff.ask("stop", name)
     assert answer is not None and answer["pid"] == asked.pid
     assert asked.wait(timeout=30) == 0
-    assert worker.ask("status", name) is None
+    assert handoff.ask("status", name) is None
     out = asked.stdout.read().decode() if asked.stdout else ""
     assert f"worker {asked.pid}" in out and "ready in" in out, out

@@ -17,6 +17,9 @@ before the worker's fork of itself starts on the job.
   command's group did when the job ran in the command.
 - No worker, or one that refuses (its code changed on disk): the command runs the job
   itself, as before, and starts a worker for the next command (`spawn_wanted`).
+- The worker leaves after JUDGELINE_WORKER_IDLE_SECONDS (default 600) with no command, or on
+  SIGTERM, once its running jobs end. It serves every work dir, so `judgeline server stop`
+  (one work dir's server) leaves it running; `judgeline server status` shows it.
 - JUDGELINE_WORKER=0 turns this off.
 """
 
@@ -35,6 +38,9 @@ from pathlib import Path
 from typing import Any
 
 WORKER_ENV = "JUDGELINE_WORKER"
+IDLE_ENV = "JUDGELINE_WORKER_IDLE_SECONDS"
+IDLE_SECONDS = 600.0
+"""How long the worker waits for a command before it leaves (IDLE_ENV)."""
 FLOW_COMMANDS = frozenset({"run", "judge", "rerun-failed", "import", "reparse", "remap", "demo"})
 """The subcommands that run Prefect flows (`serve` and `live` stay in their own process: a
 long-lived server, and a job a user may watch with process tools)."""
@@ -238,14 +244,14 @@ def _cache_dir() -> Path:
     return Path(cache) / "judgeline"
 
 
-def spawn(idle_s: float) -> None:
+def spawn() -> None:
     """Start a worker for this user and installation, detached (returns at once; a worker
     that finds its name taken leaves at once)."""
     import subprocess
 
     cache = _cache_dir()
     cache.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "JUDGELINE_SERVER_IDLE_SECONDS": str(idle_s)}
+    env = {**os.environ}
     for name in ("PREFECT_API_URL", "JUDGELINE_GATE_URL"):
         env.pop(name, None)
     # Prefect makes its home when imported: the worker, for no particular home, has its own.

@@ -14,7 +14,6 @@ from pathlib import Path
 from types import FrameType
 
 from flows import handoff
-from flows.localserver import idle_seconds
 from flows.serverwatch import use_local_server
 from tasks.errors import InputError, JudgelineError, StoreError
 from tasks.workdir import WorkDir
@@ -204,7 +203,7 @@ def start_prefect(work: WorkDir, *modules: str) -> None:
         # This command found no warm worker: one starts as it ends (its imports would
         # compete with this job), for the commands after it.
         handoff.spawn_wanted = False
-        atexit.register(handoff.spawn, idle_seconds())
+        atexit.register(handoff.spawn)
 
 
 class _SharedTLS(types.ModuleType):

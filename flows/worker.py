@@ -17,7 +17,7 @@ in a process of its own, so nothing of one job leaks into the next:
 
 The worker declines a command, and leaves once its jobs are done, if a module it imported
 has changed on disk or a package was installed since (the command then runs the job itself
-and starts a new worker). It stops after JUDGELINE_SERVER_IDLE_SECONDS with no command, on
+and starts a new worker). It stops after JUDGELINE_WORKER_IDLE_SECONDS with no command, on
 SIGTERM, or when asked (`flows.handoff.stop_worker`), always after its running jobs end.
 It never starts a thread, so forking it is safe; it refuses to serve if an import started
 one.
@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from flows import runtime
-from flows.handoff import HEADER, same_user, send_message
+from flows.handoff import HEADER, IDLE_ENV, IDLE_SECONDS, same_user, send_message
 
 PRELOAD = (
     "flows.cli", "flows.nightly", "flows.imports", "flows.remap", "flows.judge",
@@ -138,13 +138,15 @@ def _run_job(request: dict[str, Any], fds: list[int]) -> NoReturn:
         sys.excepthook(*sys.exc_info())
     finally:
         # What the interpreter does at exit, without tearing the modules down.
-        with contextlib.suppress(BaseException):
-            threading._shutdown()  # type: ignore[attr-defined]
-            atexit._run_exitfuncs()
-            logging.shutdown()
-        for stream in (sys.stdout, sys.stderr):
+        for step in (
+            threading._shutdown,  # type: ignore[attr-defined]
+            atexit._run_exitfuncs,
+            logging.shutdown,
+            lambda: sys.stdout.flush(),
+            lambda: sys.stderr.flush(),
+        ):
             with contextlib.suppress(BaseException):
-                stream.flush()
+                step()
         os._exit(code)
 
 
@@ -327,7 +329,10 @@ def main(name_hex: str) -> None:
     if threading.active_count() != 1:
         print(f"worker {os.getpid()}: an import started a thread; not serving", flush=True)
         return
-    idle_s = float(os.environ.get("JUDGELINE_SERVER_IDLE_SECONDS") or 600)
+    try:
+        idle_s = float(os.environ.get(IDLE_ENV) or IDLE_SECONDS)
+    except ValueError:
+        idle_s = IDLE_SECONDS
     listener.listen(16)
     print(
         f"worker {os.getpid()} ({bytes.fromhex(name_hex)[1:].decode()}): ready in "

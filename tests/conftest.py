@@ -23,6 +23,8 @@ for _name in ("COLUMNS", "LINES"):
 # The commands tests start share one local Prefect server for this home (flows.localserver),
 # stopped when the session ends; should the session die, it stops itself soon after.
 os.environ.setdefault("JUDGELINE_SERVER_IDLE_SECONDS", "120")
+# Likewise the warm worker the commands hand their jobs to (flows.worker).
+os.environ.setdefault("JUDGELINE_WORKER_IDLE_SECONDS", "120")
 # The empty Prefect database new homes start from (flows.serverd) is the session's own.
 os.environ["XDG_CACHE_HOME"] = str(_PREFECT_HOME / "xdg-cache")
 

@@ -254,7 +254,7 @@ def warm_worker(within_s: float = 120.0) -> dict[str, object]:
         # Started by a process that ends at once, as a command starts it: the worker is not
         # this process's child, whose CPU time (its jobs' included) would be counted as this
         # process's children's once it is reaped.
-        spawn = "from flows.handoff import spawn; spawn(120)"
+        spawn = "from flows.handoff import spawn; spawn()"
         subprocess.run([sys.executable, "-c", spawn], check=True, cwd=REPO)
     deadline = time.monotonic() + within_s
     while status is None:

@@ -88,16 +88,11 @@ def start() -> None:
 @server_app.command("stop")
 def stop() -> None:
     """Stop the work dir's local Prefect server. A run using it at the time keeps every
-    stored reply and its record; `judgeline runs` shows how to resume it. The warm worker
-    that flow commands hand their job to stops too, once its running jobs end."""
-    from flows.handoff import stop_worker
+    stored reply and its record; `judgeline runs` shows how to resume it."""
     from flows.localserver import stop_server
     from flows.runtime import prefect_home
 
     home = prefect_home(state.work)
-    worker = stop_worker()
-    if worker is not None:
-        console.print(f"stopping the warm worker (pid {worker}) once its jobs end", highlight=False)
     info = stop_server(home)
     if info is None:
         console.print(f"no local Prefect server runs for {escape(str(home))}", highlight=False)

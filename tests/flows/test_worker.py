@@ -181,7 +181,7 @@ def _own_worker(tmp_path: Path, idle_s: float) -> tuple[subprocess.Popen[bytes],
     name = b"\0judgeline-worker-test-" + os.urandom(6).hex().encode()
     proc = subprocess.Popen(
         [sys.executable, "-m", "flows.worker", name.hex()],
-        env=_env(JUDGELINE_SERVER_IDLE_SECONDS=str(idle_s), PREFECT_HOME=str(tmp_path / "ph")),
+        env=_env(JUDGELINE_WORKER_IDLE_SECONDS=str(idle_s), PREFECT_HOME=str(tmp_path / "ph")),
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )  # fmt: skip
     deadline = time.monotonic() + 120

@@ -41,6 +41,7 @@ from tasks.judging.pacing import (
     RetryPolicy,
 )
 from tasks.judging.providers import PROVIDERS, CallRequest, Provider, Reply
+from tasks.judging.shards import PooledClients
 from tasks.judging.sharing import Claims
 from tasks.judging.stopping import StopRequest
 
@@ -142,18 +143,18 @@ class JudgeClient:
         self.run_id = run_id
         self.retry = retry or RetryPolicy(max_retries=spec.max_retries)
         self._key = api_key
-        limits = httpx.Limits(
-            max_connections=spec.max_concurrency,
-            max_keepalive_connections=spec.max_concurrency,
-        )
         where = endpoint(spec)
-        self.http = httpx.AsyncClient(
-            base_url=where.root,
-            params=where.params,
-            headers=extra_headers(spec),
-            limits=limits,
-            timeout=httpx.Timeout(spec.request_timeout()),
-        )
+
+        def pool(size: int) -> httpx.AsyncClient:
+            return httpx.AsyncClient(
+                base_url=where.root,
+                params=where.params,
+                headers=extra_headers(spec),
+                limits=httpx.Limits(max_connections=size, max_keepalive_connections=size),
+                timeout=httpx.Timeout(spec.request_timeout()),
+            )
+
+        self.http = PooledClients(pool, spec.max_concurrency)
         try:
             provider_cls = PROVIDERS[spec.provider]
         except KeyError:

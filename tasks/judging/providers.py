@@ -12,7 +12,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import httpx
 
@@ -89,12 +89,20 @@ def _sum_or_none(*values: Any) -> int | None:
     return first + sum(v for v in map(_int_or_none, values[1:]) if v is not None)
 
 
+class Poster(Protocol):
+    """What a provider sends with: an httpx client's `post` (`tasks.judging.shards`)."""
+
+    async def post(
+        self, url: str, *, json: Any, headers: dict[str, str], timeout: httpx.Timeout
+    ) -> httpx.Response: ...
+
+
 class Provider(ABC):
-    """One API dialect bound to one judge's pooled httpx client and key."""
+    """One API dialect bound to one judge's pooled httpx clients and key."""
 
     name: ClassVar[str]
 
-    def __init__(self, spec: JudgeSpec, http: httpx.AsyncClient, api_key: str | None) -> None:
+    def __init__(self, spec: JudgeSpec, http: Poster, api_key: str | None) -> None:
         self.spec = spec
         self.http = http
         self._key = api_key

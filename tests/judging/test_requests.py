@@ -65,7 +65,7 @@ def _sent(spec: JudgeSpec, config: ReasoningConfig | None = None) -> httpx.Reque
 
     async def go() -> None:
         async with JudgeClient(spec, KEY) as client:
-            real = client.http
+            real = client.http.clients[0]
             client.http = client.provider.http = httpx.AsyncClient(
                 base_url=real.base_url, params=real.params, headers=real.headers,
                 transport=httpx.MockTransport(answer),

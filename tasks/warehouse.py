@@ -259,7 +259,12 @@ def build_warehouse(work: WorkDir) -> Path:
             con.execute(_FILES_TABLE)
             signatures = [_signature(f) for files in listing.values() for f in files]
             if signatures:
-                con.executemany("INSERT INTO warehouse_files VALUES (?, ?, ?)", signatures)
+                # One statement over three lists: executemany runs one insert a row (~0.5 ms
+                # each, 0.12 s for a work dir of 20 runs).
+                con.execute(
+                    "INSERT INTO warehouse_files SELECT unnest($1), unnest($2), unnest($3)",
+                    [list(column) for column in zip(*signatures, strict=True)],
+                )
             for view, files in listing.items():
                 source = _source(files)
                 if source is None:

@@ -136,6 +136,47 @@ def empty_database() -> Path | None:
     return Path(cache) / "judgeline" / f"prefect-{prefect_version()}-empty.db"
 
 
+def installed_empty_database() -> Path:
+    """The empty database `./run` built when it installed judgeline (`python -m flows.serverd
+    --install-empty`), beside the interpreter: a new home starts from it on a machine whose
+    cache has none yet, so not even the first command migrates a database."""
+    return Path(sys.prefix) / "share" / "judgeline" / f"prefect-{prefect_version()}-empty.db"
+
+
+def install_empty_database() -> Path | None:
+    """Build `installed_empty_database` if it is missing: start a server in a home of its
+    own, with a cache of its own, so that it migrates a new database and keeps its copy; move
+    that copy into place. None if it could not be built (the first command then migrates)."""
+    import tempfile
+
+    from flows.localserver import ensure_server, stop_server
+
+    target = installed_empty_database()
+    if target.is_file():
+        return target
+    with tempfile.TemporaryDirectory(prefix="judgeline-empty-db-") as tmp:
+        saved = {k: os.environ.get(k) for k in ("PREFECT_HOME", "XDG_CACHE_HOME")}
+        os.environ["PREFECT_HOME"] = f"{tmp}/home"
+        os.environ["XDG_CACHE_HOME"] = f"{tmp}/cache"
+        try:
+            built = empty_database()
+            if built is None:
+                return None
+            ensure_server(Path(f"{tmp}/home"), idle_s=60)
+            stop_server(Path(f"{tmp}/home"))
+            if not built.is_file():
+                return None
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(built, target)
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+    return target
+
+
 def _start_from_empty(database: Path, empty: Path | None) -> bool:
     """Copy the empty database into a home that has none; False if the server must build
     the database itself (no copy yet, or it could not be copied)."""
@@ -173,6 +214,7 @@ def serve(home: Path, idle_s: float, port: int = 0) -> None:
     database, empty = home / "prefect.db", empty_database()
     builds = empty is not None and not database.exists()
     builds = builds and not _start_from_empty(database, empty)
+    builds = builds and not _start_from_empty(database, installed_empty_database())
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
@@ -217,4 +259,8 @@ def serve(home: Path, idle_s: float, port: int = 0) -> None:
 
 
 if __name__ == "__main__":
-    serve(Path(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else 0)
+    if sys.argv[1:] == ["--install-empty"]:
+        made = install_empty_database()
+        print(f"empty Prefect database: {made or 'not built (the first command migrates one)'}")
+    else:
+        serve(Path(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else 0)

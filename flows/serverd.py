@@ -144,9 +144,10 @@ def installed_empty_database() -> Path:
 
 
 def install_empty_database() -> Path | None:
-    """Build `installed_empty_database` if it is missing: start a server in a home of its
-    own, with a cache of its own, so that it migrates a new database and keeps its copy; move
-    that copy into place. None if it could not be built (the first command then migrates)."""
+    """Build `installed_empty_database` if it is missing (in a process of its own: this sets
+    its environment): start a server in a home of its own, with a cache of its own, so that
+    it migrates a new database and keeps its copy; move that copy into place. None if it
+    could not be built (the first command then migrates)."""
     import tempfile
 
     from flows.localserver import ensure_server, stop_server
@@ -155,25 +156,18 @@ def install_empty_database() -> Path | None:
     if target.is_file():
         return target
     with tempfile.TemporaryDirectory(prefix="judgeline-empty-db-") as tmp:
-        saved = {k: os.environ.get(k) for k in ("PREFECT_HOME", "XDG_CACHE_HOME")}
+        # This process exists for this (`--install-empty`): its environment is its own.
         os.environ["PREFECT_HOME"] = f"{tmp}/home"
         os.environ["XDG_CACHE_HOME"] = f"{tmp}/cache"
-        try:
-            built = empty_database()
-            if built is None:
-                return None
-            ensure_server(Path(f"{tmp}/home"), idle_s=60)
-            stop_server(Path(f"{tmp}/home"))
-            if not built.is_file():
-                return None
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.move(built, target)
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+        built = empty_database()
+        if built is None:
+            return None
+        ensure_server(Path(f"{tmp}/home"), idle_s=60)
+        stop_server(Path(f"{tmp}/home"))
+        if not built.is_file():
+            return None
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(built, target)
     return target
 
 

@@ -115,6 +115,10 @@ def _run_job(request: dict[str, Any], fds: list[int]) -> NoReturn:
         os.environ.clear()
         os.environ.update(request["env"])
         sys.argv = list(request["argv"])
+        # The program is the command's, not `python -m flows.worker` (click names it from
+        # `__main__`'s package in usage lines).
+        main_module = sys.modules["__main__"]
+        main_module.__package__, main_module.__spec__ = None, None
         # New text streams over the command's descriptors, encoded and buffered as the
         # command's were (the worker's own were made for its log file).
         closed = request.get("closed", [])

@@ -92,6 +92,19 @@ def test_a_flow_command_runs_in_the_warm_worker_as_it_would_in_the_command(
     assert cpu_here > 1.0, cpu_here
     assert _same_lines(handed.stdout) == _same_lines(here.stdout)
     assert handed.stderr == here.stderr == ""
+    # Usage lines name the command, not the worker's module.
+    helps = [
+        subprocess.run(
+            [JUDGELINE, "run", "--help"],
+            env=_env(**extra),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )  # fmt: skip
+        for extra in ({}, {"JUDGELINE_WORKER": "0"})
+    ]
+    assert "Usage: judgeline run" in helps[0].stdout, helps[0].stdout
+    assert helps[0].stdout == helps[1].stdout
 
 
 @pytest.mark.slow

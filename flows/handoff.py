@@ -179,10 +179,14 @@ def hand_off(argv: list[str]) -> int | None:
     with sock:
         umask = os.umask(0o022)
         os.umask(umask)
+        try:
+            cwd = os.getcwd()
+        except OSError:
+            return None  # a working directory that was removed: the command says so itself
         request = {
             "argv": [sys.argv[0], *argv],
             "env": dict(os.environ),
-            "cwd": os.getcwd(),
+            "cwd": cwd,
             "stdio": [_stream_spec(s) for s in (sys.stdin, sys.stdout, sys.stderr)],
             "umask": umask,
             "limits": {n: resource.getrlimit(getattr(resource, n)) for n in LIMITS},
@@ -246,26 +250,30 @@ def _cache_dir() -> Path:
 
 def spawn() -> None:
     """Start a worker for this user and installation, detached (returns at once; a worker
-    that finds its name taken leaves at once)."""
+    that finds its name taken leaves at once). A cache folder that cannot be written only
+    means no worker: the commands run their jobs themselves."""
     import subprocess
 
     cache = _cache_dir()
-    cache.mkdir(parents=True, exist_ok=True)
     env = {**os.environ}
     for name in ("PREFECT_API_URL", "JUDGELINE_GATE_URL"):
         env.pop(name, None)
     # Prefect makes its home when imported: the worker, for no particular home, has its own.
     env["PREFECT_HOME"] = str(cache / "worker-prefect-home")
-    with open(cache / "worker.log", "ab") as log:
-        subprocess.Popen(
-            [sys.executable, "-m", "flows.worker", address().hex()],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            cwd=cache,
-        )
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        with open(cache / "worker.log", "ab") as log:
+            subprocess.Popen(
+                [sys.executable, "-m", "flows.worker", address().hex()],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                cwd=cache,
+            )
+    except OSError:
+        return
 
 
 def ask(question: str, name: bytes | None = None) -> dict[str, Any] | None:

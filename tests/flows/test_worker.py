@@ -218,3 +218,14 @@ def test_the_worker_stops_when_idle_and_when_asked(tmp_path: Path) -> None:
     assert handoff.ask("status", name) is None
     out = asked.stdout.read().decode() if asked.stdout else ""
     assert f"worker {asked.pid}" in out and "ready in" in out, out
+
+
+def test_a_cache_folder_that_cannot_be_written_only_means_no_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The command that starts the worker does so as it exits: a failure there must not
+    print a traceback after a job that succeeded."""
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    assert handoff.spawn() is None

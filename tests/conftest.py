@@ -58,10 +58,12 @@ def prefect_harness():  # type: ignore[no-untyped-def]
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Stop the local Prefect server and the warm worker the session's commands shared, if
-    they started."""
+    """Stop the local Prefect server the session's commands shared, if one started; and,
+    once every test has run (in the process that ran them, or pytest-xdist's controller after
+    all its workers), the warm worker that every process's commands share."""
     from flows.handoff import stop_worker
     from flows.localserver import stop_server
 
-    stop_worker()
+    if not hasattr(session.config, "workerinput"):
+        stop_worker()
     stop_server(_PREFECT_HOME)

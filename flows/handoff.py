@@ -37,6 +37,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tasks.usercache import user_cache_dir
+
 WORKER_ENV = "JUDGELINE_WORKER"
 IDLE_ENV = "JUDGELINE_WORKER_IDLE_SECONDS"
 IDLE_SECONDS = 600.0
@@ -243,18 +245,13 @@ def _wait(sock: socket.socket, pid: int) -> int:
     return _end_like(status)
 
 
-def _cache_dir() -> Path:
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "judgeline"
-
-
 def spawn() -> None:
     """Start a worker for this user and installation, detached (returns at once; a worker
     that finds its name taken leaves at once). A cache folder that cannot be written only
     means no worker: the commands run their jobs themselves."""
     import subprocess
 
-    cache = _cache_dir()
+    cache = user_cache_dir()
     env = {**os.environ}
     for name in ("PREFECT_API_URL", "JUDGELINE_GATE_URL"):
         env.pop(name, None)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from flows.localserver import GATE_PATH, ServerFiles, ServerInfo, prefect_version
+from tasks.usercache import user_cache_dir
 
 CHECK_EVERY_S = 2.0
 
@@ -132,15 +133,18 @@ def empty_database() -> Path | None:
     first one on a machine saves a copy of the result, which later new homes start from."""
     if any(os.environ.get(f"PREFECT_{part}_DATABASE_CONNECTION_URL") for part in ("API", "SERVER")):
         return None
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "judgeline" / f"prefect-{prefect_version()}-empty.db"
+    return user_cache_dir() / _empty_name()
 
 
 def installed_empty_database() -> Path:
     """The empty database `./run` built when it installed judgeline (`python -m flows.serverd
     --install-empty`), beside the interpreter: a new home starts from it on a machine whose
     cache has none yet, so not even the first command migrates a database."""
-    return Path(sys.prefix) / "share" / "judgeline" / f"prefect-{prefect_version()}-empty.db"
+    return Path(sys.prefix) / "share" / "judgeline" / _empty_name()
+
+
+def _empty_name() -> str:
+    return f"prefect-{prefect_version()}-empty.db"
 
 
 def install_empty_database() -> Path | None:

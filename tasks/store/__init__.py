@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 
 from tasks.store.files import LocalStore, Store, store_of
+from tasks.usercache import user_cache_dir
 
 __all__ = [
     "SCRATCH_ENV",
@@ -44,8 +45,7 @@ def scratch_dir(chosen: str | os.PathLike[str] | None = None) -> Path:
     picked = chosen or os.environ.get(SCRATCH_ENV)
     if picked:
         return Path(picked).expanduser().resolve()
-    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return (Path(cache) / "judgeline").resolve()
+    return user_cache_dir().resolve()
 
 
 def _slug(url: str) -> str:

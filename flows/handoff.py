@@ -111,11 +111,25 @@ def _recv_exactly(sock: socket.socket, size: int) -> bytes:
     return b"".join(chunks)
 
 
-def recv_message(sock: socket.socket) -> dict[str, Any]:
-    """The next message from `sock`; EOFError if it closed first."""
-    (size,) = HEADER.unpack(_recv_exactly(sock, HEADER.size))
-    message: dict[str, Any] = json.loads(_recv_exactly(sock, size))
-    return message
+def recv_message(sock: socket.socket, max_fds: int = 0) -> tuple[dict[str, Any], list[int]]:
+    """The next message from `sock` and the descriptors (up to `max_fds`) passed with its
+    header; EOFError if it closed first. The caller owns (closes) the descriptors."""
+    fds: list[int] = []
+    if max_fds:
+        header, fds, _flags, _addr = socket.recv_fds(sock, HEADER.size, max_fds)
+        if not header:
+            raise EOFError
+    else:
+        header = b""
+    try:
+        header += _recv_exactly(sock, HEADER.size - len(header))
+        (size,) = HEADER.unpack(header)
+        message: dict[str, Any] = json.loads(_recv_exactly(sock, size))
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    return message, fds
 
 
 def _stream_spec(stream: Any) -> dict[str, Any]:
@@ -197,7 +211,7 @@ def hand_off(argv: list[str]) -> int | None:
         request["closed"] = closed
         try:
             send_message(sock, request, fds)
-            reply = recv_message(sock)
+            reply, _ = recv_message(sock)
         except (OSError, EOFError):
             spawn_wanted = True
             return None
@@ -233,7 +247,7 @@ def _wait(sock: socket.socket, pid: int) -> int:
         signal.signal(signum, forward)
     signal.signal(signal.SIGTSTP, stop)
     try:
-        status = recv_message(sock)
+        status, _ = recv_message(sock)
     except (OSError, EOFError):
         print(
             f"judgeline: the worker running this command (job pid {pid}) went away before "
@@ -282,7 +296,7 @@ def ask(question: str, name: bytes | None = None) -> dict[str, Any] | None:
             sock.settimeout(5)
             sock.connect(name or address())
             send_message(sock, {"ask": question})
-            return recv_message(sock)
+            return recv_message(sock)[0]
         except (OSError, EOFError, ValueError):
             return None
 

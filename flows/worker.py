@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from flows import runtime
-from flows.handoff import HEADER, IDLE_ENV, IDLE_SECONDS, same_user, send_message
+from flows.handoff import IDLE_ENV, IDLE_SECONDS, recv_message, same_user, send_message
 
 PRELOAD = (
     "flows.cli", "flows.nightly", "flows.imports", "flows.remap", "flows.judge",
@@ -203,31 +203,13 @@ class Worker:
             conn, _ = self.listener.accept()
         except OSError:
             return
-        fds: list[int] = []
         try:
             conn.settimeout(10)
             if not same_user(conn):
                 conn.close()
                 return
-            header, fds, _flags, _addr = socket.recv_fds(conn, HEADER.size, 3)
-            while len(header) < HEADER.size:
-                more = conn.recv(HEADER.size - len(header))
-                if not more:
-                    raise EOFError
-                header += more
-            (size,) = HEADER.unpack(header)
-            body = b""
-            while len(body) < size:
-                more = conn.recv(size - len(body))
-                if not more:
-                    raise EOFError
-                body += more
-            import json
-
-            request = json.loads(body)
+            request, fds = recv_message(conn, max_fds=3)
         except (OSError, EOFError, ValueError):
-            for fd in fds:
-                os.close(fd)
             conn.close()
             return
         self.last_used = time.monotonic()

@@ -55,8 +55,8 @@ LIMITS = ("RLIMIT_AS", "RLIMIT_CORE", "RLIMIT_CPU", "RLIMIT_DATA", "RLIMIT_FSIZE
 """The resource limits a job takes from its command (`ulimit`), with its umask."""
 
 spawn_wanted = False
-"""Set when this command found no worker to take it: it starts one once its own server is
-up (`flows.runtime.start_prefect`), for the commands after it."""
+"""Set when this command found no worker to take it (or a stale one): it starts one as it
+exits (`flows.runtime.start_prefect`), for the commands after it."""
 
 
 def address() -> bytes:

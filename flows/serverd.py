@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from flows.localserver import GATE_PATH, ServerFiles, ServerInfo, prefect_version
+from tasks.errors import JudgelineError
 from tasks.usercache import user_cache_dir
 
 CHECK_EVERY_S = 2.0
@@ -166,8 +167,13 @@ def install_empty_database() -> Path | None:
         built = empty_database()
         if built is None:
             return None
-        ensure_server(Path(f"{tmp}/home"), idle_s=60)
-        stop_server(Path(f"{tmp}/home"))
+        try:
+            ensure_server(Path(f"{tmp}/home"), idle_s=60)
+        except JudgelineError as exc:
+            print(exc, file=sys.stderr)
+            return None
+        finally:
+            stop_server(Path(f"{tmp}/home"))
         if not built.is_file():
             return None
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -33,12 +33,6 @@ def _leave() -> None:
 
 def main() -> None:
     atexit.register(_leave)  # before anything else is imported: it runs after their handlers
-    from flows.handoff import hand_off
-
-    handed = hand_off(sys.argv[1:])  # a flow command, to a warm worker if one runs
-    if handed is not None:
-        _exit_code.append(handed)
-        raise SystemExit(handed)
     from flows.cli import main as run_command
 
     try:

@@ -1,10 +1,18 @@
-"""The local Prefect server a work dir's commands share: found, started, reused, stopped.
+"""The local Prefect server a user's commands share: found, started, reused, stopped.
 
 With no PREFECT_API_URL, the first command that runs a flow starts one Prefect server for
-the Prefect home (its database lives there: `WORK/.prefect` unless PREFECT_HOME says
-otherwise) as a detached process in a session of its own (`flows.serverd`), and points
-itself at it; later commands find it in `HOME/judgeline-server.json` and pay no start-up.
-It stops once no command has used it for its idle period.
+the Prefect home (its database lives there: the user's `~/.local/state/judgeline/prefect`
+unless PREFECT_HOME says otherwise) as a detached process in a session of its own
+(`flows.serverd`), and points itself at it; later commands, in any work dir, find it in
+`HOME/judgeline-server.json` and pay no start-up. It stops once no command has used it for
+its idle period.
+
+Nobody else on the machine may talk to it: the home is a folder only its user can enter
+(0700, every file in it 0600); the server and every client share a random secret kept there
+(`judgeline-server.secret`), which Prefect checks as its API's auth string and the gate
+route checks the same way; and a client trusts a port only once the listening socket on it
+is found among the server process's own descriptors (`serves_port`), so a port another
+process took after the server died is never sent a byte.
 
 Three files keep starters and the server honest with each other, all under HOME:
 - `judgeline-server.lock`: held while a command checks for, replaces or starts the server,
@@ -21,10 +29,14 @@ Nothing here imports Prefect: a command that only reads runs never pays for it.
 
 from __future__ import annotations
 
+import base64
 import fcntl
+import hmac
 import json
 import os
+import secrets
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -52,6 +64,13 @@ WATCH_EVERY_S = 1.0
 
 START_TIMEOUT_S = 120.0
 """A fresh database on a loaded 2-core machine takes 10-30 s; beyond this, something is wrong."""
+
+LOCK_WAIT_S = START_TIMEOUT_S + 60.0
+"""The longest a command waits for the start lock (another command starting the server holds
+it for at most START_TIMEOUT_S); beyond this the command stops and names the holder."""
+
+AUTH_USER = "judgeline"
+"""The user part of the auth string (`user:secret`, HTTP basic auth) Prefect's UI asks for."""
 
 _held: list[int] = []
 """Descriptors of the clients' lock this process holds (for its whole life)."""
@@ -96,15 +115,101 @@ class ServerInfo:
         return f"{self.url}/api"
 
 
-def _lock(path: Path, mode: int) -> int | None:
-    """An open descriptor holding `mode` on `path`, or None if it would block (LOCK_NB)."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+def _lock(path: Path, mode: int, *, wait_s: float = LOCK_WAIT_S) -> int | None:
+    """An open descriptor holding `mode` on `path` (a file only its user can open); None if
+    `mode` has LOCK_NB and it is held. A blocking wait is bounded: past `wait_s` a
+    ServerError names the processes holding it."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    deadline = time.monotonic() + wait_s
     try:
-        fcntl.flock(fd, mode)
-    except BlockingIOError:
+        while True:
+            try:
+                fcntl.flock(fd, mode | fcntl.LOCK_NB)
+                return fd
+            except BlockingIOError:
+                if mode & fcntl.LOCK_NB:
+                    os.close(fd)
+                    return None
+            if time.monotonic() >= deadline:
+                raise ServerError(
+                    f"{path} has been locked for {wait_s:.0f} s by {lock_holders(fd)}; "
+                    "stop that process, or wait until it ends"
+                )
+            time.sleep(0.1)
+    except BaseException:
         os.close(fd)
-        return None
-    return fd
+        raise
+
+
+def lock_holders(fd: int) -> str:
+    """The processes holding a lock on the file open at `fd`, as `pid N (command)` (from
+    /proc/locks), or "another process" if they cannot be told."""
+    st = os.fstat(fd)
+    ident = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    holders = []
+    try:
+        for line in Path("/proc/locks").read_text().splitlines():
+            fields = line.split()
+            if len(fields) > 5 and fields[5] == ident and fields[4].isdigit():
+                pid = int(fields[4])
+                try:
+                    name = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+                    who = f"pid {pid} ({name.decode(errors='replace').strip()[:80]})"
+                except OSError:
+                    who = f"pid {pid}"
+                if who not in holders:
+                    holders.append(who)
+    except OSError:
+        pass
+    return ", ".join(holders) or "another process"
+
+
+def private_home(home: Path) -> None:
+    """Make `home` a folder only its user can enter (0700) with files only its user can
+    read (0600), or refuse one that belongs to someone else."""
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = home.lstat()
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        raise InputError(
+            "Prefect's home (the local server's database, secret and locks) must be a folder "
+            "of your own; this one belongs to another user or is not a folder. Set "
+            "PREFECT_HOME to a folder of yours",
+            file=str(home),
+        )
+    if stat.S_IMODE(st.st_mode) & 0o077:
+        home.chmod(0o700)
+    for entry in home.iterdir():
+        try:
+            est = entry.lstat()
+            if est.st_uid == os.getuid() and stat.S_IMODE(est.st_mode) & 0o077:
+                entry.chmod(0o700 if stat.S_ISDIR(est.st_mode) else 0o600)
+        except OSError:
+            continue
+
+
+def serves_port(pid: int, port: int) -> bool:
+    """Whether the socket listening on 127.0.0.1:`port` is one of process `pid`'s own
+    descriptors: the server this client trusts, not a process that took its port."""
+    needle = f"0100007F:{port:04X}"
+    inodes = set()
+    try:
+        for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+            fields = line.split()
+            if len(fields) > 9 and fields[1] == needle and fields[3] == "0A":  # LISTEN
+                inodes.add(f"socket:[{fields[9]}]")
+        if not inodes:
+            return False
+        fd_dir = Path(f"/proc/{pid}/fd")
+        for fd in os.listdir(fd_dir):
+            with_link = fd_dir / fd
+            try:
+                if os.readlink(with_link) in inodes:
+                    return True
+            except OSError:
+                continue
+    except OSError:
+        return False
+    return False
 
 
 def process_alive(pid: int) -> bool:
@@ -134,6 +239,29 @@ class ServerFiles:
         self.log = home / "judgeline-server.log"
         self.stopped = home / "judgeline-server.stopped"
         """Names the pid `stop_server` stopped: a command using it does not restart it."""
+        self.secret = home / "judgeline-server.secret"
+        """The random secret the server and its clients share (HTTP basic auth's password)."""
+
+    def auth_string(self) -> str:
+        """`judgeline:SECRET`, the secret made once (0600) and kept for the home's life."""
+        try:
+            value = self.secret.read_text().strip()
+            if value:
+                return f"{AUTH_USER}:{value}"
+        except FileNotFoundError:
+            pass
+        value = secrets.token_urlsafe(32)
+        tmp = self.secret.with_name(f".{self.secret.name}.{os.getpid()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(value + "\n")
+        try:
+            os.link(tmp, self.secret)  # the first writer's secret wins
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink(missing_ok=True)
+        return f"{AUTH_USER}:{self.secret.read_text().strip()}"
 
     def read(self) -> ServerInfo | None:
         """The state file's server, or None (absent or unreadable: no server to trust)."""
@@ -144,7 +272,9 @@ class ServerFiles:
 
     def publish(self, info: ServerInfo) -> None:
         tmp = self.state.with_name(f".{self.state.name}.{info.pid}")
-        tmp.write_text(json.dumps(asdict(info)))
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(json.dumps(asdict(info)))
         os.replace(tmp, self.state)
 
     def clear(self, pid: int | None = None) -> None:
@@ -202,10 +332,20 @@ def _healthy(info: ServerInfo, *, tries: int = 1, timeout: float = 5.0) -> bool:
     return False
 
 
+def basic_auth(auth_string: str) -> str:
+    """The `Authorization` header's value for an auth string."""
+    return "Basic " + base64.b64encode(auth_string.encode()).decode()
+
+
+def authorized(header: bytes | None, auth_string: str) -> bool:
+    """Whether an `Authorization` header carries `auth_string` (compared in constant time)."""
+    return header is not None and hmac.compare_digest(header, basic_auth(auth_string).encode())
+
+
 def live_server(files: ServerFiles) -> ServerInfo | None:
-    """The server the state file names, if it runs this Prefect and answers."""
+    """The server the state file names, if it runs this Prefect, holds its port and answers."""
     info = files.read()
-    if info is None or not process_alive(info.pid):
+    if info is None or not process_alive(info.pid) or not serves_port(info.pid, info.port):
         return None
     # A busy machine can be slow to answer: a live server is never replaced on one miss.
     if info.prefect_version != prefect_version() or not _healthy(info, tries=3):
@@ -226,9 +366,10 @@ def _terminate(pid: int, timeout: float = 15.0) -> None:
 
 
 def _check_home(home: Path) -> None:
-    """Refuse at once, naming the folder, a Prefect home this process cannot write."""
+    """Refuse at once, naming the folder, a Prefect home this process cannot write (or that
+    is not the user's own); make it private (`private_home`)."""
     try:
-        home.mkdir(parents=True, exist_ok=True)
+        private_home(home)
         probe = home / f".judgeline-write-check.{os.getpid()}"
         probe.write_text("")
         probe.unlink()
@@ -249,32 +390,54 @@ def _log_tail(path: Path, lines: int = 12) -> str:
     return "\n".join(text[-lines:])
 
 
-def _free_port() -> int:
-    """A loopback port free now, for a server to bind (a command knows its server's address
-    before the server answers, so it can import its flows meanwhile)."""
-    import socket
+_SERVER_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR",
+               "XDG_CACHE_HOME", "XDG_STATE_HOME", "SQLITE_TMPDIR")  # fmt: skip
+"""What the server keeps of the starting command's environment (besides `LC_*`, Prefect's
+server and database settings and judgeline's own): never a judge's key, a store's
+credentials or a token it has no use for."""
+_SERVER_DROPS = ("PREFECT_API_URL", "PREFECT_API_KEY", "PREFECT_API_AUTH_STRING")
 
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+
+def server_environment(files: ServerFiles, environ: dict[str, str]) -> dict[str, str]:
+    """The environment of the home's server process (`_SERVER_ENV`)."""
+    keep = {
+        name: value
+        for name, value in environ.items()
+        if name in _SERVER_ENV
+        or name.startswith("LC_")
+        or (name.startswith("PREFECT_") and name not in _SERVER_DROPS)
+        or (name.startswith("JUDGELINE_SERVER_"))
+    }
+    keep["PREFECT_HOME"] = str(files.home)
+    keep.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    keep["PREFECT_LOGGING_LEVEL"] = "WARNING"
+    keep["PREFECT_SERVER_API_AUTH_STRING"] = files.auth_string()
+    return keep
 
 
 def _spawn(files: ServerFiles, idle_s: float, port: int) -> subprocess.Popen[bytes]:
-    """Start a server process for this home on `port` (returns at once)."""
-    env = {**os.environ}
-    env.pop("PREFECT_API_URL", None)
-    env["PREFECT_HOME"] = str(files.home)
-    env.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    env["PREFECT_LOGGING_LEVEL"] = "WARNING"
-    with open(files.log, "ab") as log:
+    """Start a server process for this home on `port` (returns at once): isolated from the
+    command's Python settings and folder (`python -I`, cwd `/`), with only the environment
+    it needs (`server_environment`) and a umask that keeps what it writes private."""
+    fd = os.open(files.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "ab") as log:
         return subprocess.Popen(
-            [sys.executable, "-m", "flows.serverd", str(files.home), str(idle_s), str(port)],
-            env=env,
+            [
+                sys.executable,
+                "-I",
+                "-m",
+                "flows.serverd",
+                str(files.home),
+                str(idle_s),
+                str(port),
+            ],  # fmt: skip
+            env=server_environment(files, dict(os.environ)),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # a terminal's Ctrl-C never reaches it
-            cwd=files.home,
+            cwd="/",
+            umask=0o077,
         )
 
 
@@ -289,7 +452,12 @@ def _wait_started(files: ServerFiles, proc: subprocess.Popen[bytes]) -> ServerIn
                 + _log_tail(files.log)
             )
         info = files.read()
-        if info is not None and info.pid == proc.pid and _healthy(info, timeout=2.0):
+        if (
+            info is not None
+            and info.pid == proc.pid
+            and serves_port(info.pid, info.port)
+            and _healthy(info, timeout=2.0)
+        ):
             return info
         time.sleep(0.1)
     _terminate(proc.pid)
@@ -299,17 +467,17 @@ def _wait_started(files: ServerFiles, proc: subprocess.Popen[bytes]) -> ServerIn
     )
 
 
-def start_server(files: ServerFiles, idle_s: float, port: int = 0) -> ServerInfo:
-    """Start a server for this home (on `port`, else a free one) and wait until its API
-    answers."""
-    return _wait_started(files, _spawn(files, idle_s, port or _free_port()))
+def start_server(files: ServerFiles, idle_s: float) -> ServerInfo:
+    """Start a server for this home on a port it binds itself (never one a server had
+    before, which another process may hold now) and wait until its API answers."""
+    return _wait_started(files, _spawn(files, idle_s, 0))
 
 
 class ServerStart:
-    """The home's server found, or started without waiting for it: `api_url` is known at
-    once, `ready()` waits until it answers. Between the two the start lock is held, so two
-    commands starting at once still start one server; the caller imports its flows
-    meanwhile (the server's start and Prefect's import use a core each)."""
+    """The home's server found, or started without waiting for it; `ready()` waits until it
+    answers. Between the two the start lock is held, so two commands starting at once still
+    start one server; the caller imports its flows meanwhile (the server's start and
+    Prefect's import use a core each)."""
 
     def __init__(self, home: Path, *, idle_s: float | None = None) -> None:
         _check_home(home)
@@ -323,18 +491,11 @@ class ServerStart:
                 if stale is not None and process_alive(stale.pid):
                     _terminate(stale.pid)
                 self.files.clear()
-                self.port = _free_port()
                 idle = idle_seconds() if idle_s is None else idle_s
-                self._proc = _spawn(self.files, idle, self.port)
-            else:
-                self.port = self.info.port
+                self._proc = _spawn(self.files, idle, 0)
         except BaseException:
             self._release()
             raise
-
-    @property
-    def api_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/api"
 
     def _release(self) -> None:
         if self._lock is not None:

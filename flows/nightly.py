@@ -22,6 +22,7 @@ from flows.live import live_flow
 from flows.prepare import freeze_stage, plan_stage
 from flows.remap import remap_stage
 from flows.replay import replay_stage
+from flows.served import refuse_overrides, refuse_overrides_sync
 from schemas.config import RunConfig
 from schemas.run import RunRecord
 from schemas.vocabulary import CORE_POLICIES, DESIGNS
@@ -68,6 +69,7 @@ async def nightly_flow(
     show_progress: bool = False,
 ) -> dict[str, Any]:
     """Run every stage for one configuration; returns the run record as a dict."""
+    await refuse_overrides({"config_path": config_path, "config": config, "work_dir": work_dir})
     cfg = resolve_config(config, config_path)
     work = WorkDir.at(work_dir or cfg.work_dir)
     # Checked before any record is written: a refused run leaves no entry in `runs`.
@@ -173,6 +175,7 @@ async def rerun_run_flow(
 
     A run judged without a record (by the judge flow alone) gets one now, and the replay
     takes every design and policy."""
+    await refuse_overrides({"work_dir": work_dir, "dask_address": dask_address})
     work = WorkDir.at(work_dir)
     folder = RunFolder(work, run_id)
     info = folder.read_info()
@@ -218,6 +221,7 @@ def replay_policies_flow(
 
     Reads outcomes only: it never calls a judge.
     """
+    refuse_overrides_sync({"work_dir": work_dir})
     work = WorkDir.at(work_dir)
     return _replay_and_report(
         work, run_id, list(designs or DESIGNS), list(policies or CORE_POLICIES)

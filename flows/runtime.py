@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import atexit
 import importlib
 import logging
 import os
@@ -13,7 +12,6 @@ import types
 from pathlib import Path
 from types import FrameType
 
-from flows import handoff
 from flows.serverwatch import use_local_server
 from tasks.errors import InputError, JudgelineError, StoreError
 from tasks.workdir import WorkDir
@@ -159,12 +157,14 @@ def check_store_access(work: WorkDir) -> None:
         ) from None
 
 
-def prefect_home(work: WorkDir) -> Path:
-    """Prefect's home for this work dir: PREFECT_HOME if set, else `WORK/.prefect`; for a
-    work dir on an object store, the scratch dir's folder for it (a Prefect server's
-    database cannot live in an object store: each machine has its own)."""
+def prefect_home(work: WorkDir | None = None) -> Path:
+    """Prefect's home: PREFECT_HOME if set, else the user's own, which every work dir of the
+    user's shares (`~/.local/state/judgeline/prefect`): one local server, one secret and one
+    warm gate runner per user, runs told apart by their `work-dir:` tag."""
+    from tasks.usercache import user_state_dir
+
     chosen = os.environ.get("PREFECT_HOME")
-    return Path(chosen).expanduser().resolve() if chosen else work.local / ".prefect"
+    return Path(chosen).expanduser().resolve() if chosen else user_state_dir() / "prefect"
 
 
 def start_prefect(work: WorkDir, *modules: str) -> None:
@@ -176,7 +176,10 @@ def start_prefect(work: WorkDir, *modules: str) -> None:
 
     `import prefect` reads its settings once, so this must run first.
     """
+    from flows.localserver import private_home
+
     home = prefect_home(work)
+    private_home(home)  # before `import prefect` makes it with the process's umask
     os.environ["PREFECT_HOME"] = str(home)
     os.environ.setdefault("PREFECT_RESULTS_LOCAL_STORAGE_PATH", str(home / "results"))
     if work.url is not None:
@@ -192,18 +195,26 @@ def start_prefect(work: WorkDir, *modules: str) -> None:
             file=str(work.root),
         ) from None
     server = use_local_server(home)
-    refresh_prefect()
     raise_on_stop_signals()
     for module in modules:
         importlib.import_module(module)
     share_tls_contexts()
+    tag_runs(work)
     if server is not None:
         server.ready()
-    if handoff.spawn_wanted:
-        # This command found no warm worker: one starts as it ends (its imports would
-        # compete with this job), for the commands after it.
-        handoff.spawn_wanted = False
-        atexit.register(handoff.spawn)
+
+
+def tag_runs(work: WorkDir) -> None:
+    """Tag every flow and task run of this process with its work dir (`work-dir:ADDRESS`):
+    one Prefect server holds the runs of all of a user's work dirs."""
+    import prefect
+
+    context = prefect.tags(f"work-dir:{work.address}")
+    context.__enter__()
+    _entered.append(context)  # kept: a collected generator would leave the context
+
+
+_entered: list[object] = []
 
 
 class _SharedTLS(types.ModuleType):
@@ -242,21 +253,3 @@ def share_tls_contexts() -> None:
         module = sys.modules.get(name)
         if module is not None and getattr(module, "ssl", None) is ssl:
             module.ssl = shared  # type: ignore[attr-defined]
-
-
-forked = False
-"""True in a job's process: a fork of the warm worker (`flows.worker`)."""
-
-
-def refresh_prefect() -> None:
-    """In a job forked from the worker, read Prefect's settings and logging configuration
-    again from the environment the job has set (Prefect read them once, when the worker
-    imported it). Does nothing in a process that imported Prefect itself."""
-    if not forked:
-        return
-    import prefect.context
-    from prefect.logging import configuration
-
-    prefect.context.refresh_global_settings_context()
-    configuration.PROCESS_LOGGING_CONFIG.clear()
-    configuration.setup_logging(incremental=False)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shutil
 import socket
@@ -23,7 +24,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from flows.localserver import GATE_PATH, ServerFiles, ServerInfo, prefect_version
+from flows.localserver import (
+    GATE_PATH,
+    ServerFiles,
+    ServerInfo,
+    authorized,
+    prefect_version,
+    private_home,
+)
 from tasks.errors import JudgelineError
 from tasks.usercache import user_cache_dir
 
@@ -38,25 +46,48 @@ resolves at once. Without the header Prefect's client waits 2 s (then 4, 8, ...)
 whose subflow's task run met the task-run recorder's insert paid 2 s for nothing."""
 
 
-async def _gate(receive: Any, send: Any) -> None:
-    """Answer one gate request: its results as JSON, or a 500 (the command then runs the gate
-    itself)."""
-    from tasks.gates import answer_gate
+async def _reply(send: Any, status: int, body: bytes) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json")]})  # fmt: skip
+    await send({"type": "http.response.body", "body": body})
 
-    chunks = []
+
+def _header(scope: dict[str, Any], name: bytes) -> bytes | None:
+    return next((value for key, value in scope.get("headers", []) if key.lower() == name), None)
+
+
+async def _gate(scope: dict[str, Any], receive: Any, send: Any, auth_string: str) -> None:
+    """Answer one gate request: its results as JSON; a 401 without the secret, a 413 past
+    MAX_GATE_BODY, a 400 for a request that is not one of judgeline's gates, or a 500 (the
+    command then runs the gate itself). Nothing is read or built before the checks."""
+    from tasks.gates import MAX_GATE_BODY, GateRequestError, answer_gate
+
+    if not authorized(_header(scope, b"authorization"), auth_string):
+        await _reply(send, 401, b'{"exception_message": "Unauthorized"}')
+        return
+    declared = _header(scope, b"content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > MAX_GATE_BODY):
+        await _reply(send, 413, b'{"exception_message": "gate request too large"}')
+        return
+    chunks, size = [], 0
     while True:
         message = await receive()
-        chunks.append(message.get("body", b""))
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_GATE_BODY:
+            await _reply(send, 413, b'{"exception_message": "gate request too large"}')
+            return
+        chunks.append(chunk)
         if not message.get("more_body"):
             break
     body = b"".join(chunks)  # a plan's table comes in many chunks: joined once
     try:
         status, reply = 200, await asyncio.to_thread(answer_gate, body)
+    except GateRequestError as exc:
+        status, reply = 400, json.dumps({"exception_message": str(exc)}).encode()
     except Exception as exc:  # noqa: BLE001 - any failure: the command gates by itself
-        status, reply = 500, f"gate could not run here: {exc}".encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json")]})  # fmt: skip
-    await send({"type": "http.response.body", "body": reply})
+        status, reply = 500, json.dumps({"exception_message": f"gate failed: {exc}"}).encode()
+    await _reply(send, status, reply)
 
 
 def _load_gates() -> None:
@@ -70,11 +101,13 @@ def _load_gates() -> None:
 
 
 class Activity:
-    """ASGI middleware: the time of the last request that reached the server, and a
-    `Retry-After` on its 503 replies (RETRY_AFTER_S)."""
+    """ASGI middleware: the time of the last request that reached the server, the gate
+    route (behind the server's secret, as Prefect's API is), and a `Retry-After` on its 503
+    replies (RETRY_AFTER_S)."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, auth_string: str) -> None:
         self.app = app
+        self.auth_string = auth_string
         self.last = time.monotonic()
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -82,8 +115,11 @@ class Activity:
             await self.app(scope, receive, send)
             return
         self.last = time.monotonic()
-        if scope["type"] == "http" and scope["path"] == GATE_PATH and scope["method"] == "POST":
-            await _gate(receive, send)
+        if scope["type"] == "http" and scope["path"].startswith("/judgeline/"):
+            if scope["path"] == GATE_PATH and scope["method"] == "POST":
+                await _gate(scope, receive, send, self.auth_string)
+            else:
+                await _reply(send, 404, b'{"exception_message": "Not Found"}')
             return
 
         async def sending(message: dict[str, Any]) -> None:
@@ -214,6 +250,11 @@ def serve(home: Path, idle_s: float, port: int = 0) -> None:
     import uvicorn
     from prefect.server.api.server import create_app
 
+    os.umask(0o077)
+    private_home(home)
+    auth_string = os.environ.get("PREFECT_SERVER_API_AUTH_STRING", "")
+    if not auth_string:
+        raise SystemExit("the local server needs its secret (PREFECT_SERVER_API_AUTH_STRING)")
     files = ServerFiles(home)
     database, empty = home / "prefect.db", empty_database()
     builds = empty is not None and not database.exists()
@@ -223,7 +264,7 @@ def serve(home: Path, idle_s: float, port: int = 0) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
     port = sock.getsockname()[1]
-    activity = Activity(create_app(final=True))
+    activity = Activity(create_app(final=True), auth_string)
     config = uvicorn.Config(
         activity, log_level="warning", timeout_keep_alive=5, lifespan="on", ws="auto"
     )

@@ -1,105 +1,111 @@
-"""A command's side of the local Prefect server: its address set for Prefect's client before
-Prefect is imported, the server waited for before the first flow runs, and restarted on
-the same port should it die while the command runs (`flows.localserver` starts and stops
-it)."""
+"""A command's side of the local Prefect server: its address and secret set for Prefect's
+client before Prefect is imported, the server waited for before the first flow runs, and
+replaced, on a port of its own, should it die while the command runs (`flows.localserver`
+starts and stops it).
+
+The command's Prefect client (its API calls, event and log streams, the gate requests, and
+those of the processes it starts, such as Dask workers) never connects to the server's port
+itself: it connects to a relay this process listens on (`flows.relay`), which carries each
+connection to the live server once it has checked that the socket listening on the server's
+port is the server process's own. A server that died is replaced on a new port and the relay
+follows it; a port another process took in the meantime is never sent a byte.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
 import threading
-import time
 from pathlib import Path
 
 from flows.localserver import (
     GATE_PATH,
     STOPPED_HERE,
-    WATCH_EVERY_S,
     ServerFiles,
     ServerInfo,
     ServerStart,
     live_server,
     process_alive,
+    serves_port,
     start_server,
 )
+from flows.relay import Relay
 from tasks.errors import JudgelineError
-from tasks.gates import GATE_URL_ENV
+from tasks.gates import GATE_AUTH_ENV, GATE_URL_ENV
+
+READY_WAIT_S = 180.0
+"""How long a connection made before the server answered waits for it."""
 
 
-def _replace_if_gone(files: ServerFiles, info: ServerInfo) -> ServerInfo | None:
-    """A server on `info`'s port again if `info`'s process died (another command may have
-    restarted it already); None if it could not be restarted there."""
-    with files.starting():
-        live = live_server(files)
-        if live is not None:
-            return live if live.port == info.port else None
-        try:
-            return start_server(files, info.idle_seconds, port=info.port)
-        except JudgelineError:
-            return None
-
-
-def _watch(files: ServerFiles, info: ServerInfo) -> None:
-    """While this command runs, restart its server if the process dies (killed, OOM): on
-    the same port, over the same database, so the Prefect client's retries (up to about a
-    minute on a lost connection) carry the flow run over and no record is lost."""
-    while True:
-        time.sleep(WATCH_EVERY_S)
-        if process_alive(info.pid):
-            continue
-        if files.stopped.is_file() and files.stopped.read_text().strip() == str(info.pid):
-            if info.pid in STOPPED_HERE:
-                return  # this process stopped it: nothing to say
-            print(
-                f"judgeline: the local Prefect server (pid {info.pid}) was stopped by "
-                "`judgeline server stop`; this command's flow run cannot go on",
-                file=sys.stderr,
-                flush=True,
-            )
-            return
-        print(
-            f"judgeline: the local Prefect server (pid {info.pid}) stopped; restarting it "
-            f"on {info.url}",
-            file=sys.stderr,
-            flush=True,
-        )
-        restarted = _replace_if_gone(files, info)
-        if restarted is None:
-            print(
-                f"judgeline: could not restart the local Prefect server on {info.url}; "
-                f"this command's flow run will fail (its log: {files.log})",
-                file=sys.stderr,
-                flush=True,
-            )
-            return
-        info = restarted
+def _say(message: str) -> None:
+    print(f"judgeline: {message}", file=sys.stderr, flush=True)
 
 
 class LocalServer:
-    """This process's use of its home's server: its address at once, the server itself
-    once `ready()` (then watched, and restarted should it die while this process runs)."""
+    """This process's use of its home's server: a relay's address at once, the server itself
+    once `ready()`; each connection through the relay goes to the live server, replaced
+    should it die while this process runs."""
 
     def __init__(self, home: Path) -> None:
         self.start = ServerStart(home)
-        os.environ["PREFECT_API_URL"] = self.start.api_url
+        self.files: ServerFiles = self.start.files
+        self.info: ServerInfo | None = None
+        self._ready = threading.Event()
+        self._lock = threading.Lock()
+        self._gone: int | None = None  # a server stopped by `server stop`: not replaced
+        os.environ[GATE_AUTH_ENV] = self.files.auth_string()
+        self.relay = Relay(self.upstream)
+        os.environ["PREFECT_API_URL"] = f"{self.relay.url}/api"
 
     def ready(self) -> ServerInfo:
         info = self.start.ready()
-        os.environ[GATE_URL_ENV] = f"{info.url}{GATE_PATH}"
-        watcher = threading.Thread(
-            target=_watch,
-            args=(self.start.files, info),
-            name="judgeline-server-watch",
-            daemon=True,
-        )
-        watcher.start()
+        self.info = info
+        os.environ[GATE_URL_ENV] = f"{self.relay.url}{GATE_PATH}"
+        self._ready.set()
         return info
+
+    def upstream(self) -> ServerInfo | None:
+        """The live server a new connection goes to: the one this process uses while its
+        process holds its port, else the one another command started since, else a new one
+        (None if it was stopped on purpose or cannot be started)."""
+        if not self._ready.wait(READY_WAIT_S):
+            return None
+        with self._lock:
+            info = self.info
+            assert info is not None
+            if process_alive(info.pid) and serves_port(info.pid, info.port):
+                return info
+            if self._gone == info.pid:
+                return None
+            if self.files.stopped.is_file() and self.files.stopped.read_text().strip() == str(
+                info.pid
+            ):
+                self._gone = info.pid
+                if info.pid not in STOPPED_HERE:
+                    _say(
+                        f"the local Prefect server (pid {info.pid}) was stopped by "
+                        "`judgeline server stop`; this command's flow run cannot go on"
+                    )
+                return None
+            with self.files.starting():
+                live = live_server(self.files)
+                if live is None:
+                    _say(f"the local Prefect server (pid {info.pid}) stopped; starting another")
+                    try:
+                        live = start_server(self.files, info.idle_seconds)
+                    except JudgelineError as exc:
+                        self._gone = info.pid
+                        _say(f"could not start another local Prefect server: {exc}")
+                        return None
+            self.info = live
+            return live
 
 
 def use_local_server(home: Path) -> LocalServer | None:
     """Point this process's Prefect client at the home's server (found, or started without
-    waiting for it), unless PREFECT_API_URL already names a server. Call before Prefect is
-    imported, and `ready()` on the result before the first flow runs."""
+    waiting for it) through a relay of this process, unless PREFECT_API_URL already names a
+    server. Call before Prefect is imported, and `ready()` on the result before the first
+    flow runs."""
     if os.environ.get("PREFECT_API_URL"):
         return None
     return LocalServer(home)

@@ -9,6 +9,7 @@ expectation are validated once and share its result.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import importlib
 import itertools
@@ -35,6 +36,10 @@ GATE_URL_ENV = "JUDGELINE_GATE_URL"
 runs gates (`answer_gate`), with great-expectations already imported, instead of this
 process importing it (seconds of CPU in every command that gates new data)."""
 REMOTE_TIMEOUT_S = 600.0
+GATE_AUTH_ENV = "PREFECT_API_AUTH_STRING"
+"""The local server's auth string, which its gate route checks as Prefect checks its API's."""
+MAX_GATE_BODY = 64 * 1024 * 1024
+"""The largest gate request the local server reads; a larger table is gated in the command."""
 
 _lock = threading.Lock()
 _counter = itertools.count()
@@ -82,12 +87,58 @@ def _gx_context() -> Any:
     return _context
 
 
+class GateRequestError(ValueError):
+    """An expectation that is not one judgeline's gates use (`ALLOWED`)."""
+
+
+def _column(value: Any) -> bool:
+    return isinstance(value, str) and 0 < len(value) <= 200
+
+
+def _scalar(value: Any) -> bool:
+    return value is None or isinstance(value, str | int | float | bool)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+ALLOWED: dict[str, dict[str, Callable[[Any], bool]]] = {
+    "ExpectColumnValuesToNotBeNull": {"column": _column},
+    "ExpectColumnValuesToBeUnique": {"column": _column},
+    "ExpectColumnValuesToBeInSet": {
+        "column": _column,
+        "value_set": lambda v: isinstance(v, list) and all(_scalar(x) for x in v),
+    },
+    "ExpectColumnValuesToBeBetween": {
+        "column": _column, "min_value": _number, "max_value": _number,
+    },
+    "ExpectCompoundColumnsToBeUnique": {
+        "column_list": lambda v: isinstance(v, list) and 0 < len(v) <= 50
+        and all(_column(x) for x in v),
+    },
+}  # fmt: skip
+"""The only expectations a gate builds, each with the only arguments it may have (and every
+one of them): no row condition, no parser, nothing that great-expectations evaluates."""
+
+
 class Expect:
     """A great-expectations expectation named by its class and arguments, built only when a
     gate runs (`import great_expectations` costs seconds; a gate whose table already passed
-    never pays it)."""
+    never pays it). Only the kinds and arguments in `ALLOWED` can be made, checked here,
+    before anything is built, wherever the request came from."""
 
     def __init__(self, kind: str, **kwargs: Any) -> None:
+        rules = ALLOWED.get(kind) if isinstance(kind, str) else None
+        if rules is None:
+            raise GateRequestError(f"{kind!r} is not an expectation judgeline's gates use")
+        if set(kwargs) != set(rules):
+            raise GateRequestError(
+                f"{kind} takes exactly {sorted(rules)}, not {sorted(map(str, kwargs))}"
+            )
+        for name, valid in rules.items():
+            if not valid(kwargs[name]):
+                raise GateRequestError(f"{kind}: argument {name} is not valid here")
         self.kind = kind
         self.kwargs = kwargs
 
@@ -307,22 +358,48 @@ def gate_request(stage: str, df: pd.DataFrame, distinct: list[Expect]) -> bytes 
     return json.dumps(head).encode() + b"\n" + sink.getvalue().to_pybytes()
 
 
+def _read_head(line: bytes) -> tuple[str, list[Expect], set[str]]:
+    """A gate request's first line, checked: a stage name, allowed expectations
+    (`Expect`), the names of the object columns; a GateRequestError for anything else."""
+    try:
+        head = json.loads(line)
+    except ValueError:
+        raise GateRequestError("a gate request starts with one JSON line") from None
+    if not isinstance(head, dict) or set(head) != {"stage", "expectations", "objects"}:
+        raise GateRequestError("a gate request names stage, expectations and objects only")
+    stage, wanted, objects = head["stage"], head["expectations"], head["objects"]
+    if not (isinstance(stage, str) and stage.replace("-", "").replace("_", "").isalnum()):
+        raise GateRequestError("a gate's stage is a plain name")
+    if not isinstance(objects, list) or not all(_column(name) for name in objects):
+        raise GateRequestError("a gate's object columns are a list of names")
+    if not isinstance(wanted, list) or not 0 < len(wanted) <= 100:
+        raise GateRequestError("a gate has 1 to 100 expectations")
+    distinct = []
+    for item in wanted:
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[1], dict)):
+            raise GateRequestError("an expectation is [kind, arguments]")
+        distinct.append(Expect(item[0], **item[1]))
+    return stage, distinct, set(objects)
+
+
 def answer_gate(body: bytes) -> bytes:
-    """Run a remote gate's request (`gate_request`) here: its results as JSON."""
+    """Run a remote gate's request (`gate_request`) here: its results as JSON. The request
+    is checked (`_read_head`) before the table is read or anything is built."""
     import pandas as pd
     import pyarrow as pa
 
     head_line, _, stream = body.partition(b"\n")
-    head = json.loads(head_line)
-    table = pa.ipc.open_stream(stream).read_all()
-    objects = set(head["objects"])
+    stage, distinct, objects = _read_head(head_line)
+    try:
+        table = pa.ipc.open_stream(stream).read_all()
+    except (pa.ArrowException, OSError, ValueError):
+        raise GateRequestError("a gate's table is one Arrow stream") from None
     df = pd.DataFrame({
         name: pd.Series(column.to_pylist(), dtype=object) if name in objects
         else column.to_pandas()
         for name, column in zip(table.column_names, table.columns, strict=True)
     })  # fmt: skip
-    distinct = [Expect(kind, **kwargs) for kind, kwargs in head["expectations"]]
-    return json.dumps(gx_results(head["stage"], df, distinct)).encode()
+    return json.dumps(gx_results(stage, df, distinct)).encode()
 
 
 def _remote_results(
@@ -332,11 +409,13 @@ def _remote_results(
     would not see as it is, or any failure to get an answer): the gate then runs here."""
     url = os.environ.get(GATE_URL_ENV)
     body = gate_request(stage, df, distinct) if url else None
-    if url is None or body is None:
+    if url is None or body is None or len(body) > MAX_GATE_BODY:
         return None
-    request = urllib.request.Request(
-        url, data=body, method="POST", headers={"content-type": "application/octet-stream"}
-    )
+    headers = {"content-type": "application/octet-stream"}
+    auth = os.environ.get(GATE_AUTH_ENV)
+    if auth:
+        headers["authorization"] = "Basic " + base64.b64encode(auth.encode()).decode()
+    request = urllib.request.Request(url, data=body, method="POST", headers=headers)
     try:
         # No proxy: the server is on this machine's loopback, whatever http_proxy says.
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))

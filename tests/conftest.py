@@ -23,10 +23,10 @@ for _name in ("COLUMNS", "LINES"):
 # The commands tests start share one local Prefect server for this home (flows.localserver),
 # stopped when the session ends; should the session die, it stops itself soon after.
 os.environ.setdefault("JUDGELINE_SERVER_IDLE_SECONDS", "120")
-# Likewise the warm worker the commands hand their jobs to (flows.worker).
-os.environ.setdefault("JUDGELINE_WORKER_IDLE_SECONDS", "120")
 # The empty Prefect database new homes start from (flows.serverd) is the session's own.
 os.environ["XDG_CACHE_HOME"] = str(_PREFECT_HOME / "xdg-cache")
+# A command run without PREFECT_HOME uses the user's Prefect home in the state folder.
+os.environ["XDG_STATE_HOME"] = str(_PREFECT_HOME / "xdg-state")
 
 from support import SHARED_DATA  # noqa: E402
 
@@ -58,12 +58,8 @@ def prefect_harness():  # type: ignore[no-untyped-def]
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Stop the local Prefect server the session's commands shared, if one started; and,
-    once every test has run (in the process that ran them, or pytest-xdist's controller after
-    all its workers), the warm worker that every process's commands share."""
-    from flows.handoff import stop_worker
+    """Stop the local Prefect server the session's commands shared, if one started."""
     from flows.localserver import stop_server
 
-    if not hasattr(session.config, "workerinput"):
-        stop_worker()
     stop_server(_PREFECT_HOME)
+    stop_server(_PREFECT_HOME / "xdg-state" / "judgeline" / "prefect")

@@ -10,9 +10,7 @@ import datetime as dt
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -243,22 +241,3 @@ def bare_record(
         code=CodeVersion(commit=None, dirty=None, packages={}),
         started_at=started_at,
     )
-
-
-def warm_worker(within_s: float = 120.0) -> dict[str, object]:
-    """This installation's warm worker (`flows.worker`), started if none runs; its status."""
-    from flows.handoff import worker_status
-
-    status = worker_status()
-    if status is None:
-        # Started by a process that ends at once, as a command starts it: the worker is not
-        # this process's child, whose CPU time (its jobs' included) would be counted as this
-        # process's children's once it is reaped.
-        spawn = "from flows.handoff import spawn; spawn()"
-        subprocess.run([sys.executable, "-c", spawn], check=True, cwd=REPO)
-    deadline = time.monotonic() + within_s
-    while status is None:
-        assert time.monotonic() < deadline, f"no warm worker answered within {within_s} s"
-        time.sleep(0.1)
-        status = worker_status()
-    return status

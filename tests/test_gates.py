@@ -200,12 +200,10 @@ def test_a_table_arrow_would_change_is_gated_here() -> None:
     check = Expect("ExpectColumnValuesToNotBeNull", column="n")
     body = gate_request("nullable", nullable, [check])
     assert body is None or json.loads(body.partition(b"\n")[0])["stage"] == "nullable"
-    assert (
-        gate_request(
-            "odd", nullable, [Expect("ExpectColumnValuesToBeInSet", column="n", value_set={1})]
-        )
-        is None
-    )
+    from tasks.gates import GateRequestError
+
+    with pytest.raises(GateRequestError, match="value_set"):
+        Expect("ExpectColumnValuesToBeInSet", column="n", value_set={1})  # not a list
 
 
 def test_an_unreachable_server_leaves_the_gate_to_this_process(
@@ -219,3 +217,36 @@ def test_an_unreachable_server_leaves_the_gate_to_this_process(
     with pytest.raises(GateError) as info:
         run_gate("fallback", df, [check], id_column="id")
     assert "not ok (1 row; id b)" in str(info.value)
+
+
+def test_only_judgelines_expectations_can_be_made() -> None:
+    """The allowlist: every kind and argument the gates use, nothing else (no row
+    condition, no parser, no other expectation, no argument of another type)."""
+    from tasks.gates import ALLOWED, GateRequestError, _read_head
+
+    Expect("ExpectColumnValuesToBeBetween", column="seed", min_value=0, max_value=3)
+    Expect("ExpectCompoundColumnsToBeUnique", column_list=["pair_id", "seed", "order"])
+    refused = [
+        ("ExpectColumnValuesToBeInSet", {"column": "a", "value_set": [1], "row_condition": "x"}),
+        ("ExpectColumnValuesToBeInSet", {"column": "a", "value_set": [1],
+                                         "condition_parser": "pandas"}),
+        ("ExpectColumnValuesToMatchRegex", {"column": "a", "regex": "."}),
+        ("ExpectColumnValuesToBeUnique", {"column": ["a"]}),
+        ("ExpectColumnValuesToBeInSet", {"column": "a", "value_set": [{"x": 1}]}),
+        ("ExpectColumnValuesToBeBetween", {"column": "a", "min_value": "0", "max_value": 1}),
+        ("ExpectColumnValuesToNotBeNull", {}),
+        ("__class__", {}),
+    ]  # fmt: skip
+    for kind, kwargs in refused:
+        with pytest.raises(GateRequestError):
+            Expect(kind, **kwargs)
+        head = {"stage": "s", "expectations": [[kind, kwargs]], "objects": []}
+        with pytest.raises(GateRequestError):
+            _read_head(json.dumps(head).encode())
+    for head in ({"stage": "s", "expectations": [], "objects": []},
+                 {"stage": "s; rm", "expectations": [["ExpectColumnValuesToBeUnique",
+                                                      {"column": "a"}]], "objects": []},
+                 {"stage": "s", "expectations": [], "objects": [], "extra": 1}):  # fmt: skip
+        with pytest.raises(GateRequestError):
+            _read_head(json.dumps(head).encode())
+    assert len(ALLOWED) == 5

@@ -12,8 +12,8 @@ from rich.markup import escape
 from flows.cli.app import app, console, state
 
 server_app = typer.Typer(
-    help="The local Prefect server this work dir's commands share: started by the first "
-    "command that runs a flow, stopped after an idle period.",
+    help="The local Prefect server your commands share (one per user, whatever the work "
+    "dir): started by the first command that runs a flow, stopped after an idle period.",
     no_args_is_help=True,
 )
 app.add_typer(server_app, name="server")
@@ -56,20 +56,9 @@ def status() -> None:
     _describe(info)
     busy = "in use by a command now" if files.clients_active() else "idle"
     console.print(f"{busy}; its home (database, log): {escape(str(home))}", highlight=False)
-    _describe_worker()
-
-
-def _describe_worker() -> None:
-    from flows.handoff import worker_status
-
-    worker = worker_status()
-    if worker is None:
-        console.print("no warm worker runs: the next command that runs a flow starts one")
-        return
-    started = dt.datetime.fromtimestamp(worker["started_at"]).strftime("%Y-%m-%d %H:%M:%S")
     console.print(
-        f"warm worker: pid {worker['pid']}, started {started}; {worker['taken']} commands "
-        f"taken, {worker['running']} running",
+        f"only you can use it: its UI and API ask for the auth string `judgeline:` followed by "
+        f"the secret in {escape(str(files.secret))}",
         highlight=False,
         soft_wrap=True,
     )

@@ -121,7 +121,7 @@ class RunLock:
             time.sleep(0.1)
 
     def _acquire_file(self) -> None:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         deadline = time.monotonic() + self.wait_s
         while True:
             try:
@@ -321,7 +321,7 @@ class CallClaims:
 
     def __init__(self, work: WorkDir, view: StoredKeyView | None = None) -> None:
         self.work = work
-        self._fd = os.open(work.claims_file, os.O_RDWR | os.O_CREAT, 0o644)
+        self._fd = os.open(work.claims_file, os.O_RDWR | os.O_CREAT, 0o600)
         self.view = view if view is not None else StoredKeyView(work)
         self._dead_writers = DeadWriterWatch(work.journal)
         self._held: set[str] = set()

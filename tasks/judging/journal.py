@@ -132,7 +132,7 @@ class Reserve:
     def take(cls, folder: Path, size: int) -> Reserve:
         """Allocate `size` bytes (an OSError, ENOSPC if there is not that much space)."""
         path = folder / f".{uuid.uuid4().hex}{RESERVE_SUFFIX}"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             _allocate(fd, size)
@@ -219,7 +219,7 @@ class ReplyJournal:
         # Locked before it gets its visible name, so no reader ever sees it unlocked.
         name = uuid.uuid4().hex
         tmp = self.folder / f".{name}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
         fcntl.flock(fd, fcntl.LOCK_EX)
         path = self.folder / f"{name}{SUFFIX}"
         os.rename(tmp, path)

@@ -8,9 +8,11 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pyarrow.parquet as pq
@@ -121,6 +123,59 @@ def _synthetic_run(work: WorkDir, config_path: Path) -> str:
     return run_id
 
 
+class Listener:
+    """A loopback socket that counts the connections made to it (a judge endpoint a run's
+    parameters might point the owner's runner at)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.sock.settimeout(0.2)
+        self.port = int(self.sock.getsockname()[1])
+        self.connections = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            self.connections += 1
+            conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sock.close()
+
+
+def _create_run(client: httpx.Client, deployment: dict[str, Any], params: dict[str, Any]) -> str:
+    deadline = time.monotonic() + 180
+    while True:
+        # A busy server answers 503 Service Unavailable now and then: ask again.
+        made = client.post(
+            f"/deployments/{deployment['id']}/create_flow_run", json={"parameters": params}
+        )
+        if made.status_code < 300:
+            return str(made.json()["id"])
+        assert time.monotonic() < deadline, f"no flow run: {made.text}"
+        time.sleep(0.5)
+
+
+def _final_state(client: httpx.Client, flow_run: str, log_path: Path) -> dict[str, Any]:
+    deadline = time.monotonic() + 180
+    while True:
+        state: dict[str, Any] = client.get(f"/flow_runs/{flow_run}").json()["state"]
+        if state["type"] in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED"):
+            return state
+        assert time.monotonic() < deadline, f"run stuck: {log_path.read_text()}"
+        time.sleep(0.5)
+
+
 def test_deployments_round_trip(prefect_server: str, tmp_path: Path) -> None:
     api = prefect_server
     work = WorkDir(tmp_path / "work")
@@ -140,6 +195,8 @@ def test_deployments_round_trip(prefect_server: str, tmp_path: Path) -> None:
         "PREFECT_HOME": str(tmp_path / "serve-home"),
         "JUDGELINE_WORK_DIR": str(work.root),
     }
+    env["OPENAI_API_KEY"] = "sk-owner-secret"
+    listener = Listener()
     log_path = tmp_path / "serve.log"
     with open(log_path, "wb") as log:
         served = subprocess.Popen(
@@ -170,26 +227,30 @@ def test_deployments_round_trip(prefect_server: str, tmp_path: Path) -> None:
 
             replay = found["replay-policies"]
             params = {"run_id": run_id, "designs": ["balanced"], "policies": ["full", "strict"]}
-            deadline = time.monotonic() + 180
-            while True:
-                # A busy server answers 503 Service Unavailable now and then: ask again.
-                made = client.post(
-                    f"/deployments/{replay['id']}/create_flow_run", json={"parameters": params}
-                )
-                if made.status_code < 300:
-                    flow_run = made.json()
-                    break
-                assert time.monotonic() < deadline, f"no flow run: {made.text}"
-                time.sleep(0.5)
-            while True:
-                state = client.get(f"/flow_runs/{flow_run['id']}").json()["state"]
-                if state["type"] in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED"):
-                    break
-                assert time.monotonic() < deadline, f"replay run stuck: {log_path.read_text()}"
-                time.sleep(0.5)
+            state = _final_state(client, _create_run(client, replay, params), log_path)
             assert state["type"] == "COMPLETED", log_path.read_text()
+
+            # Another user's run of the served nightly flow, with a configuration of its own
+            # whose judge is its listener and whose key is the owner's: refused before any
+            # request is made.
+            hostile = tmp_path / "hostile.yaml"
+            hostile.write_text(
+                "name: hostile\n"
+                "datasets: [{kind: demo}]\n"
+                f"judges: [{{name: j, base_url: 'http://127.0.0.1:{listener.port}/v1', "
+                "model: m, api_key_env: OPENAI_API_KEY}]\n",
+                encoding="utf-8",
+            )
+            for params in ({"config_path": str(hostile)}, {"config": {"name": "x"}}):
+                state = _final_state(
+                    client, _create_run(client, found["nightly-benchmark"], params), log_path
+                )
+                assert state["type"] == "FAILED", state
+            assert "a deployment's runs use the configuration" in log_path.read_text()
+            assert listener.connections == 0
         finally:
             _stop(served)
+            listener.close()
 
     summary = pq.read_table(work.run_dir(run_id) / "summary.parquet").to_pylist()
     assert {(r["design"], r["policy"]) for r in summary} == {
@@ -198,3 +259,17 @@ def test_deployments_round_trip(prefect_server: str, tmp_path: Path) -> None:
     }
     assert all(r["pairs"] == 6 for r in summary)
     assert (work.run_dir(run_id) / "report.html").is_file()
+
+
+def test_a_run_may_not_change_what_its_deployment_fixed() -> None:
+    from flows.served import overrides
+
+    deployed = {"config_path": "/home/me/nightly.yaml", "work_dir": "/home/me/work"}
+    assert overrides({**deployed, "run_id": "r", "show_progress": True}, deployed) == []
+    assert overrides({**deployed, "config_path": "/tmp/theirs.yaml"}, deployed) == ["config_path"]
+    assert overrides({**deployed, "config": {"judges": []}}, deployed) == ["config"]
+    assert overrides({"work_dir": "/tmp/theirs", "dask_address": "tcp://x:1"}, deployed) == [
+        "config_path",
+        "work_dir",
+        "dask_address",
+    ]

@@ -2,10 +2,8 @@
 sends them: to the whole process group of a command that started the work dir's local
 Prefect server.
 
-Ctrl-C is sent to a command that handed its job to the warm worker (flows.worker), SIGTERM
-to one that runs its job itself (JUDGELINE_WORKER=0). Either way the command stops within
-seconds, prints one line saying what it kept and how to resume,
-exits 130 (SIGINT) or 143 (SIGTERM), and resuming pays for no call twice: every reply
+Either signal stops the command within seconds, prints one line saying what it kept and
+how to resume, exits 130 (SIGINT) or 143 (SIGTERM), and resuming pays for no call twice: every reply
 received before the stop was stored. The local server runs in a session of its own: the
 signal never reaches it, and the next command uses it.
 """
@@ -23,7 +21,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support import REPO, stage_demo_plan, warm_worker
+from support import REPO, stage_demo_plan
 
 from flows.localserver import stop_server
 from schemas.judge import JudgeSpec
@@ -55,9 +53,9 @@ def _judge(server: SimJudgeServer) -> JudgeSpec:
     )  # fmt: skip
 
 
-def _local_servers(work: WorkDir) -> list[int]:
-    """Pids of local Prefect servers whose home is in `work`."""
-    home = str(work.root / ".prefect").encode()
+def _local_servers(home_path: Path) -> list[int]:
+    """Pids of local Prefect servers of this Prefect home."""
+    home = str(home_path).encode()
     pids = []
     for proc in Path("/proc").iterdir():
         try:
@@ -85,10 +83,8 @@ def test_a_signal_to_the_process_group_stops_cleanly_and_pays_nothing_twice(
     judges_file.write_text(yaml.safe_dump({"judges": [judge.model_dump(mode="json")]}))
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.pop("JUDGELINE_WORK_DIR", None)
-    if signum == signal.SIGINT:
-        warm_worker()  # the job runs in the warm worker: the command forwards the signal
-    else:
-        env["JUDGELINE_WORKER"] = "0"  # the job runs in the command itself
+    env["XDG_STATE_HOME"] = str(tmp_path / "state")  # the user's Prefect home is there
+    home = tmp_path / "state" / "judgeline" / "prefect"
     server.clear_log()
     command = [JUDGELINE, "--work-dir", str(work.root), "judge", plan_id]
     command += ["--judges", str(judges_file), "--no-progress"]
@@ -102,7 +98,7 @@ def test_a_signal_to_the_process_group_stops_cleanly_and_pays_nothing_twice(
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "no judge call within 300 s"
             time.sleep(0.05)
-        servers = _local_servers(work)
+        servers = _local_servers(home)
         assert len(servers) == 1, servers
         os.killpg(proc.pid, signum)
         signalled = time.monotonic()
@@ -123,9 +119,9 @@ def test_a_signal_to_the_process_group_stops_cleanly_and_pays_nothing_twice(
     assert "rerun-failed run-" in last and str(work.root) in last, shown
 
     # The signal did not reach the local server; it stays for the next command.
-    assert _local_servers(work) == servers
-    stop_server(work.root / ".prefect")
-    assert _local_servers(work) == []
+    assert _local_servers(home) == servers
+    stop_server(home)
+    assert _local_servers(home) == []
 
     # Every reply the judge sent before the stop is stored; most calls were never sent.
     received = _paid(server)

@@ -29,10 +29,17 @@ JUDGELINE = str(REPO / ".venv" / "bin" / "judgeline")
 MAPPING = "question=q,answer_a=a,answer_b=b"
 
 
+def _home(work: Path) -> Path:
+    """The Prefect home of the commands `_judgeline` runs in `work`: the user's default,
+    with the user's state folder beside the work dir."""
+    return work.parent / f"{work.name}-state" / "judgeline" / "prefect"
+
+
 def _judgeline(work: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """`judgeline --work-dir WORK ARGS` with Prefect's home in the work dir (its default)."""
+    """`judgeline --work-dir WORK ARGS` with Prefect's home the user's default (`_home`)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.pop("JUDGELINE_WORK_DIR", None)
+    env["XDG_STATE_HOME"] = str(_home(work).parent.parent)
     return subprocess.run(
         [JUDGELINE, "--work-dir", str(work), *args],
         capture_output=True,
@@ -65,7 +72,7 @@ def _server_traces(home: Path) -> list[str]:
 
 def _server_start_cpu(work: Path) -> float:
     """CPU seconds a Prefect server of this work dir took to start and answer."""
-    home = work / ".prefect"
+    home = _home(work)
     try:
         started = _judgeline(work, "server", "start")
         assert started.returncode == 0, started.stdout + started.stderr
@@ -84,7 +91,7 @@ def work_path(tmp_path: Path) -> Iterator[Path]:
     """A fresh work dir; a server its commands should not have started is stopped after."""
     path = tmp_path / "work"
     yield path
-    stop_server(path / ".prefect")
+    stop_server(_home(path))
 
 
 @pytest.mark.slow
@@ -112,6 +119,6 @@ def test_small_commands_start_no_prefect_server(tmp_path: Path, work_path: Path)
         errors[name] = result.stderr
     assert "missing.csv: file not found" in errors["freeze of a missing table"]
     assert "no manifest 'deadbeef'" in errors["plan of no manifest"]
-    assert not _server_traces(work_path / ".prefect"), "a Prefect server was started"
+    assert not _server_traces(_home(work_path)), "a Prefect server was started"
     slow = {name: round(s, 1) for name, s in timings.items() if s >= bound}
     assert not slow, f"CPU seconds at or over a Prefect server's start ({bound:.1f} s): {slow}"

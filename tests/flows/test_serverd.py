@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from support import REPO
 
+from flows.localserver import ServerFiles, basic_auth
 from flows.serverd import (
     RETRY_AFTER_S,
     Activity,
@@ -26,6 +27,7 @@ from flows.serverd import (
 )
 
 JUDGELINE = str(REPO / ".venv" / "bin" / "judgeline")
+AUTH = "judgeline:s3cret"
 
 
 def _reply(status: int, headers: list[tuple[bytes, bytes]]) -> Any:
@@ -45,7 +47,7 @@ def _sent(app: Any) -> list[dict[str, Any]]:
     async def receive() -> dict[str, Any]:
         return {"type": "http.request"}
 
-    asyncio.run(Activity(app)({"type": "http", "path": "/api/task_runs/"}, receive, send))
+    asyncio.run(Activity(app, AUTH)({"type": "http", "path": "/api/task_runs/"}, receive, send))
     return messages
 
 
@@ -64,7 +66,7 @@ def test_a_503_asks_for_a_retry_at_once_and_other_replies_pass_unchanged() -> No
 
 
 def test_a_request_is_noted_as_activity() -> None:
-    activity = Activity(_reply(200, []))
+    activity = Activity(_reply(200, []), AUTH)
     before = activity.last
 
     async def send(message: dict[str, Any]) -> None:
@@ -127,7 +129,10 @@ def test_a_new_home_starts_from_the_first_homes_database(tmp_path: Path) -> None
             assert started.returncode == 0, started.stderr
             info = json.loads((tmp_path / name / "judgeline-server.json").read_text())
             url = f"http://127.0.0.1:{info['port']}/api/block_types/filter"
-            with urllib.request.urlopen(urllib.request.Request(url, data=b"{}")) as reply:
+            auth = ServerFiles(tmp_path / name).auth_string()
+            headers = {"authorization": basic_auth(auth)}
+            request = urllib.request.Request(url, data=b"{}", headers=headers)
+            with urllib.request.urlopen(request) as reply:
                 ids.append(sorted(b["id"] for b in json.loads(reply.read())))
         finally:
             subprocess.run([*command, "stop"], env=env, capture_output=True)
@@ -155,9 +160,10 @@ def test_the_command_line_imports_no_heavy_library_until_a_job_needs_it() -> Non
 
 
 @pytest.mark.slow
-def test_a_configuration_work_dir_holds_its_prefect_home(tmp_path: Path) -> None:
-    """With `work_dir:` only in the configuration, the run's Prefect database and local
-    server live in that work dir, not in `./work` under the shell's directory."""
+def test_work_dirs_share_the_users_prefect_home(tmp_path: Path) -> None:
+    """With no PREFECT_HOME, a run's Prefect database and local server are the user's own
+    (under XDG_STATE_HOME), not in its work dir, and `./work` under the shell's directory is
+    not made when the configuration names the work dir."""
     import yaml
 
     from tasks.demo import demo_config
@@ -169,6 +175,8 @@ def test_a_configuration_work_dir_holds_its_prefect_home(tmp_path: Path) -> None
     table.write_text("q,a,b\n" + "".join(f"Q{i}?,yes {i},no {i}\n" for i in range(3)))
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.pop("JUDGELINE_WORK_DIR", None)
+    env["XDG_STATE_HOME"] = str(tmp_path / "state")
+    home = tmp_path / "state" / "judgeline" / "prefect"
     with SimJudgeServer() as judge:
         config = demo_config(judge.base_url, k=2).model_dump(mode="json", exclude_none=True)
         config["judges"] = config["judges"][:1]
@@ -183,12 +191,23 @@ def test_a_configuration_work_dir_holds_its_prefect_home(tmp_path: Path) -> None
         )
     try:
         assert done.returncode == 0, done.stderr
-        assert (tmp_path / "bench-work" / ".prefect" / "prefect.db").is_file()
+        assert (home / "prefect.db").is_file()
+        # One server holds every work dir's runs: each is tagged with its work dir.
+        info = json.loads((home / "judgeline-server.json").read_text())
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{info['port']}/api/flow_runs/filter", data=b"{}",
+            headers={"authorization": basic_auth(ServerFiles(home).auth_string()),
+                     "content-type": "application/json"},
+        )  # fmt: skip
+        with urllib.request.urlopen(request) as reply:
+            tags = [run["tags"] for run in json.loads(reply.read())]
+        assert tags and all(f"work-dir:{tmp_path / 'bench-work'}" in t for t in tags), tags
+        assert not (tmp_path / "bench-work" / ".prefect").exists()
         assert not (shell / "work").exists()
     finally:
         from flows.localserver import stop_server
 
-        stop_server(tmp_path / "bench-work" / ".prefect")
+        stop_server(home)
 
 
 def test_a_gate_request_in_chunks_is_answered_as_the_gate_here() -> None:
@@ -216,7 +235,42 @@ def test_a_gate_request_in_chunks_is_answered_as_the_gate_here() -> None:
     async def untouched(scope: dict[str, Any], receive: Any, send: Any) -> None:
         raise AssertionError("the gate route reached Prefect's application")
 
-    scope = {"type": "http", "path": GATE_PATH, "method": "POST"}
-    asyncio.run(Activity(untouched)(scope, receive, send))
+    from flows.localserver import basic_auth
+
+    scope = {"type": "http", "path": GATE_PATH, "method": "POST",
+             "headers": [(b"authorization", basic_auth(AUTH).encode())]}  # fmt: skip
+    asyncio.run(Activity(untouched, AUTH)(scope, receive, send))
     assert sent[0]["status"] == 200
     assert json.loads(sent[1]["body"]) == json.loads(json.dumps(gx_results("x", df, checks)))
+
+
+def test_a_gate_request_without_the_secret_or_too_large_is_refused_unread() -> None:
+    from flows.localserver import GATE_PATH, basic_auth
+    from tasks.gates import MAX_GATE_BODY
+
+    read: list[int] = []
+
+    async def receive() -> dict[str, Any]:
+        read.append(1)
+        return {"type": "http.request", "body": b"x" * (1 << 20), "more_body": True}
+
+    async def untouched(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        raise AssertionError("the gate route reached Prefect's application")
+
+    def status(headers: list[tuple[bytes, bytes]]) -> int:
+        sent: list[dict[str, Any]] = []
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        scope = {"type": "http", "path": GATE_PATH, "method": "POST", "headers": headers}
+        asyncio.run(Activity(untouched, AUTH)(scope, receive, send))
+        return int(sent[0]["status"])
+
+    good = (b"authorization", basic_auth(AUTH).encode())
+    assert status([]) == 401 and status([(b"authorization", b"Basic eDp5")]) == 401
+    assert read == []
+    assert status([good, (b"content-length", str(MAX_GATE_BODY + 1).encode())]) == 413
+    assert read == []
+    assert status([good]) == 413  # no length given: read until the cap, no further
+    assert len(read) == MAX_GATE_BODY // (1 << 20) + 1

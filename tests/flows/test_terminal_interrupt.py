@@ -1,6 +1,6 @@
 """Ctrl-C typed in a terminal during `judgeline demo`: a real pseudo-terminal, whose line
-discipline signals the whole foreground process group: the command, which forwards the
-signal to its job's process group in the warm worker (the job and its simulated judge).
+discipline signals the whole foreground process group: the command, which runs the job
+and its simulated judge itself.
 
 The demo stops within seconds, exits 130, and prints at most three lines after the ^C (the
 echo, the stop notice, the line saying what was kept and what resumes it), no traceback.
@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support import REPO, warm_worker
+from support import REPO
 
 from tasks.runrecord import read_record
 from tasks.workdir import WorkDir
@@ -67,7 +67,6 @@ def test_ctrl_c_on_demo_stops_in_seconds_with_one_line(tmp_path: Path) -> None:
     work = WorkDir(tmp_path / "work")
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     env.update(COLUMNS="120", TERM="xterm")
-    warm_worker()  # the demo's job runs there; the command forwards the terminal's signal
     argv = [JUDGELINE, "--work-dir", str(work.root), "demo", "--latency-ms", "200"]
     term = Terminal(argv, env)
     deadline = time.monotonic() + 300

@@ -29,14 +29,10 @@ Nothing here imports Prefect: a command that only reads runs never pays for it.
 
 from __future__ import annotations
 
-import base64
 import fcntl
-import hmac
 import json
 import os
-import secrets
 import signal
-import stat
 import subprocess
 import sys
 import time
@@ -48,7 +44,19 @@ from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
 
-from tasks.errors import InputError, JudgelineError
+from flows.serveraccess import (
+    ServerError,
+    authorized,
+    basic_auth,
+    lock_file,
+    private_home,
+    read_or_make_secret,
+    server_environment,
+    serves_port,
+)
+from tasks.errors import InputError
+
+__all__ = ["ServerError", "authorized", "basic_auth", "private_home", "serves_port"]
 
 IDLE_SECONDS = 600.0
 """How long a server with no client waits before it stops (JUDGELINE_SERVER_IDLE_SECONDS).
@@ -65,9 +73,6 @@ WATCH_EVERY_S = 1.0
 START_TIMEOUT_S = 120.0
 """A fresh database on a loaded 2-core machine takes 10-30 s; beyond this, something is wrong."""
 
-LOCK_WAIT_S = START_TIMEOUT_S + 60.0
-"""The longest a command waits for the start lock (another command starting the server holds
-it for at most START_TIMEOUT_S); beyond this the command stops and names the holder."""
 
 AUTH_USER = "judgeline"
 """The user part of the auth string (`user:secret`, HTTP basic auth) Prefect's UI asks for."""
@@ -76,10 +81,6 @@ _held: list[int] = []
 """Descriptors of the clients' lock this process holds (for its whole life)."""
 STOPPED_HERE: set[int] = set()
 """Servers this process stopped (its own watcher says nothing of them)."""
-
-
-class ServerError(JudgelineError):
-    """The local Prefect server could not be started or reached."""
 
 
 def prefect_version() -> str:
@@ -115,103 +116,6 @@ class ServerInfo:
         return f"{self.url}/api"
 
 
-def _lock(path: Path, mode: int, *, wait_s: float = LOCK_WAIT_S) -> int | None:
-    """An open descriptor holding `mode` on `path` (a file only its user can open); None if
-    `mode` has LOCK_NB and it is held. A blocking wait is bounded: past `wait_s` a
-    ServerError names the processes holding it."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-    deadline = time.monotonic() + wait_s
-    try:
-        while True:
-            try:
-                fcntl.flock(fd, mode | fcntl.LOCK_NB)
-                return fd
-            except BlockingIOError:
-                if mode & fcntl.LOCK_NB:
-                    os.close(fd)
-                    return None
-            if time.monotonic() >= deadline:
-                raise ServerError(
-                    f"{path} has been locked for {wait_s:.0f} s by {lock_holders(fd)}; "
-                    "stop that process, or wait until it ends"
-                )
-            time.sleep(0.1)
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-def lock_holders(fd: int) -> str:
-    """The processes holding a lock on the file open at `fd`, as `pid N (command)` (from
-    /proc/locks), or "another process" if they cannot be told."""
-    st = os.fstat(fd)
-    ident = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
-    holders = []
-    try:
-        for line in Path("/proc/locks").read_text().splitlines():
-            fields = line.split()
-            if len(fields) > 5 and fields[5] == ident and fields[4].isdigit():
-                pid = int(fields[4])
-                try:
-                    name = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
-                    who = f"pid {pid} ({name.decode(errors='replace').strip()[:80]})"
-                except OSError:
-                    who = f"pid {pid}"
-                if who not in holders:
-                    holders.append(who)
-    except OSError:
-        pass
-    return ", ".join(holders) or "another process"
-
-
-def private_home(home: Path) -> None:
-    """Make `home` a folder only its user can enter (0700) with files only its user can
-    read (0600), or refuse one that belongs to someone else."""
-    home.mkdir(mode=0o700, parents=True, exist_ok=True)
-    st = home.lstat()
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
-        raise InputError(
-            "Prefect's home (the local server's database, secret and locks) must be a folder "
-            "of your own; this one belongs to another user or is not a folder. Set "
-            "PREFECT_HOME to a folder of yours",
-            file=str(home),
-        )
-    if stat.S_IMODE(st.st_mode) & 0o077:
-        home.chmod(0o700)
-    for entry in home.iterdir():
-        try:
-            est = entry.lstat()
-            if est.st_uid == os.getuid() and stat.S_IMODE(est.st_mode) & 0o077:
-                entry.chmod(0o700 if stat.S_ISDIR(est.st_mode) else 0o600)
-        except OSError:
-            continue
-
-
-def serves_port(pid: int, port: int) -> bool:
-    """Whether the socket listening on 127.0.0.1:`port` is one of process `pid`'s own
-    descriptors: the server this client trusts, not a process that took its port."""
-    needle = f"0100007F:{port:04X}"
-    inodes = set()
-    try:
-        for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-            fields = line.split()
-            if len(fields) > 9 and fields[1] == needle and fields[3] == "0A":  # LISTEN
-                inodes.add(f"socket:[{fields[9]}]")
-        if not inodes:
-            return False
-        fd_dir = Path(f"/proc/{pid}/fd")
-        for fd in os.listdir(fd_dir):
-            with_link = fd_dir / fd
-            try:
-                if os.readlink(with_link) in inodes:
-                    return True
-            except OSError:
-                continue
-    except OSError:
-        return False
-    return False
-
-
 def process_alive(pid: int) -> bool:
     """Whether `pid` runs (a zombie does not: a server this process started and that died
     stays one until this process exits)."""
@@ -244,24 +148,7 @@ class ServerFiles:
 
     def auth_string(self) -> str:
         """`judgeline:SECRET`, the secret made once (0600) and kept for the home's life."""
-        try:
-            value = self.secret.read_text().strip()
-            if value:
-                return f"{AUTH_USER}:{value}"
-        except FileNotFoundError:
-            pass
-        value = secrets.token_urlsafe(32)
-        tmp = self.secret.with_name(f".{self.secret.name}.{os.getpid()}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w") as out:
-            out.write(value + "\n")
-        try:
-            os.link(tmp, self.secret)  # the first writer's secret wins
-        except FileExistsError:
-            pass
-        finally:
-            tmp.unlink(missing_ok=True)
-        return f"{AUTH_USER}:{self.secret.read_text().strip()}"
+        return f"{AUTH_USER}:{read_or_make_secret(self.secret)}"
 
     def read(self) -> ServerInfo | None:
         """The state file's server, or None (absent or unreadable: no server to trust)."""
@@ -286,7 +173,7 @@ class ServerFiles:
     @contextmanager
     def starting(self) -> Iterator[None]:
         """Hold the start lock (waits for another starter or a stopping server)."""
-        fd = _lock(self.start_lock, fcntl.LOCK_EX)
+        fd = lock_file(self.start_lock, fcntl.LOCK_EX)
         try:
             yield
         finally:
@@ -295,12 +182,12 @@ class ServerFiles:
 
     def hold_client(self) -> None:
         """Hold the clients' lock shared until this process exits."""
-        fd = _lock(self.clients_lock, fcntl.LOCK_SH)
+        fd = lock_file(self.clients_lock, fcntl.LOCK_SH)
         if fd is not None:
             _held.append(fd)
 
     def clients_active(self) -> bool:
-        fd = _lock(self.clients_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fd = lock_file(self.clients_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         if fd is None:
             return True
         os.close(fd)
@@ -310,7 +197,7 @@ class ServerFiles:
         """Called by the idle server `pid`: unless a command is starting or using it,
         remove the state file and keep the start lock until this process exits, so the next
         command waits for it to be gone and starts a new one."""
-        start = _lock(self.start_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        start = lock_file(self.start_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         if start is None:
             return False
         if self.clients_active():
@@ -330,16 +217,6 @@ def _healthy(info: ServerInfo, *, tries: int = 1, timeout: float = 5.0) -> bool:
         except (OSError, urllib.error.URLError):
             time.sleep(0.2)
     return False
-
-
-def basic_auth(auth_string: str) -> str:
-    """The `Authorization` header's value for an auth string."""
-    return "Basic " + base64.b64encode(auth_string.encode()).decode()
-
-
-def authorized(header: bytes | None, auth_string: str) -> bool:
-    """Whether an `Authorization` header carries `auth_string` (compared in constant time)."""
-    return header is not None and hmac.compare_digest(header, basic_auth(auth_string).encode())
 
 
 def live_server(files: ServerFiles) -> ServerInfo | None:
@@ -390,31 +267,6 @@ def _log_tail(path: Path, lines: int = 12) -> str:
     return "\n".join(text[-lines:])
 
 
-_SERVER_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR",
-               "XDG_CACHE_HOME", "XDG_STATE_HOME", "SQLITE_TMPDIR")  # fmt: skip
-"""What the server keeps of the starting command's environment (besides `LC_*`, Prefect's
-server and database settings and judgeline's own): never a judge's key, a store's
-credentials or a token it has no use for."""
-_SERVER_DROPS = ("PREFECT_API_URL", "PREFECT_API_KEY", "PREFECT_API_AUTH_STRING")
-
-
-def server_environment(files: ServerFiles, environ: dict[str, str]) -> dict[str, str]:
-    """The environment of the home's server process (`_SERVER_ENV`)."""
-    keep = {
-        name: value
-        for name, value in environ.items()
-        if name in _SERVER_ENV
-        or name.startswith("LC_")
-        or (name.startswith("PREFECT_") and name not in _SERVER_DROPS)
-        or (name.startswith("JUDGELINE_SERVER_"))
-    }
-    keep["PREFECT_HOME"] = str(files.home)
-    keep.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    keep["PREFECT_LOGGING_LEVEL"] = "WARNING"
-    keep["PREFECT_SERVER_API_AUTH_STRING"] = files.auth_string()
-    return keep
-
-
 def _spawn(files: ServerFiles, idle_s: float, port: int) -> subprocess.Popen[bytes]:
     """Start a server process for this home on `port` (returns at once): isolated from the
     command's Python settings and folder (`python -I`, cwd `/`), with only the environment
@@ -431,7 +283,7 @@ def _spawn(files: ServerFiles, idle_s: float, port: int) -> subprocess.Popen[byt
                 str(idle_s),
                 str(port),
             ],  # fmt: skip
-            env=server_environment(files, dict(os.environ)),
+            env=server_environment(files.home, files.auth_string(), dict(os.environ)),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -482,7 +334,7 @@ class ServerStart:
     def __init__(self, home: Path, *, idle_s: float | None = None) -> None:
         _check_home(home)
         self.files = ServerFiles(home)
-        self._lock = _lock(self.files.start_lock, fcntl.LOCK_EX)
+        self._lock = lock_file(self.files.start_lock, fcntl.LOCK_EX)
         self._proc: subprocess.Popen[bytes] | None = None
         try:
             self.info = live_server(self.files)

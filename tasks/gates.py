@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tasks.errors import GateError
+from tasks.gate_allowlist import GateRequestError, check_expectation, read_head
 from tasks.storage import write_text_atomic
 
 if TYPE_CHECKING:  # imported where used: the command line imports this module's names
@@ -87,41 +88,6 @@ def _gx_context() -> Any:
     return _context
 
 
-class GateRequestError(ValueError):
-    """An expectation that is not one judgeline's gates use (`ALLOWED`)."""
-
-
-def _column(value: Any) -> bool:
-    return isinstance(value, str) and 0 < len(value) <= 200
-
-
-def _scalar(value: Any) -> bool:
-    return value is None or isinstance(value, str | int | float | bool)
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-ALLOWED: dict[str, dict[str, Callable[[Any], bool]]] = {
-    "ExpectColumnValuesToNotBeNull": {"column": _column},
-    "ExpectColumnValuesToBeUnique": {"column": _column},
-    "ExpectColumnValuesToBeInSet": {
-        "column": _column,
-        "value_set": lambda v: isinstance(v, list) and all(_scalar(x) for x in v),
-    },
-    "ExpectColumnValuesToBeBetween": {
-        "column": _column, "min_value": _number, "max_value": _number,
-    },
-    "ExpectCompoundColumnsToBeUnique": {
-        "column_list": lambda v: isinstance(v, list) and 0 < len(v) <= 50
-        and all(_column(x) for x in v),
-    },
-}  # fmt: skip
-"""The only expectations a gate builds, each with the only arguments it may have (and every
-one of them): no row condition, no parser, nothing that great-expectations evaluates."""
-
-
 class Expect:
     """A great-expectations expectation named by its class and arguments, built only when a
     gate runs (`import great_expectations` costs seconds; a gate whose table already passed
@@ -129,16 +95,7 @@ class Expect:
     before anything is built, wherever the request came from."""
 
     def __init__(self, kind: str, **kwargs: Any) -> None:
-        rules = ALLOWED.get(kind) if isinstance(kind, str) else None
-        if rules is None:
-            raise GateRequestError(f"{kind!r} is not an expectation judgeline's gates use")
-        if set(kwargs) != set(rules):
-            raise GateRequestError(
-                f"{kind} takes exactly {sorted(rules)}, not {sorted(map(str, kwargs))}"
-            )
-        for name, valid in rules.items():
-            if not valid(kwargs[name]):
-                raise GateRequestError(f"{kind}: argument {name} is not valid here")
+        check_expectation(kind, kwargs)
         self.kind = kind
         self.kwargs = kwargs
 
@@ -358,30 +315,6 @@ def gate_request(stage: str, df: pd.DataFrame, distinct: list[Expect]) -> bytes 
     return json.dumps(head).encode() + b"\n" + sink.getvalue().to_pybytes()
 
 
-def _read_head(line: bytes) -> tuple[str, list[Expect], set[str]]:
-    """A gate request's first line, checked: a stage name, allowed expectations
-    (`Expect`), the names of the object columns; a GateRequestError for anything else."""
-    try:
-        head = json.loads(line)
-    except ValueError:
-        raise GateRequestError("a gate request starts with one JSON line") from None
-    if not isinstance(head, dict) or set(head) != {"stage", "expectations", "objects"}:
-        raise GateRequestError("a gate request names stage, expectations and objects only")
-    stage, wanted, objects = head["stage"], head["expectations"], head["objects"]
-    if not (isinstance(stage, str) and stage.replace("-", "").replace("_", "").isalnum()):
-        raise GateRequestError("a gate's stage is a plain name")
-    if not isinstance(objects, list) or not all(_column(name) for name in objects):
-        raise GateRequestError("a gate's object columns are a list of names")
-    if not isinstance(wanted, list) or not 0 < len(wanted) <= 100:
-        raise GateRequestError("a gate has 1 to 100 expectations")
-    distinct = []
-    for item in wanted:
-        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[1], dict)):
-            raise GateRequestError("an expectation is [kind, arguments]")
-        distinct.append(Expect(item[0], **item[1]))
-    return stage, distinct, set(objects)
-
-
 def answer_gate(body: bytes) -> bytes:
     """Run a remote gate's request (`gate_request`) here: its results as JSON. The request
     is checked (`_read_head`) before the table is read or anything is built."""
@@ -389,7 +322,8 @@ def answer_gate(body: bytes) -> bytes:
     import pyarrow as pa
 
     head_line, _, stream = body.partition(b"\n")
-    stage, distinct, objects = _read_head(head_line)
+    stage, wanted, objects = read_head(head_line)
+    distinct = [Expect(kind, **kwargs) for kind, kwargs in wanted]
     try:
         table = pa.ipc.open_stream(stream).read_all()
     except (pa.ArrowException, OSError, ValueError):

@@ -222,7 +222,7 @@ def test_an_unreachable_server_leaves_the_gate_to_this_process(
 def test_only_judgelines_expectations_can_be_made() -> None:
     """The allowlist: every kind and argument the gates use, nothing else (no row
     condition, no parser, no other expectation, no argument of another type)."""
-    from tasks.gates import ALLOWED, GateRequestError, _read_head
+    from tasks.gate_allowlist import ALLOWED, GateRequestError, read_head
 
     Expect("ExpectColumnValuesToBeBetween", column="seed", min_value=0, max_value=3)
     Expect("ExpectCompoundColumnsToBeUnique", column_list=["pair_id", "seed", "order"])
@@ -242,11 +242,11 @@ def test_only_judgelines_expectations_can_be_made() -> None:
             Expect(kind, **kwargs)
         head = {"stage": "s", "expectations": [[kind, kwargs]], "objects": []}
         with pytest.raises(GateRequestError):
-            _read_head(json.dumps(head).encode())
+            read_head(json.dumps(head).encode())
     for head in ({"stage": "s", "expectations": [], "objects": []},
                  {"stage": "s; rm", "expectations": [["ExpectColumnValuesToBeUnique",
                                                       {"column": "a"}]], "objects": []},
                  {"stage": "s", "expectations": [], "objects": [], "extra": 1}):  # fmt: skip
         with pytest.raises(GateRequestError):
-            _read_head(json.dumps(head).encode())
+            read_head(json.dumps(head).encode())
     assert len(ALLOWED) == 5

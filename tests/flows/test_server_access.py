@@ -26,17 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from flows.localserver import (
-    GATE_PATH,
-    ServerError,
-    ServerFiles,
-    ServerInfo,
-    _lock,
-    ensure_server,
-    private_home,
-    serves_port,
-    stop_server,
-)
+from flows.localserver import GATE_PATH, ServerFiles, ServerInfo, ensure_server, stop_server
+from flows.serveraccess import ServerError, lock_file, private_home, serves_port
 from tasks.errors import InputError
 
 pytestmark = pytest.mark.slow
@@ -242,7 +233,7 @@ def test_a_lock_wait_is_bounded_and_names_the_holder(tmp_path: Path) -> None:
 
         began = time.monotonic()
         with pytest.raises(ServerError, match=f"pid {holder.pid}"):
-            _lock(path, fcntl.LOCK_EX, wait_s=1.0)
+            lock_file(path, fcntl.LOCK_EX, wait_s=1.0)
         assert time.monotonic() - began < 5
     finally:
         holder.kill()

@@ -111,7 +111,7 @@ def test_batch_run_stores_exactly_the_replies_of_a_direct_run(
     assert not BatchJournal(batched.work).open_entries()
     # A second run finds every reply cached and submits nothing.
     again = _run(batched, _judges(server, batch=True))
-    assert again["sent"] == 0 and len(_submissions(server)) == 2
+    assert again["sent_now"] == 0 and len(_submissions(server)) == 2
 
 
 class Killed(Exception):
@@ -154,7 +154,8 @@ def test_partial_failures_and_expired_requests_are_rerunnable(
     server.set_faults(rate_5xx=0)
     unstored = unstored_call_keys(plan.work, "r1")
     rerun = _run(plan, _judges(server, batch=True), only=unstored)
-    assert rerun["sent"] == len(unstored) == counts["failed"]
+    assert rerun["sent_now"] == len(unstored) == counts["failed"]
+    assert rerun["sent"] == counts["sent"] == counts["unique_keys"]
     assert rerun["failed"] == 0 and not unstored_call_keys(plan.work, "r1")
 
 

@@ -44,6 +44,7 @@ CLAUDE_PRICE = Price(
     as_of=dt.date(2026, 11, 30),
 )  # fmt: skip
 """Output at $0: the USD is the input's, what the cache changes."""
+FAST_POLLS = PollSchedule(first_s=0.05, factor=1.5, max_s=0.2)
 
 
 @pytest.fixture(scope="module")
@@ -242,8 +243,7 @@ def _batch_runs(judgebench: StagedPlan, server: SimJudgeServer, tmp_path: Path) 
         judge = claude.model_copy(update={"prompt_cache": cache})
         [est] = estimate_plan(staged.work, staged.plan_id, [judge], TEMPLATE)
         request = JudgeRequest(staged.work, "r1", staged.plan_id, (judge,), TEMPLATE)
-        fast = PollSchedule(first_s=0.05, factor=1.5, max_s=0.2)
-        hooks = StageHooks(remote=lambda r: batch_sender(r, schedule=fast))
+        hooks = StageHooks(remote=lambda r: batch_sender(r, schedule=FAST_POLLS))
         counts = asyncio.run(run_judge_stage(request, hooks=hooks))
         assert counts["stored"] == counts["planned"] == 12 * 8
         [spent] = run_spend(staged.work, "r1")

@@ -191,6 +191,7 @@ def test_repeated_runs_may_list_their_pairs_in_another_order(tmp_path: Path) -> 
     assert built.k == 2 and built.counts["not_in_files"] == 0
 
 
+@pytest.mark.slow
 def test_a_renamed_file_is_refused_naming_the_dataset_and_the_option(tmp_path: Path) -> None:
     """The same pairs in another order under another file name used to be refused with "the
     pairs differ ... byte for byte", although only the dataset name (from the file name)

@@ -100,7 +100,8 @@ Profile = Literal["openai", "azure", "openai_compatible", "anthropic"]
   `api-version` query parameter) or the v1 API (`.../openai/v1`); the key goes in `api-key`.
   Defaults as for `openai`.
 - `openai_compatible`: any other chat completions server (vLLM, Ollama, llama.cpp,
-  OpenRouter, LiteLLM); bearer key; no seed unless `seed` is set.
+  OpenRouter, a LiteLLM route to another vendor; a LiteLLM route to OpenAI is `openai`);
+  bearer key; no seed unless `seed` is set; no prompt-cache field.
 - `anthropic`: the Messages API; `base_url` as the Anthropic SDK writes it
   (`https://api.anthropic.com`) or ending in `/v1`; key in `x-api-key`; never a seed.
 

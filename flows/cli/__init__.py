@@ -7,6 +7,7 @@ group of subcommands on it when imported.
 from __future__ import annotations
 
 import errno
+import inspect
 import sys
 from pathlib import Path
 
@@ -34,6 +35,19 @@ from tasks.errors import Interrupted, JudgelineError
 from tasks.workdir import cannot_write
 
 __all__ = ["app", "main"]
+
+
+def _one_line_summaries() -> None:
+    """Each command's line in `judgeline --help`: the first paragraph of its docstring as one
+    line that the terminal wraps (Typer kept the docstring's line breaks there, which cut
+    sentences: "Exits as" / "`run` does")."""
+    for info in app.registered_commands:
+        if info.short_help is None and info.help is None and info.callback is not None:
+            first = (inspect.getdoc(info.callback) or "").split("\n\n")[0]
+            info.short_help = " ".join(first.split()) or None
+
+
+_one_line_summaries()
 
 
 def _unwritable(exc: OSError) -> bool:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from flows.cli.app import app, console, run_id_given, state
+from flows.cli.tables import print_json, print_table
 
 
 def _share(text: str, option: str, example: str) -> float:
@@ -31,11 +32,12 @@ def advise_command(
     level: Annotated[
         str, typer.Option("--level", help="Confidence of the certificates: 95% or 0.95.")
     ] = "95%",
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the advice rows as JSON (for scripts).")
+    ] = False,
 ) -> None:
     """Advise the cheapest stopping policy certified within a change budget
     (docs/design.md#advice)."""
-    from rich.table import Table
-
     from tasks.errors import InputError
     from tasks.replay.advisor import advise, shown
     from tasks.replay.grid import read_replay_input
@@ -53,36 +55,47 @@ def advise_command(
         level=confidence,
         where=str(folder.outcomes),
     )
-    view = Table(
-        title=f"advice within {budget:.2%} changed decisions, certified at {confidence:.0%} "
-        "(balanced design)"
-    )
-    for name in ("judge", "config", "rank", "policy"):
-        view.add_column(name)
-    for name in ("pairs", "savings", "change", "bound"):
-        view.add_column(name, justify="right")
-    view.add_column("certificate")
-    view.add_column("pairs to certify", justify="right")
     frame = shown(table.to_pandas())
+    path = folder.table("advice")
+    if as_json:
+        print_json(
+            {"max_change": budget, "level": confidence, "table": str(path),
+             "advice": frame.to_dict("records")}
+        )  # fmt: skip
+    else:
+        _print_advice(frame, budget, confidence)
+    # Written after it is shown: a work dir that cannot be written still gets the advice.
+    write_parquet_atomic(table, path, overwrite=True)
+    if not as_json:
+        console.print(f"advice: {path}", highlight=False)
+
+
+def _print_advice(frame: Any, budget: float, confidence: float) -> None:
+    """The advice as a table (turned or a block per row where it does not fit), then the
+    advised policy's note per judge config."""
+    headers = ["judge · config", "rank", "policy", "pairs", "savings", "change", "bound",
+               "certificate", "pairs to certify"]  # fmt: skip
+    rows = []
     for r in frame.to_dict("records"):
         needed = r["pairs_needed"]
-        view.add_row(
-            r["judge"],
-            r["config"],
-            r["rank"],
-            r["policy"],
-            str(r["pairs"]),
-            f"{r['savings']:.1%}",
-            f"{r['change']:.2%}",
-            f"{r['change_bound']:.2%}",
-            r["certificate"],
-            "-" if needed is None or needed != needed else str(int(needed)),
+        rows.append(
+            [
+                f"{r['judge']} · {r['config']}",
+                r["rank"],
+                r["policy"],
+                str(r["pairs"]),
+                f"{r['savings']:.1%}",
+                f"{r['change']:.2%}",
+                f"{r['change_bound']:.2%}",
+                r["certificate"],
+                "-" if needed is None or needed != needed else str(int(needed)),
+            ]
         )
-    console.print(view)
+    title = (
+        f"advice within {budget:.2%} changed decisions, certified at {confidence:.0%} "
+        "(balanced design)"
+    )
+    print_table(console, title, headers, rows, left=3, turn=False)
     for r in frame.to_dict("records"):
         if r["rank"] == "advised":
             console.print(f"{r['judge']}/{r['config']}: {r['note']}", highlight=False)
-    # Written after it is shown: a work dir that cannot be written still gets the advice.
-    path = folder.table("advice")
-    write_parquet_atomic(table, path, overwrite=True)
-    console.print(f"advice: {path}", highlight=False)

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from flows.cli import tables
 from flows.runtime import check_work_dir, configure_prefect, open_work_dir, start_prefect
 from tasks.errors import InputError
 from tasks.store import SCRATCH_ENV
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from schemas.judge import JudgeSpec
+    from schemas.run import RunRecord
 
 __all__ = [
     "DaskAddress",
@@ -37,6 +38,7 @@ __all__ = [
     "prepare_prefect",
     "print_reasons",
     "run_id_given",
+    "show_json",
     "state",
 ]
 
@@ -118,10 +120,8 @@ def run_id_given(value: str | None) -> str | None:
 
 
 def fits(table: Table) -> bool:
-    """Whether a table fits the terminal at its natural width (a narrower one would cut
-    its cells to `…`: callers print one paragraph per row instead)."""
-    wide = console.options.update_width(10_000)
-    return console.measure(table, options=wide).maximum <= console.width
+    """Whether a table fits the terminal at its natural width (`flows.cli.tables.fits`)."""
+    return tables.fits(console, table)
 
 
 def prepare_prefect(*flow_modules: str) -> None:
@@ -171,38 +171,21 @@ def load_judges(path: Path) -> list[JudgeSpec]:
 
 def print_rows(title: str, rows: Sequence[BaseModel], caption: str | None = None) -> None:
     """Print table rows (e.g. money per judge config): one column per field, floats at
-    four significant digits, None as `-`. Where the table does not fit the terminal, one
-    wrapped paragraph per row instead (`judge · config: field value; ...`): a table would
-    cut its numbers."""
+    four significant digits, None as `-`; turned where the table does not fit the terminal
+    (`flows.cli.tables.print_table`), every value whole."""
     names = list(type(rows[0]).model_fields) if rows else []
     lead = [n for n in names if n in ("judge", "config")]
-    table = Table(title=title, caption=caption, header_style="bold", box=box.SIMPLE_HEAD)
-    for name in names:
-        table.add_column(
-            name.replace("_", " "), justify="left" if name in lead else "right", no_wrap=True
-        )
+    rest = [n for n in names if n not in lead]
+
+    def cell(value: Any) -> str:
+        return "-" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
+
     cells = [
-        {
-            n: "-" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v)
-            for n in names
-            for v in [getattr(row, n)]
-        }
+        [" · ".join(str(getattr(row, n)) for n in lead), *(cell(getattr(row, n)) for n in rest)]
         for row in rows
     ]
-    for row_cells in cells:
-        table.add_row(*(escape(row_cells[n]) for n in names))
-    if fits(table):
-        console.print(table)
-        return
-    console.print(escape(title), style="bold", highlight=False)
-    for row_cells in cells:
-        rest = "; ".join(
-            f"{n.replace('_', ' ')} {c}" for n, c in row_cells.items() if n not in lead
-        )
-        name = " · ".join(row_cells[n] for n in lead)
-        console.print(f"{escape(name)}: {escape(rest)}", highlight=False)
-    if caption:
-        console.print(escape(caption), style="italic", highlight=False)
+    headers = [" · ".join(lead), *(n.replace("_", " ") for n in rest)]
+    tables.print_table(console, title, headers, cells, caption)
 
 
 def print_reasons(lines: list[str]) -> None:
@@ -284,26 +267,30 @@ def print_summary(run_id: str) -> None:
         "- where a policy is not defined under it, empty for a config with no valid outcome"
         + ("; $: expected USD saved over the dataset's pairs" if saved else "")
     )
-    table = Table(
-        title=title,
-        caption=caption,
-        header_style="bold",
-        box=box.SIMPLE_HEAD,
-        padding=(0, 1),
-        pad_edge=False,
-    )
-    for i, header in enumerate(headers):
-        table.add_column(header, no_wrap=True, justify="left" if i == 0 else "right")
-    for cells in rows:
-        table.add_row(*cells)
-    if fits(table):
-        console.print(table)
-        return
-    console.print(escape(title), style="bold", highlight=False)
-    for cells in rows:
-        pairs = "; ".join(f"{h} {c}" for h, c in zip(headers[1:], cells[1:], strict=True))
-        console.print(f"{escape(cells[0])}: {escape(pairs)}", highlight=False)
-    console.print(escape(caption), style="italic", highlight=False)
+    tables.print_table(console, title, headers, rows, caption)
+
+
+def show_json(run_id: str, record: RunRecord) -> dict[str, Any]:
+    """What `show RUN --json` prints: the run's record, why it is degraded or failed, and
+    once its tables are there, its scores, per-policy summary and spend per judge config
+    (numbers as numbers; NaN as null)."""
+    from tasks.judging.spend import run_spend
+    from tasks.runhealth import reasons
+    from tasks.warehouse import check_run_tables, query, warehouse_reads
+
+    work = state.work
+    out: dict[str, Any] = {"record": record.model_dump(mode="json")}
+    if record.status in ("degraded", "failed"):
+        out["reasons"] = reasons(run_id, record.status, record.health)
+    if record.status in ("completed", "degraded") or (
+        record.status == "failed" and not record.error
+    ):
+        check_run_tables(work, run_id)
+        with warehouse_reads(work):
+            out["scores"] = query(work, "report_scores", run_id=run_id).to_dict("records")
+            out["summary"] = query(work, "report_summary", run_id=run_id).to_dict("records")
+        out["spend"] = [r.model_dump(mode="json") for r in run_spend(work, run_id)]
+    return out
 
 
 def run_nightly(**params: Any) -> dict[str, Any]:

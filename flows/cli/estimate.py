@@ -8,16 +8,22 @@ from typing import Annotated
 import typer
 
 from flows.cli.app import app, err_console, print_rows, state
+from flows.cli.tables import print_json
 
 
-def print_estimate(config: Path) -> None:
+def print_estimate(config: Path, as_json: bool = False) -> None:
     """The estimate of a run configuration (`estimate`, `run --dry-run`), then a warning for
-    each judge key variable that is unset here (the run would be refused for it)."""
+    each judge key variable that is unset here (the run would be refused for it; on stderr).
+    `as_json`: the rows as a JSON list, one object per judge config."""
     from tasks.judging.estimate import ESTIMATE_NOTE, estimate_config
     from tasks.preflight import unset_key_variables
     from tasks.runconfig import load_run_config
 
-    print_rows(f"estimate · {config}", estimate_config(config, state.work), ESTIMATE_NOTE)
+    rows = estimate_config(config, state.work)
+    if as_json:
+        print_json([r.model_dump(mode="json") for r in rows])
+    else:
+        print_rows(f"estimate · {config}", rows, ESTIMATE_NOTE)
     cfg = load_run_config(config)
     warn_unset_keys(unset_key_variables(cfg.judges, cfg.dask_address))
 
@@ -30,6 +36,9 @@ def warn_unset_keys(lines: list[str]) -> None:
 @app.command("estimate")
 def estimate(
     config: Annotated[Path, typer.Argument(help="Run configuration (YAML).")],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the rows as JSON (for scripts).")
+    ] = False,
 ) -> None:
     """Planned, cached and to-send calls, tokens and USD per judge config; sends nothing."""
-    print_estimate(config)
+    print_estimate(config, as_json)

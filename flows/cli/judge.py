@@ -48,9 +48,11 @@ def _quick_judge(
 
 
 def _print_counts(run_id: str, counts: dict[str, Any]) -> None:
+    now = counts.get("sent_now", counts["sent"])
+    before = f" ({counts['sent']} by this run in all)" if now != counts["sent"] else ""
     console.print(
         f"run [bold]{run_id}[/bold]: {counts['planned']} planned calls "
-        f"({counts['unique_keys']} distinct, {counts['cached']} cached), sent {counts['sent']} in "
+        f"({counts['unique_keys']} distinct, {counts['cached']} cached), sent {now}{before} in "
         f"{counts['send_seconds']} s; stored {counts['stored']}, failed {counts['failed']}, "
         f"pending {counts['pending']}",
         highlight=False,

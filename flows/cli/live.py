@@ -127,7 +127,8 @@ def live_run(
     console.print(table)
     calls = result["calls"]
     console.print(
-        f"sent {calls['sent']} calls ({calls['failed']} failed); draws, outcomes and live "
+        f"sent {calls.get('sent_now', calls['sent'])} calls ({calls['failed']} failed); draws, "
+        "outcomes and live "
         f"tables in {RunFolder(state.work, run_id).path}",
         highlight=False,
         soft_wrap=True,

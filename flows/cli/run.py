@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
-from rich import box
 from rich.markup import escape
-from rich.table import Table
 
 from flows.cli.app import (
     app,
     console,
     err_console,
-    fits,
     prepare_prefect,
     print_reasons,
     print_spend,
@@ -22,8 +19,10 @@ from flows.cli.app import (
     resume_line,
     run_and_show_nightly,
     run_id_given,
+    show_json,
     state,
 )
+from flows.cli.tables import print_json, print_table
 from flows.runtime import open_work_dir
 
 
@@ -57,13 +56,47 @@ def run(
     )
 
 
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="Print the same data as JSON (for scripts).")
+]
+
+
+def _runs_json(entries: list[Any]) -> list[dict[str, Any]]:
+    out = []
+    for entry in entries:
+        r = entry.record
+        out.append(
+            {
+                "run_id": entry.run_id,
+                "status": entry.status,
+                "problem": entry.problem,
+                "resume": resume_line(entry.run_id) if entry.status == "interrupted" else None,
+                **(
+                    {}
+                    if r is None
+                    else {
+                        "name": r.name,
+                        "started_at": r.started_at,
+                        "imported": r.imported,
+                        "calls": r.calls,
+                        "outcomes": r.outcomes,
+                    }
+                ),
+            }
+        )
+    return out
+
+
 @app.command("runs")
-def runs() -> None:
+def runs(as_json: JsonOption = False) -> None:
     """List runs with status and counts, newest first; damaged records are named, and a run
     whose process died is `interrupted`, with the command that takes it up again."""
     from tasks.jobrecord import scan_records
 
     entries = scan_records(state.work)
+    if as_json:
+        print_json(_runs_json(entries))
+        return
     headers = ("run id", "name", "status", "started", "stored", "failed", "M", "I")
     rows = []
     for entry in entries:
@@ -85,18 +118,9 @@ def runs() -> None:
                 str(r.outcomes.get("I", "-")),
             )
         )
-    table = Table(header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
-    for col in headers:
-        table.add_column(col, no_wrap=True, justify="left" if col in headers[:2] else "right")
-    for row in rows:
-        table.add_row(*(escape(cell) for cell in row))
-    if fits(table):
-        console.print(table)
-    else:
-        # Run ids are copied into other commands: never cut, one paragraph per run instead.
-        for row in rows:
-            rest = "; ".join(f"{h} {c}" for h, c in zip(headers[2:], row[2:], strict=True))
-            console.print(f"{escape(row[0])} ({escape(row[1])}): {rest}", highlight=False)
+    # Run ids are copied into other commands: never cut (a block per run where the table
+    # does not fit; runs are many, so the table is not turned).
+    print_table(console, None, headers, rows, left=2, turn=False)
     for entry in entries:
         if entry.problem is not None:
             err_console.print(f"warning: {entry.problem}", highlight=False, soft_wrap=True)
@@ -115,6 +139,7 @@ def show(
     pair: Annotated[
         str | None, typer.Option(help="Print this pair's question, answers and both replies.")
     ] = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Print a run's summary table, after why it is degraded or failed (a run a stage error
     stopped: why); or, with --pair, one pair as the report's disagreements section shows it."""
@@ -129,6 +154,9 @@ def show(
     if pair is not None:
         for view in pair_views(state.work, run_id, pair):
             console.print(pair_text(view), markup=False, highlight=False, soft_wrap=True)
+        return
+    if as_json:
+        print_json(show_json(run_id, record))
         return
     started = record.started_at.strftime("%Y-%m-%d %H:%M UTC")
     if record.status == "interrupted" or (

@@ -18,10 +18,12 @@ import pyarrow as pa
 
 from schemas import CallRecord, PlanInfo, ReplyRecord, rows_to_table
 from schemas.imports import IMPORTED_PROVIDER_PREFIX, ImportedReplyRecord
+from schemas.manifest import Pair
 from schemas.run import RunInfo
 from tasks.errors import InputError
 from tasks.hashing import digest, sha256_text
 from tasks.imports.records import ImportedFile
+from tasks.ingest.fields import shorten
 from tasks.runfolder import RunFolder
 from tasks.storage import write_parquet_atomic
 from tasks.workdir import WorkDir
@@ -59,12 +61,40 @@ def _check_same_judge(files: list[ImportedFile]) -> None:
         mine = {p.pair_id: p for p in other.pairs.pairs}
         theirs = {p.pair_id: p for p in first.pairs.pairs}
         if mine != theirs:
-            differ = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
-            raise InputError(
-                f"the pairs differ from those of {first.path} (pair_id {', '.join(differ[:3])}): "
-                "repeated runs must judge the same pairs, byte for byte",
-                file=str(other.path),
-            )
+            raise InputError(_pairs_differ(mine, theirs, first.path), file=str(other.path))
+
+
+def _pairs_differ(mine: dict[str, Pair], theirs: dict[str, Pair], first: Path) -> str:
+    """What differs between a file's pairs (`mine`) and the first file's, in one paragraph:
+    the pairs only one file has, or the fields that differ and their two values."""
+    only_here = sorted(mine.keys() - theirs.keys())
+    only_there = sorted(theirs.keys() - mine.keys())
+    fields: dict[str, tuple[str, Any, Any]] = {}  # field -> (first pair_id, here, there)
+    for key in sorted(mine.keys() & theirs.keys()):
+        a, b = mine[key].model_dump(), theirs[key].model_dump()
+        for name in a:
+            if a[name] != b[name] and name not in fields:
+                fields[name] = (key, a[name], b[name])
+    parts = []
+    if only_here:
+        parts.append(f"pair_id {', '.join(only_here[:3])} only here")
+    if only_there:
+        parts.append(f"pair_id {', '.join(only_there[:3])} only in {first}")
+    for name, (key, here, there) in fields.items():
+        parts.append(
+            f"{name} of pair {key} is {shorten(here)} here but {shorten(there)} in {first}"
+        )
+    text = (
+        "repeated runs must judge the same pairs (in any order), but "
+        + "; ".join(parts)
+        + (" (and more)" if len(only_here) > 3 or len(only_there) > 3 else "")
+    )
+    if "dataset" in fields:
+        text += (
+            ". The dataset name comes from each file's name: give all the files one name "
+            "with `--dataset NAME`"
+        )
+    return text
 
 
 def _check_distinct(files: list[ImportedFile]) -> None:

@@ -15,7 +15,9 @@ presentation's K repeats, `PlannedCall.prompt`), the first pays in full (and, wi
 writes the prompt to the cache) and each other one reads what the vendor caches of a prompt
 that long (`tasks.judging.prompt_cache.hit_tokens`: nothing under the model's minimum
 cacheable length). A batch judge is estimated with no cache hit (the vendors give hits
-inside a batch on a best-effort basis). The USD is given with and without caching.
+inside a batch on a best-effort basis) and, when it marks its requests for Anthropic's
+cache (`prompt_cache: 1h`), a cache write per call. The USD is given with and without
+caching.
 """
 
 from __future__ import annotations
@@ -64,7 +66,8 @@ DEFAULT_OUTPUT_TOKENS = 300
 
 CACHE_RULE = (
     "each prompt's first call to send pays in full (Anthropic: writes it), its repeats read "
-    "what the provider caches of it (none under the model's minimum, none in a batch)"
+    "what the provider caches of it (none under the model's minimum, none in a batch, where "
+    "every call marked for Anthropic's cache writes it)"
 )
 """How the provider's prompt cache is estimated."""
 
@@ -180,7 +183,8 @@ def _prompt_tokens(calls: Sequence[PlannedCall]) -> _Prompts:
         spec, n = group[0].judge, len(group)
         each = input_tokens(group[0].messages)
         tokens += n * each
-        if spec.batch:
+        if spec.batch:  # run together: every call marked for the cache writes, none reads
+            written += n * write_tokens(spec, each)
             continue
         cached += (n - 1) * hit_tokens(spec, each)
         written += write_tokens(spec, each)

@@ -23,7 +23,14 @@ from tasks.judging.callkey import CallKeyer, messages_sha256
 from tasks.judging.providers import CallRequest
 from tasks.templates import RenderedPrompt, render
 
-__all__ = ["PlannedCall", "attempts_made", "call_records", "last_failures", "plan_calls"]
+__all__ = [
+    "PlannedCall",
+    "attempts_made",
+    "call_records",
+    "last_failures",
+    "plan_calls",
+    "sent_by_run",
+]
 
 REPEAT = 0
 """Repeat index of every planned call: a seed is one call; repeats are other seeds."""
@@ -177,6 +184,13 @@ def attempts_made(attempts: pa.Table, call_keys: Iterable[str]) -> dict[str, int
     return dict(
         zip(top.column("call_key").to_pylist(), top.column("attempt_max").to_pylist(), strict=True)
     )
+
+
+def sent_by_run(attempts: pa.Table, run_id: str, call_keys: Iterable[str]) -> set[str]:
+    """The `call_keys` this run has sent at least once (any attempt, failed ones too), in
+    any of its stages: a resumed, rerun or rebuilt run keeps what it sent before."""
+    mine = attempts.filter(pc.equal(attempts.column("run_id"), run_id))
+    return set(mine.column("call_key").to_pylist()) & set(call_keys)
 
 
 def last_failures(attempts: pa.Table, call_keys: Iterable[str]) -> dict[str, ErrorCategory]:

@@ -31,6 +31,7 @@ from tasks.judging.planned import (
     call_records,
     last_failures,
     plan_calls,
+    sent_by_run,
 )
 from tasks.judging.request import JudgeRequest, StageHooks
 from tasks.judging.stopping import GRACE_S, StopRequest, stop_on_signals
@@ -113,7 +114,7 @@ async def run_judge_stage(
 
 
 def _to_send(
-    request: JudgeRequest, planned: list[PlannedCall], cached: set[str]
+    request: JudgeRequest, planned: list[PlannedCall], cached: set[str], attempts: pa.Table
 ) -> list[PlannedCall]:
     """The distinct wanted calls with no stored reply, in a random order per run."""
     unique: dict[str, PlannedCall] = {}
@@ -123,7 +124,7 @@ def _to_send(
             unique[c.call_key] = c
     to_send = list(unique.values())
     if to_send:
-        made = attempts_made(read_attempts(request.work), unique)
+        made = attempts_made(attempts, unique)
         for call in to_send:
             call.attempts_before = made.get(call.call_key, 0)
     # A random order per run: two runs sharing the cache then rarely want the same call
@@ -146,7 +147,8 @@ async def _judge_planned(
     recover(work)  # what an earlier, killed process received is stored before we look
     fresh = StoredKeyView(work)
     cached = fresh.keys
-    to_send = _to_send(request, planned, cached)
+    attempts = read_attempts(work)
+    to_send = _to_send(request, planned, cached, attempts)
     total_keys = len({c.call_key for c in planned})
 
     # The bar counts the calls this stage wants (a wave, a rerun: not the whole grid).
@@ -185,15 +187,21 @@ async def _judge_planned(
     if to_send and sum(1 for _ in work.replies.glob("*.parquet")) > COMPACT_AT:
         compact(work)
     stored = stored_keys(work) if to_send else cached
-    unstored = {c.call_key for c in planned} - stored
-    failures = last_failures(read_attempts(work), unstored) if unstored else {}
+    keys = {c.call_key for c in planned}
+    unstored = keys - stored
+    attempts = read_attempts(work) if to_send else attempts
+    failures = last_failures(attempts, unstored) if unstored else {}
     records = call_records(planned, stored, failures)
     write_parquet_atomic(records, folder.calls, overwrite=True)
+    # The run's own figures over all its stages: what it sent (a resumed, rerun or rebuilt
+    # run keeps what it paid for before) and what it reused that it did not send itself.
+    sent = sent_by_run(attempts, request.run_id, keys)
     counts = {
         "planned": records.num_rows,
         "unique_keys": total_keys,
-        "cached": total_keys - len(to_send),
-        "sent": tally.sent,
+        "cached": len((stored & keys) - sent) - tally.skipped,
+        "sent": len(sent),
+        "sent_now": tally.sent,
         "stored_by_other_runs": tally.skipped,
         **call_status_counts(records),
         "send_seconds": round(elapsed, 3),
@@ -215,8 +223,9 @@ async def _judge_planned(
 def call_status_counts(calls: pa.Table) -> dict[str, Any]:
     """How many of a calls table's rows are stored, failed (by category) and pending.
 
-    With the distinct calls (`unique_keys`) of a run's counts: `cached` were stored before
-    the run started, `sent` were sent, and `stored_by_other_runs` were not sent after all
+    With the distinct calls (`unique_keys`) of a run's counts: `sent` were sent by the run
+    in any of its stages (`sent_now`: in the latest one; a rebuild sends none), `cached`
+    were stored by others and reused, and `stored_by_other_runs` were not sent after all
     (another run sharing the cache stored them while this one waited).
     """
     status = Counter(calls.column("status").to_pylist())

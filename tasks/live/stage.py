@@ -57,8 +57,10 @@ def _combined_counts(calls: pa.Table, waves: list[dict[str, Any]]) -> dict[str, 
     return {
         "planned": calls.num_rows,
         "unique_keys": len(set(calls.column("call_key").to_pylist())),
-        "cached": sum(int(w["cached"]) for w in waves),
-        "sent": sum(int(w["sent"]) for w in waves),
+        # A wave's `sent` and `cached` are the run's own over all its stages so far.
+        "cached": int(waves[-1]["cached"]),
+        "sent": int(waves[-1]["sent"]),
+        "sent_now": sum(int(w["sent_now"]) for w in waves),
         "stored_by_other_runs": sum(int(w["stored_by_other_runs"]) for w in waves),
         **call_status_counts(calls),
         "send_seconds": round(sum(float(w["send_seconds"]) for w in waves), 3),

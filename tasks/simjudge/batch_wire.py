@@ -27,6 +27,7 @@ __all__ = [
     "iso_time",
     "multipart_fields",
     "openai_problems",
+    "openai_usage",
     "output_line",
     "unrun_line",
 ]
@@ -186,6 +187,30 @@ def openai_view(
             "failed": len(errors) if ended else 0,
         },
         "metadata": job.meta.get("metadata"),
+        "model": next((b.get("model") for _, b in job.requests if isinstance(b, dict)), None),
+        "usage": openai_usage([line["response"]["body"] for line in output]),
+    }
+
+
+def openai_usage(bodies: list[Any]) -> dict[str, Any]:
+    """A Batch object's `usage`: the tokens of its successful replies, summed (OpenAI's
+    Batch object has carried it since September 2025)."""
+    usages = [b.get("usage") or {} for b in bodies if isinstance(b, dict)]
+
+    def total(part: str, detail: str | None = None) -> int:
+        if detail is None:
+            return sum(int(u.get(part) or 0) for u in usages)
+        return sum(int((u.get(part) or {}).get(detail) or 0) for u in usages)
+
+    prompt, completion = total("prompt_tokens"), total("completion_tokens")
+    return {
+        "input_tokens": prompt,
+        "input_tokens_details": {"cached_tokens": total("prompt_tokens_details", "cached_tokens")},
+        "output_tokens": completion,
+        "output_tokens_details": {
+            "reasoning_tokens": total("completion_tokens_details", "reasoning_tokens")
+        },
+        "total_tokens": prompt + completion,
     }
 
 

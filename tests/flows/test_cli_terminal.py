@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import json
 import os
 import re
 import subprocess
@@ -102,12 +103,16 @@ def test_the_run_shows_the_first_designs_scores_and_its_name(night: Night) -> No
     # Degraded, by design: the ghost judge asks for a model that does not exist.
     assert night.run.returncode == 3, out + night.run.stderr
     assert NAME in out and "(common)" in out
-    # Too wide for a table at 80 columns: a paragraph per row, every number whole.
-    text = " ".join(out.split())
-    assert re.search(r"strong · default: score \(95% CI\) \d\.\d{3} \(\d\.\d\d-\d\.\d\d\)", text), (
-        out
-    )
-    assert "…" not in out and "nan" not in out
+    # Too wide for a table at 80 columns: turned, one line per column and a column per
+    # judge config (it was one run-on paragraph per row), every number whole.
+    assert re.search(
+        r"^\s*score \(95% CI\)\s+no valid outcome\s+\d\.\d{3} \(\d\.\d\d-\d\.\d\d\)\s*$", out, re.M
+    ), out
+    assert re.search(r"^\s*ghost\s+strong\s*$", out, re.M), out
+    assert "…" not in out and "nan" not in out and "; conflicts" not in out
+    # The table and its caption fit (the reasons before it hold a command: not wrapped).
+    table = out[out.index(f"run {RUN_ID} · {NAME}") : out.index("report: ")]
+    assert max(len(line) for line in table.splitlines()) <= 80, out
     assert f"work/runs/{RUN_ID}/report.html" in out  # the path is never broken
     assert "great_expectations" not in night.run.stderr
 
@@ -181,3 +186,52 @@ def test_replay_summary_numbers_are_whole_at_80_columns(night: Night) -> None:
         r"strong · \S+ · pairs · common · nonstrict \(12 pairs\): calls \d",
         " ".join(replayed.stdout.split()),
     ), replayed.stdout
+
+
+def test_tables_have_json_for_scripts(night: Night) -> None:
+    """`--json` on the commands that print a table: the same data, parsed by a script."""
+    listed = judgeline(night.work, "runs", "--json")
+    assert listed.returncode == 0, listed.stderr
+    runs = {r["run_id"]: r for r in json.loads(listed.stdout)}
+    assert runs[RUN_ID]["status"] == "degraded" and runs[RUN_ID]["name"] == NAME
+    assert runs[RUN_ID]["calls"]["planned"] == 96
+
+    shown = judgeline(night.work, "show", RUN_ID, "--json")
+    assert shown.returncode == 0, shown.stderr
+    data = json.loads(shown.stdout)
+    assert data["record"]["run_id"] == RUN_ID and data["reasons"]
+    full = [r for r in data["scores"] if r["policy"] == "full" and r["judge"] == "strong"]
+    assert full and all(isinstance(r["score"], float) for r in full)
+    assert [r["judge"] for r in data["spend"]] == ["strong"]  # ghost stored no reply
+
+    failed = judgeline(night.work, "failures", RUN_ID, "--json")
+    assert failed.returncode == 0, failed.stderr
+    groups = json.loads(failed.stdout)
+    assert {g["judge"] for g in groups["groups"]} == {"ghost"}
+    assert groups["calls"] == sum(g["calls"] for g in groups["groups"]) > 0
+    assert groups["rerun"].endswith(f"rerun-failed {RUN_ID}")
+
+    advised = judgeline(night.work, "advise", RUN_ID, "--json")
+    assert advised.returncode == 0, advised.stderr
+    advice = json.loads(advised.stdout)
+    assert advice["max_change"] == 0.01 and advice["advice"]
+    assert {"judge", "config", "policy", "savings"} <= set(advice["advice"][0])
+
+    config = night.folder / "night.yaml"
+    estimated = judgeline(night.work, "estimate", str(config), "--json")
+    assert estimated.returncode == 0, estimated.stderr
+    rows = json.loads(estimated.stdout)
+    assert {(r["judge"], r["config"]) for r in rows} == {
+        ("strong", "default"),
+        ("ghost", "default"),
+    }
+    assert all(r["planned_calls"] == 48 for r in rows)
+
+
+def test_the_advice_and_estimate_tables_fit_80_columns(night: Night) -> None:
+    for args in (["advise", RUN_ID], ["estimate", str(night.folder / "night.yaml")]):
+        printed = judgeline(night.work, *args)
+        assert printed.returncode == 0, printed.stderr
+        lines = [line for line in printed.stdout.splitlines() if "advice.parquet" not in line]
+        assert "…" not in printed.stdout and max(len(line) for line in lines) <= 80, printed.stdout
+        assert "; " not in " ".join(lines[:3]), printed.stdout  # no run-on `key value; ...`

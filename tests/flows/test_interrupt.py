@@ -135,4 +135,6 @@ def test_a_signal_to_the_process_group_stops_cleanly_and_pays_nothing_twice(
     assert counts["stored"] == counts["planned"] == 240
     paid = _paid(server)
     assert sum(n - 1 for n in paid.values()) == 0, paid.most_common(3)
-    assert counts["cached"] == len(received)
+    # The resumed run keeps what it sent before the stop: it reused nothing from others.
+    assert counts["sent_now"] == 240 - len(received) and counts["sent"] == 240
+    assert counts["cached"] == 0

@@ -1,11 +1,13 @@
-"""Tables of many columns (the spend table, the estimate) in an 80-column terminal: one
-paragraph per row with every value whole, never cells cut to `…`."""
+"""Tables of many columns (the spend table, the estimate) in an 80-column terminal: turned,
+a line per column and the judge configs side by side, every value whole, never cells cut to
+`…`; and the commands' one-line summaries in `judgeline --help`."""
 
 from __future__ import annotations
 
 import datetime as dt
 import importlib
 import io
+import re
 
 import pytest
 from rich.console import Console
@@ -39,20 +41,34 @@ ESTIMATE = EstimateRow(
 
 
 @pytest.mark.parametrize("row", [SPEND, ESTIMATE], ids=["spend", "estimate"])
-def test_a_wide_table_is_a_paragraph_per_row_at_80_columns(
+def test_a_wide_table_is_turned_to_fit_80_columns(
     row: SpendRow | EstimateRow, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    text = printed(monkeypatch, 80, "run r · spend", [row, row], "a caption")
-    assert "…" not in text, text
+    """Six judge configs at 80 columns: one line per column, the configs side by side in
+    chunks that fit, every value whole (it was one run-on `key value; ...` line per row)."""
+    rows = [row.model_copy(update={"config": f"config-{i}"}) for i in range(6)]
+    text = printed(monkeypatch, 80, "run r · spend", rows, "a caption")
+    assert "…" not in text and "; " not in text, text
     assert max(len(line) for line in text.splitlines()) <= 80, text
-    flat = " ".join(text.split())
-    assert flat.count("gpt-small · high-reasoning:") == 2, text
+    lines = text.splitlines()
     for name, value in row.model_dump().items():
         if name in ("judge", "config"):
             continue
         shown = "-" if value is None else f"{value:.4g}" if isinstance(value, float) else value
-        assert f"{name.replace('_', ' ')} {shown}" in flat, (name, text)
-    assert "a caption" in flat
+        label = name.replace("_", " ")
+        found = [re.split(r"\s{2,}", ln.strip()) for ln in lines if ln.strip().startswith(label)]
+        found = [cells for cells in found if cells[0] == label]
+        # One line per chunk of configs, each value whole in its own cell.
+        assert found and sum(len(cells) - 1 for cells in found) == 6, (name, text)
+        assert all(cell == str(shown) for cells in found for cell in cells[1:]), (name, text)
+    assert sum(ln.split().count("config-0") for ln in lines) == 1
+    assert " ".join(text.split()).endswith("a caption")
+
+
+def test_a_table_too_narrow_to_turn_is_a_block_per_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = printed(monkeypatch, 30, "run r · spend", [SPEND], None)
+    assert "…" not in text and "  sent calls: 6912" in text and "  usd: 123.5" in text, text
+    assert "gpt-small · high-reasoning" in text
 
 
 def test_a_table_that_fits_stays_a_table(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -60,3 +76,25 @@ def test_a_table_that_fits_stays_a_table(monkeypatch: pytest.MonkeyPatch) -> Non
     header = next(line for line in text.splitlines() if "sent calls" in line)
     assert "judge" in header and "price as of" in header
     assert "gpt-small · high-reasoning:" not in text
+
+
+def test_help_summaries_are_not_broken_mid_sentence() -> None:
+    """`judgeline --help` kept each docstring's line breaks ("... rebuild everything
+    after," on a line of its own): a line of a command's summary is broken only where the
+    next word would not fit."""
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    out = CliRunner().invoke(app, ["--help"], terminal_width=100, env={"COLUMNS": "100"}).output
+    panel = [ln for ln in out[out.index("Commands") :].splitlines()[1:] if ln.startswith("│")]
+    inside = [ln[1:-1].rstrip() for ln in panel]  # between the borders
+    room = len(panel[0]) - 3  # the inner width less the right padding
+    broken = []
+    for line, after in zip(inside, inside[1:], strict=False):
+        if re.match(r"^ [a-z-]+\s{2,}", after) or not after.strip():  # the next command
+            continue
+        if len(line) + 1 + len(after.split()[0]) <= room:
+            broken.append((line, after))
+    assert not broken, broken
+    assert "rerun-failed" in out and "reusing every reply stored" in out

@@ -190,7 +190,17 @@ def test_run_ids_reused_through_the_nightly_flow(work: WorkDir, tmp_path: Path) 
         assert snapshot(folder) == before
         data.write_text(CSV, "utf-8")
         again = run()
-        assert again["status"] == "completed" and again["calls"]["sent"] == 0
+        # Rebuilt from the cache: nothing sent now, and what the run paid is kept (it was
+        # recorded as `sent 0`, all reused, so `diff` and the trends lost its cost).
+        assert again["status"] == "completed" and again["calls"]["sent_now"] == 0
+        assert again["calls"]["sent"] == first["calls"]["sent"] > 0
+        assert again["calls"]["cached"] == 0
+        from tasks.history.diff import diff_runs
+        from tasks.history.trends import trend_points
+
+        assert diff_runs(work, "A", "A").calls_b["sent"] == first["calls"]["sent"]
+        paid = [p for p in trend_points(work) if p.run_id == "A"]
+        assert sum(p.sent_calls for p in paid) == first["calls"]["sent"]
         assert len(server.request_log()) == sent
     assert RunFolder(work, "A").read_record().config["k"] == 4
     assert [(e.run_id, e.status) for e in scan_records(work)] == [("A", "completed")]

@@ -189,3 +189,45 @@ def test_repeated_runs_may_list_their_pairs_in_another_order(tmp_path: Path) -> 
     check_files(files)
     built = build_import(WorkDir.at(tmp_path / "work"), files, "run-4")
     assert built.k == 2 and built.counts["not_in_files"] == 0
+
+
+@pytest.mark.slow
+def test_a_renamed_file_is_refused_naming_the_dataset_and_the_option(tmp_path: Path) -> None:
+    """The same pairs in another order under another file name used to be refused with "the
+    pairs differ ... byte for byte", although only the dataset name (from the file name)
+    differs: the message names the field, both values and `--dataset`, which imports it."""
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    first = _file(tmp_path)
+    lines = first.read_text("utf-8").splitlines(keepends=True)
+    second = tmp_path / "run2.jsonl"
+    second.write_text("".join(reversed(lines)), "utf-8")
+    files = [read_imported("judgebench", p) for p in (first, second)]
+    with pytest.raises(InputError) as caught:
+        check_files(files)
+    text = str(caught.value)
+    assert "dataset of pair" in text and "'run2' here but 'judgebench-m1'" in text, text
+    assert "--dataset NAME" in text and "byte for byte" not in text, text
+
+    work = tmp_path / "work"
+    base = ["--work-dir", str(work), "import", "judgebench", str(first), str(second)]
+    refused = CliRunner().invoke(app, base)
+    assert isinstance(refused.exception, InputError), refused.output
+    assert "--dataset NAME" in str(refused.exception)
+    named = CliRunner().invoke(app, [*base, "--dataset", "jb", "--run-id", "jb-2"])
+    # Imported (degraded: the file holds a failed judgment), not refused.
+    assert not isinstance(named.exception, InputError), named.output
+    assert RunFolder(WorkDir.at(work), "jb-2").calls.is_file()
+
+
+def test_other_pairs_are_named_with_the_field_that_differs(tmp_path: Path) -> None:
+    first = _file(tmp_path)
+    (tmp_path / "b").mkdir()
+    changed = first.read_text("utf-8").replace("answer B of p-left", "answer B, edited")
+    other = tmp_path / "b" / NAME
+    other.write_text(changed, "utf-8")
+    files = [read_imported("judgebench", p) for p in (first, other)]
+    with pytest.raises(InputError, match="answer_b of pair p-left is 'answer B, edited' here"):
+        check_files(files)

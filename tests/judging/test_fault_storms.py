@@ -104,7 +104,7 @@ def _check_ended_and_rerun(
     server.set_faults(**NO_FAULTS)
     before = len(server.request_log())
     counts = _rerun(work, run_id)
-    assert counts["sent"] == len(failed) and counts["failed"] == 0
+    assert counts["sent_now"] == len(failed) and counts["failed"] == 0
     assert counts["stored"] == counts["planned"] == len(calls)
     late = server.request_log()[before:]
     # A faulted request of the first run can reach the log after it gave up on it (a cut body
@@ -226,4 +226,4 @@ def test_replies_cut_by_the_token_limit_are_stored_once_and_never_sent_again(
         assert counts["stored"] == counts["planned"] == 80 and counts["failed"] == 0
         assert len(judge.log) == 80  # one request per call: no re-sending a paid reply
         again = _judge_run(work, plan_id, "cut", spec)
-        assert again["sent"] == 0 and len(judge.log) == 80
+        assert again["sent_now"] == 0 and len(judge.log) == 80

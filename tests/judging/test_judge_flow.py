@@ -164,11 +164,19 @@ def test_full_grid_run_then_cached_rerun_sends_nothing(
     info = json.loads((staged.work.run_dir("run-grid") / "run.json").read_text())
     assert info["plan_id"] == staged.plan_id and info["judges"][0]["model"] == "strong"
 
+    # Rebuilt from the cache: nothing is sent again, and the run keeps what it sent before
+    # (it used to be recorded as `sent 0`, all `cached`).
     again = _run(staged, "run-grid", [judge])
-    assert again["sent"] == 0 and again["stored"] == planned
+    assert again["sent_now"] == 0 and again["stored"] == planned
+    assert again["sent"] == planned and again["cached"] == 0
+    assert (
+        json.loads((staged.work.run_dir("run-grid") / "run.json").read_text())["counts"]["sent"]
+        == planned
+    )
     assert len(server.request_log()) == planned  # not one request more
     # Another run id with the same judge settings shares the cache too.
-    assert _run(staged, "run-grid-2", [judge.model_copy(update={"name": "renamed"})])["sent"] == 0
+    other = _run(staged, "run-grid-2", [judge.model_copy(update={"name": "renamed"})])
+    assert other["sent"] == other["sent_now"] == 0 and other["cached"] == planned
     assert len(server.request_log()) == planned
 
     with pytest.raises(IntegrityError, match="different judges"):
@@ -341,7 +349,7 @@ def test_progress_counts_only_the_wanted_calls(
         staged.work, "wave", staged.plan_id, judges, only_keys=frozenset(keys[2:10])
     )
     counts = asyncio.run(stage.run_judge_stage(second))
-    assert counts["sent"] == 3 and bars[-1] == (8, 5)
+    assert counts["sent_now"] == 3 and counts["sent"] == 10 and bars[-1] == (8, 5)
 
 
 @pytest.mark.slow

@@ -17,13 +17,19 @@ from schemas.cost import Price
 from schemas.decoding import ReasoningConfig
 from schemas.judge import JudgeSpec
 from tasks.ingest.loaders import load_judgebench
+from tasks.judging.batch_api import PollSchedule, batch_sender
 from tasks.judging.batches import split_batches
 from tasks.judging.cache import read_replies
 from tasks.judging.estimate import estimate_plan
 from tasks.judging.planned import PlannedCall, plan_calls
-from tasks.judging.prompt_cache import hit_tokens, min_cacheable_tokens, prompt_cache_key
+from tasks.judging.prompt_cache import (
+    hit_tokens,
+    min_cacheable_tokens,
+    prompt_cache_key,
+    write_tokens,
+)
 from tasks.judging.providers import PROVIDERS
-from tasks.judging.request import JudgeRequest
+from tasks.judging.request import JudgeRequest, StageHooks
 from tasks.judging.spend import run_spend
 from tasks.judging.stage import run_judge_stage
 from tasks.simjudge.persona import Persona
@@ -38,6 +44,7 @@ CLAUDE_PRICE = Price(
     as_of=dt.date(2026, 11, 30),
 )  # fmt: skip
 """Output at $0: the USD is the input's, what the cache changes."""
+FAST_POLLS = PollSchedule(first_s=0.05, factor=1.5, max_s=0.2)
 
 
 @pytest.fixture(scope="module")
@@ -216,3 +223,52 @@ def test_a_run_caches_every_repeat_and_the_estimate_knows_it(
     # Switching caching off re-sends nothing: the replies are the same calls.
     off = [j.model_copy(update={"prompt_cache": "off"}) for j in judges]
     assert _run(staged, off, "r2")["sent"] == 0
+
+
+def test_a_batch_judge_pays_no_cache_write_it_cannot_read_and_the_estimate_counts_them(
+    judgebench: StagedPlan, tmp_path: Path
+) -> None:
+    """A batch's requests run together: none reads what another wrote. Claude as a batch
+    judge with `auto` used to mark every request, each paying a write (above `off`), while
+    the estimate said 0 writes: now `auto` marks nothing and pays what `off` pays, and `1h`
+    (asked for) is estimated with the write every call pays."""
+    with SimJudgeServer([Persona(name="thinks", latency_ms=40)]) as server:  # a cold cache
+        _batch_runs(judgebench, server, tmp_path)
+
+
+def _batch_runs(judgebench: StagedPlan, server: SimJudgeServer, tmp_path: Path) -> None:
+    claude = _judges(server, model="thinks", batch=True)[1]
+    for cache in ("auto", "1h"):
+        staged = judgebench.copy_to(WorkDir(tmp_path / cache))
+        judge = claude.model_copy(update={"prompt_cache": cache})
+        [est] = estimate_plan(staged.work, staged.plan_id, [judge], TEMPLATE)
+        request = JudgeRequest(staged.work, "r1", staged.plan_id, (judge,), TEMPLATE)
+        hooks = StageHooks(remote=lambda r: batch_sender(r, schedule=FAST_POLLS))
+        counts = asyncio.run(run_judge_stage(request, hooks=hooks))
+        assert counts["stored"] == counts["planned"] == 12 * 8
+        [spent] = run_spend(staged.work, "r1")
+        replies = read_replies(staged.work).to_pylist()
+        assert all(r["sent_in_batch"] for r in replies) and spent.cached_prompt_tokens == 0
+        assert spent.usd is not None and spent.prompt_cache_saved_usd is not None
+        assert est.usd_low is not None and est.uncached_usd_low is not None
+        if cache == "auto":
+            assert spent.cache_write_tokens == 0 and spent.prompt_cache_saved_usd == 0
+            assert est.cache_write_tokens == 0 and est.usd_low == est.uncached_usd_low
+        else:
+            # Every call wrote its whole prompt (at the 1-hour price): caching cost money.
+            assert spent.cache_write_tokens == spent.prompt_tokens
+            assert spent.prompt_cache_saved_usd < 0
+            assert est.cache_write_tokens == pytest.approx(spent.cache_write_tokens, rel=0.10)
+            assert est.usd_low == pytest.approx(spent.usd, rel=0.10)
+            assert est.usd_low > est.uncached_usd_low
+
+
+def test_the_readmes_batch_judges_pay_no_cache_write() -> None:
+    """The README's batch example was Claude with `prompt_cache: 1h`: every request wrote
+    the cache at the 1-hour price and none read it (29% above `off`)."""
+    from tests.judging.test_readme_judges import OTHER_BLOCKS
+
+    batch = [JudgeSpec.model_validate(j) for j in OTHER_BLOCKS["provider-batch-apis-half-price"]]
+    assert {j.provider for j in batch} == {"openai", "anthropic"} and all(j.batch for j in batch)
+    for spec in batch:
+        assert write_tokens(spec, 5000) == 0, spec.name

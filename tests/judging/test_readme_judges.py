@@ -97,6 +97,8 @@ EXPECTED: dict[str, dict[str, Any]] = {
     "litellm": {
         "path": "/v1/chat/completions", "query": "", "headers": {"authorization"},
         "fields": {"model": "gpt-4o-mini", "temperature": 0.0, "max_tokens": 1024},
+        # The proxy forwards it to OpenAI: without it, half the cache hits.
+        "seeded": True, "cache_key": True,
     },
     "litellm-anthropic": {
         "path": "/v1/messages", "query": "", "headers": {"x-api-key", "anthropic-version"},
@@ -202,6 +204,8 @@ def test_readme_judge_against_the_simulated_judge(
             assert entry["fields"].get(field) == value, (field, entry["fields"])
         seeded = want.get("seeded", name.startswith(("openai", "azure")))
         assert ("seed" in entry["fields"]) == seeded, entry["fields"]
+        keyed_cache = want.get("cache_key", name.startswith("openai"))
+        assert ("prompt_cache_key" in entry["fields"]) == keyed_cache, (name, entry["fields"])
     if name == "anthropic-thinking":
         assert {e["anthropic_version"] for e in log} == {"2023-06-01"}
     if "efforts" in want:

@@ -56,6 +56,14 @@ def test_openai_sdk_uploads_runs_and_reads_a_batch(server: SimJudgeServer) -> No
     out = [json.loads(x) for x in oai.files.content(done.output_file_id).text.splitlines()]
     assert sorted(o["custom_id"] for o in out) == ["c0", "c1", "c2"]
     assert all(o["response"]["status_code"] == 200 for o in out)
+    # The Batch object's `usage` (OpenAI's since September 2025): its replies' tokens.
+    usages = [o["response"]["body"]["usage"] for o in out]
+    assert done.usage is not None and done.model == "strong"
+    assert done.usage.input_tokens == sum(u["prompt_tokens"] for u in usages) > 0
+    assert done.usage.output_tokens == sum(u["completion_tokens"] for u in usages) > 0
+    assert done.usage.total_tokens == done.usage.input_tokens + done.usage.output_tokens
+    cached = sum((u.get("prompt_tokens_details") or {}).get("cached_tokens", 0) for u in usages)
+    assert done.usage.input_tokens_details.cached_tokens == cached
     assert batch.id in [b.id for b in oai.batches.list()]
 
 

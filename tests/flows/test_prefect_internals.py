@@ -1,0 +1,108 @@
+"""Every part of Prefect judgeline reaches into beyond its documented API, named here, so a
+Prefect upgrade that moves or changes one fails here first (and not in a user's run).
+
+The versions `./run` installs are pinned in `requirements.lock`; an upgrade of that lock
+runs this file first. Each entry says where judgeline relies on it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import logging
+import ssl
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+TLS_USERS = (
+    "prefect.client.orchestration",
+    "prefect._internal.version_checking",
+    "prefect._internal.websockets",
+)
+"""Modules whose `ssl` module `flows.runtime.share_tls_contexts` replaces, so that their
+verifying SSL contexts are made once per CA file: each must still import `ssl` as a module
+and call `ssl.create_default_context`."""
+
+ATTRIBUTES = (
+    # flows/nightly.py: one API client for all of a run's task runs.
+    ("prefect.context", "SyncClientContext", "get_or_create"),
+    # flows/dask.py, flows/history.py: the flow run a task runs in.
+    ("prefect.context", "FlowRunContext", "get"),
+    # flows/dask.py: the Dask workers' API URL for the time of a run.
+    ("prefect.settings", "PREFECT_API_URL", None),
+    ("prefect.settings", "temporary_settings", None),
+    # flows/serverd.py: the local server's ASGI application, served by judgeline's uvicorn.
+    ("prefect.server.api.server", "create_app", None),
+    # flows/serving.py: the deployments' runner and the signal it stops on.
+    ("prefect.runner", "Runner", None),
+    ("prefect.exceptions", "TerminationSignal", None),
+    # flows/history.py: alarms as Prefect events.
+    ("prefect.events", "emit_event", None),
+    # flows/judge.py and every flow's tasks: no result caching.
+    ("prefect.cache_policies", "NO_CACHE", None),
+)
+"""(module, attribute, method or None) judgeline imports or calls."""
+
+QUIET_LOGGERS = {
+    # flows/runtime.py WORKER_LOGGERS: Prefect's background services log under their class
+    # names while the local server restarts; judgeline drops their records.
+    "EventsWorker": "prefect.events.worker",
+    "APILogWorker": "prefect.logging.handlers",
+    "prefect.events.clients": None,
+}
+"""Logger names judgeline silences -> the Prefect module that defines the class of that name
+(None: the logger is the module's own)."""
+
+
+@pytest.mark.parametrize("name", TLS_USERS)
+def test_the_modules_whose_tls_contexts_are_shared_still_use_ssl(name: str) -> None:
+    module = importlib.import_module(name)
+    assert getattr(module, "ssl", None) is ssl, (
+        f"{name} no longer imports `ssl` as a module: flows.runtime.share_tls_contexts "
+        "shares nothing there (update _PREFECT_TLS_USERS)"
+    )
+    assert "ssl.create_default_context(" in inspect.getsource(module), name
+
+
+@pytest.mark.parametrize(("module", "attribute", "method"), ATTRIBUTES)
+def test_the_prefect_attributes_judgeline_uses_exist(
+    module: str, attribute: str, method: str | None
+) -> None:
+    found = getattr(importlib.import_module(module), attribute, None)
+    assert found is not None, f"{module}.{attribute} is gone"
+    if method is not None:
+        assert callable(getattr(found, method, None)), f"{module}.{attribute}.{method} is gone"
+
+
+@pytest.mark.parametrize(("logger", "module"), sorted(QUIET_LOGGERS.items()))
+def test_the_loggers_judgeline_silences_are_still_prefects(logger: str, module: str | None) -> None:
+    from flows.runtime import WORKER_LOGGERS
+
+    assert logger in WORKER_LOGGERS
+    if module is None:
+        importlib.import_module(logger)
+        assert logging.getLogger(logger).name == logger
+    else:
+        assert inspect.isclass(getattr(importlib.import_module(module), logger, None)), (
+            f"{module}.{logger} is gone: its service logs under another name now"
+        )
+
+
+def test_every_internal_prefect_import_of_judgeline_is_listed() -> None:
+    """A `prefect._internal` or `prefect.server` module named in flows/ or tasks/ (outside
+    the warm worker) must be one this file checks."""
+    checked = set(TLS_USERS) | {m for m, _, _ in ATTRIBUTES}
+    unlisted = []
+    for path in [*REPO.glob("flows/**/*.py"), *REPO.glob("tasks/**/*.py")]:
+        if path.name in ("worker.py", "handoff.py"):
+            continue
+        text = path.read_text("utf-8")
+        for word in text.replace('"', " ").replace("'", " ").split():
+            name = word.strip("(),")
+            internal = name.startswith(("prefect._internal.", "prefect.server."))
+            if internal and name not in checked:
+                unlisted.append((path.relative_to(REPO), name))
+    assert not unlisted, unlisted

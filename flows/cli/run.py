@@ -16,6 +16,7 @@ from flows.cli.app import (
     err_console,
     fits,
     prepare_prefect,
+    print_agreement,
     print_reasons,
     print_spend,
     print_summary,
@@ -159,6 +160,7 @@ def show(
         return
     check_run_tables(state.work, run_id)
     print_summary(run_id)
+    print_agreement(run_id)
     print_spend(run_id)
 
 

@@ -37,10 +37,13 @@ from tasks.bootstrap import BOOTSTRAP_RESAMPLES
 __all__ = [
     "DECISION_CLASSES",
     "SCOPES",
+    "COUNT_COLUMNS",
     "VALUES",
+    "alpha_change",
     "config_counts",
     "judge_agreement",
     "key_confusion",
+    "order_value_counts",
     "scope_estimates",
     "scope_features",
     "self_agreement",
@@ -208,3 +211,38 @@ def judge_agreement(outcomes: pd.DataFrame) -> pd.DataFrame:
         "raw_high",
     ]
     return pd.DataFrame(rows, columns=columns)
+
+
+COUNT_COLUMNS = [f"n_{order}_{value}" for order in _ORDERS for value in VALUES]
+"""The value counts of a pair's calls per order, as columns (`order_value_counts`)."""
+
+
+def order_value_counts(outcomes: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Per group of `keys` (a judge config's pair), its calls of each value in each order
+    (COUNT_COLUMNS); `I` and `M` are not counted."""
+    valid = outcomes[outcomes["outcome"].isin(VALUES)]
+    column = "n_" + valid["order"].astype(str) + "_" + valid["outcome"].astype(str)
+    wide = pd.crosstab([valid[k] for k in keys], column)
+    wide = wide.reindex(columns=COUNT_COLUMNS, fill_value=0).reset_index()
+    every = outcomes[keys].drop_duplicates()
+    out = every.merge(wide, on=keys, how="left").fillna({c: 0 for c in COUNT_COLUMNS})
+    return out.astype({c: int for c in COUNT_COLUMNS})
+
+
+def alpha_change(
+    before: np.ndarray, after: np.ndarray, *, seed_parts: tuple[Any, ...]
+) -> tuple[float, float, Estimate]:
+    """Alpha over all calls of the same pairs in two runs (counts: pairs x 2 orders x VALUES,
+    row i the same pair in both) and the change, after minus before, with its 95% BCa
+    interval from resampling the pairs together (a paired bootstrap)."""
+    first, second = unit_features(before.sum(axis=1)), unit_features(after.sum(axis=1))
+    width = first.shape[1]
+    statistics = {
+        "before": lambda sums: alpha_from_sums(sums[..., :width]),
+        "after": lambda sums: alpha_from_sums(sums[..., width:]),
+        "change": lambda sums: (
+            alpha_from_sums(sums[..., width:]) - alpha_from_sums(sums[..., :width])
+        ),
+    }
+    found = estimates(np.hstack([first, second]), statistics, seed_parts=seed_parts)
+    return found["before"].value, found["after"].value, found["change"]

@@ -2,9 +2,10 @@
 
 Pairs and judge configs added and removed; calls sent against calls reused; and per judge
 config present in both, the reference score's change over the pairs both runs share with a
-paired bootstrap interval (the same pairs resampled in both runs), consistency, the
-position-bias share (among order conflicts, how often the left slot won both orders) and the
-valid share, each before and after; and the shared pairs whose decision flipped (the
+paired bootstrap interval (the same pairs resampled in both runs), Krippendorff's alpha over
+all calls with a paired interval of its change, consistency, the position-bias share (among
+order conflicts, how often the left slot won both orders) and the valid share, each before
+and after; and the shared pairs whose decision flipped (the
 decision of all 2K calls: `tasks.history.view`).
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tasks.agreement.tables import COUNT_COLUMNS, VALUES, alpha_change
 from tasks.bootstrap import BOOTSTRAP_RESAMPLES, percentile_interval
 from tasks.hashing import digest
 from tasks.history.view import CONFIG_KEYS, PAIR_KEYS, RunView, read_run_view
@@ -60,6 +62,12 @@ class ConfigChange:
     change_high: float
     before: dict[str, float]
     after: dict[str, float]
+    alpha_before: float = float("nan")
+    alpha_after: float = float("nan")
+    alpha_change_low: float = float("nan")
+    alpha_change_high: float = float("nan")
+    """Krippendorff's alpha over all calls of the shared pairs, before and after, and the
+    95% paired bootstrap interval of its change (docs/design.md#agreement)."""
 
     @property
     def score_change(self) -> float:
@@ -132,6 +140,12 @@ def diff_views(a: RunView, b: RunView) -> RunDiff:
         before = group["reference_score_a"].to_numpy(dtype=float)
         after = group["reference_score_b"].to_numpy(dtype=float)
         low, high = paired_interval(before, after, seed_parts=(judge, config, len(group)))
+        shape = (len(group), 2, len(VALUES))
+        alpha_a, alpha_b, alpha_delta = alpha_change(
+            group[[f"{c}_a" for c in COUNT_COLUMNS]].to_numpy(float).reshape(shape),
+            group[[f"{c}_b" for c in COUNT_COLUMNS]].to_numpy(float).reshape(shape),
+            seed_parts=("judgeline-diff", judge, config, len(group)),
+        )
         out.changes.append(
             ConfigChange(
                 judge=str(judge),
@@ -143,6 +157,10 @@ def diff_views(a: RunView, b: RunView) -> RunDiff:
                 change_high=high,
                 before=_figures_of(a, str(judge), str(config)),
                 after=_figures_of(b, str(judge), str(config)),
+                alpha_before=alpha_a,
+                alpha_after=alpha_b,
+                alpha_change_low=alpha_delta.low,
+                alpha_change_high=alpha_delta.high,
             )
         )
         flipped = group[group["decision_a"] != group["decision_b"]]

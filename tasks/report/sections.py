@@ -21,8 +21,8 @@ from schemas.report import (
     Show,
 )
 from schemas.vocabulary import DESIGNS, POLICIES
-from tasks.report.charts import PolicyPoint, cost_agreement_chart, dot_rows_chart, share_bar_chart
 from tasks.replay.scope import scope_notes
+from tasks.report.charts import PolicyPoint, cost_agreement_chart, dot_rows_chart, share_bar_chart
 from tasks.report.filters import pct
 from tasks.report.panels import change_chart, interval_chart, panel_rows
 from tasks.report.svg import CHANGE_COLORS, DESIGN_COLORS, POLICY_COLORS, SLOT_COLORS

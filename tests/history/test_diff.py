@@ -11,6 +11,7 @@ import pytest
 from support import bare_record
 
 from schemas.run import RunRecord
+from tasks.agreement.tables import COUNT_COLUMNS, alpha_change
 from tasks.history.diff import diff_views, paired_interval
 from tasks.history.view import RunView
 
@@ -37,6 +38,11 @@ def _view(run_id: str, pairs: dict[str, str], decisions: list[tuple[Any, ...]]) 
             for j, c, p, s, d in decisions
         ]  # fmt: skip
     )
+    votes = {  # calls of each value per order: a unanimous pair of its decision
+        c: [(4 if d == c[-1] else 0) if c.endswith(("A", "B")) else 0 for d in dec["decision"]]
+        for c in COUNT_COLUMNS
+    }
+    dec = dec.assign(**votes)
     configs = dec[["judge", "config"]].drop_duplicates()
     figures = configs.assign(consistency=0.5, left_share=0.75, valid_share=1.0, failed_calls=0)
     return RunView(_record(run_id), frame, dec, figures, {"sent": 4, "cached": 0})
@@ -85,3 +91,26 @@ def test_paired_interval_resamples_pairs_together() -> None:
     low, high = paired_interval(before, noisy, seed_parts=("j", "c"))
     assert low < 0.05 < high and high - low < 0.1
     assert paired_interval(before, noisy, seed_parts=("j", "c")) == (low, high)
+
+
+def test_alpha_change_has_a_paired_interval() -> None:
+    """A judge that agrees with itself on every pair, then answers at random in a third of its
+    calls: alpha falls, and the paired interval of the change excludes zero; the same run
+    against itself changes by exactly zero."""
+    rng = np.random.default_rng(8)
+    pairs = 120
+    keys = rng.integers(0, 2, size=pairs)
+    steady = np.zeros((pairs, 2, 4))
+    steady[np.arange(pairs), :, keys] = 4
+    noisy = np.zeros((pairs, 2, 4))
+    for p in range(pairs):
+        for order in range(2):
+            for _ in range(4):
+                value = rng.integers(0, 3) if rng.uniform() < 1 / 3 else keys[p]
+                noisy[p, order, value] += 1
+    before, after, change = alpha_change(steady, noisy, seed_parts=("j", "c"))
+    assert before == pytest.approx(1.0) and after < 0.8
+    assert change.value == pytest.approx(after - before)
+    assert change.low <= change.value <= change.high < 0
+    same = alpha_change(noisy, noisy, seed_parts=("j", "c"))[2]
+    assert same.value == same.low == same.high == 0.0

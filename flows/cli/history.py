@@ -91,6 +91,22 @@ def print_diff(diff: RunDiff) -> None:
             f"({_signed(c.alpha_change_low)} to {_signed(c.alpha_change_high)})",
         )
     console.print(agreement)
+    judges = Table(
+        title="decisions, judge against judge (before -> after)",
+        caption="Cohen's kappa and raw agreement of the decisions over all 2K calls on the "
+        "shared pairs; 95% intervals",
+    )
+    for column in ("before", "after", "pairs", "kappa (95% CI)", "raw (95% CI)"):
+        judges.add_column(column, justify="left" if column in ("before", "after") else "right")
+    for j in diff.judges:
+        judges.add_row(
+            escape(j.before),
+            escape(j.after),
+            str(j.pairs),
+            f"{_fixed(j.kappa)} ({_fixed(j.kappa_low)}-{_fixed(j.kappa_high)})",
+            f"{_fixed(j.raw)} ({_fixed(j.raw_low)}-{_fixed(j.raw_high)})",
+        )
+    console.print(judges)
     if diff.flips:
         say(f"reference decisions that flipped ({len(diff.flips)}):", highlight=False)
         for f in diff.flips[:FLIPS_SHOWN]:

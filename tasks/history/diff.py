@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tasks.agreement.stats import rater_agreement
 from tasks.agreement.tables import COUNT_COLUMNS, VALUES, alpha_change
 from tasks.bootstrap import BOOTSTRAP_RESAMPLES, percentile_interval
 from tasks.hashing import digest
@@ -27,6 +28,7 @@ __all__ = [
     "BOOTSTRAP_RESAMPLES",
     "ConfigChange",
     "Flip",
+    "JudgeAgreement",
     "RunDiff",
     "diff_runs",
     "diff_views",
@@ -75,6 +77,23 @@ class ConfigChange:
 
 
 @dataclass(frozen=True)
+class JudgeAgreement:
+    """A judge config of the earlier run against one of the later run: Cohen's kappa and raw
+    agreement of their decisions on the shared pairs, with 95% intervals (an imported
+    judgment file is a run like any other)."""
+
+    before: str
+    after: str
+    pairs: int
+    kappa: float
+    kappa_low: float
+    kappa_high: float
+    raw: float
+    raw_low: float
+    raw_high: float
+
+
+@dataclass(frozen=True)
 class RunDiff:
     """Everything `judgeline diff A B` shows."""
 
@@ -89,6 +108,8 @@ class RunDiff:
     calls_b: dict[str, Any]
     changes: list[ConfigChange] = field(default_factory=list)
     flips: list[Flip] = field(default_factory=list)
+    judges: list[JudgeAgreement] = field(default_factory=list)
+    """Every judge config of the earlier run against every one of the later run."""
 
 
 def paired_interval(
@@ -130,6 +151,7 @@ def diff_views(a: RunView, b: RunView) -> RunDiff:
         configs_removed=sorted(configs_a - configs_b),
         calls_a=a.calls,
         calls_b=b.calls,
+        judges=_judge_agreement(a, b, shared),
     )
     joined = (
         a.decisions.merge(shared, on=PAIR_KEYS)
@@ -174,6 +196,42 @@ def diff_views(a: RunView, b: RunView) -> RunDiff:
                 strict=True,
             )
         )
+    return out
+
+
+def _judge_agreement(a: RunView, b: RunView, shared: pd.DataFrame) -> list[JudgeAgreement]:
+    """Every config of `a` against every config of `b`, on the shared pairs both judged."""
+    code = {"A": 0, "B": 1, "N": 2}
+    out = []
+    sides = [
+        {
+            key: group.set_index(PAIR_KEYS)["decision"].map(code)
+            for key, group in view.decisions.merge(shared, on=PAIR_KEYS).groupby(CONFIG_KEYS)
+        }
+        for view in (a, b)
+    ]
+    for (ja, ca), first in sorted(sides[0].items()):
+        for (jb, cb), second in sorted(sides[1].items()):
+            both = first.index.intersection(second.index).sort_values()
+            kappa, raw = rater_agreement(
+                first.loc[both].to_numpy(),
+                second.loc[both].to_numpy(),
+                3,
+                seed_parts=(ja, ca, jb, cb),
+            )
+            out.append(
+                JudgeAgreement(
+                    f"{ja} · {ca}",
+                    f"{jb} · {cb}",
+                    len(both),
+                    kappa.value,
+                    kappa.low,
+                    kappa.high,
+                    raw.value,
+                    raw.low,
+                    raw.high,
+                )  # fmt: skip
+            )
     return out
 
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from tasks.replay.designs import evaluate_patterns
 
-__all__ = ["all_patterns", "judge_rates", "scope_notes"]
+__all__ = ["all_patterns", "judge_rates", "scope_notes", "scope_sentence"]
 
 
 def all_patterns(k: int) -> np.ndarray:
@@ -74,3 +74,9 @@ def scope_notes(ks: list[int]) -> dict[str, str]:
             "can reverse decisions (K = 10, seeds AA AA AA AA BB BB BB BB BB BB: 1/210)"
         )
     return notes
+
+
+def scope_sentence(ks: list[int], policies: set[str]) -> str:
+    """`scope_notes` for the `policies` a run replayed, as one sentence (empty: none)."""
+    scoped = [f"{p} {text}" for p, text in scope_notes(ks).items() if p in policies]
+    return f" At this run's K: {'; '.join(scoped)}." if scoped else ""

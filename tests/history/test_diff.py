@@ -79,6 +79,13 @@ def test_pairs_configs_scores_and_flips() -> None:
     assert change.score_before == pytest.approx(0.5) and change.score_after == pytest.approx(0.0)
     assert change.change_low <= change.score_change <= change.change_high
     assert [(f.pair_id, f.before, f.after) for f in diff.flips] == [("p1", "A", "B")]
+    # every config of the earlier run against every config of the later run, shared pairs
+    judges = {(j.before, j.after): j for j in diff.judges}
+    assert set(judges) == {(x, y) for x in ("j · c", "old · c") for y in ("j · c", "new · c")}
+    same = judges[("j · c", "j · c")]
+    assert (same.pairs, same.raw) == (2, 0.5)  # p1 flipped A -> B, p2 stayed B
+    assert same.raw_low < 0.5 < same.raw_high
+    assert judges[("old · c", "new · c")].pairs == 1 and judges[("old · c", "new · c")].raw == 1
 
 
 def test_paired_interval_resamples_pairs_together() -> None:

@@ -121,8 +121,8 @@ def kappa_heatmap(frame: pd.DataFrame) -> Markup:
     )
     at = {n: i for i, n in enumerate(names)}
     cell, label_w, top = 74.0, 230.0, 16.0
-    width = label_w + cell * len(names) + 10
-    height = top + cell * len(names) + 150
+    width = label_w + cell * len(names) + 170  # the last rotated label runs past the grid
+    height = top + cell * len(names) + 130
     parts = []
     values: dict[tuple[int, int], tuple[float, float, float, int]] = {}
     for r in frame.to_dict("records"):

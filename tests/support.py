@@ -178,15 +178,15 @@ def advice_coverage(
     configurations of the simulated judge; a policy's true change rate and savings are its
     means over the whole population. With `knife`, each configuration also gives per budget a
     knife-edge population: the subpopulation (`knife_edge`) on which `paired_strict`'s true
-    change is `knife` times the budget (its law just over it), where one exists, resampled at
-    the n it has pairs for. For each population, n and budget, `resamples` sets of n pairs are
-    drawn without replacement and advised three ways: by the certifying advisor, by the
-    point-estimate rule it replaces (the cheapest policy whose mean change on a random half
-    is within the budget) and by an oracle that knows every policy's true change rate (the
-    cheapest policy truly within the budget). One row per (population, budget, n, advisor):
-    the share of advice whose true change rate exceeds the budget, that share among
-    decision-changing advice, how often decision-changing advice is given, and the mean
-    true savings of the advice.
+    change is `knife` times the budget (its law just over it), where one exists. For each
+    population, n and budget, `resamples` sets of n pairs are drawn (without replacement, or
+    with it where n exceeds a knife-edge population's pairs) and advised three ways: by the
+    certifying advisor, by the point-estimate rule it replaces (the cheapest policy whose mean
+    change on a random half is within the budget) and by an oracle that knows every policy's
+    true change rate (the cheapest policy truly within the budget). One row per (population,
+    budget, n, advisor): the share of advice whose true change rate exceeds the budget, that
+    share among decision-changing advice, how often decision-changing advice is given, and
+    the mean true savings of the advice.
     """
     import numpy as np
     import pandas as pd
@@ -213,9 +213,12 @@ def advice_coverage(
                 true_savings = values.savings[members].mean(0)
                 fine = [i for i in range(len(POLICIES)) if true_change[i] <= budget]
                 oracle = max(fine, key=lambda i: true_savings[i])
-                for n in (n for n in ns if n <= members.size):
+                for n in ns:
                     for _ in range(resamples):
-                        pick = members[rng.choice(members.size, n, replace=False)]
+                        # i.i.d. draws from the population: without replacement from the
+                        # preset's 2,000 pairs, with it from a smaller knife-edge population
+                        fewer = n > members.size
+                        pick = members[rng.choice(members.size, n, replace=fewer)]
                         sample = ConfigValues(
                             values.savings[pick],
                             values.change[pick],

@@ -131,6 +131,7 @@ def test_certified_advice_exceeds_its_budget_at_most_at_the_stated_level(k: int)
         population=2000, resamples=40, ns=(20, 50, 150, 600), budgets=(0.01, 0.02), k=k, knife=1.1
     )
     assert set(study["population"]) == {"preset", "knife-edge"}
+    assert set(study.query("population == 'knife-edge'")["n"]) == {20, 50, 150, 600}
     certified = study[study["advisor"] == "certified"]
     assert (certified["over"] <= 0.05).all(), certified
     assert (certified["over_when_changing"] <= 0.05).all(), certified

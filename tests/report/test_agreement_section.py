@@ -71,3 +71,16 @@ def test_one_config_has_no_heatmap_and_no_outcomes_say_so() -> None:
     )
     empty = _section(render_report(replace(synthetic_report_data(), agreement=none)))
     assert "No outcomes to compare in this run" in empty
+
+
+def test_a_config_without_values_reads_as_undefined() -> None:
+    """Every call of one config failed (`M`): its statistics are undefined, shown `–`, and the
+    other config's rows are unaffected."""
+    frame = outcomes({"low": 0.1, "dead": 0.0})
+    frame.loc[frame["config"] == "dead", "outcome"] = "M"
+    tables = agreement_tables(frame)
+    dead = tables.self[tables.self["config"] == "dead"]
+    assert dead["value"].isna().all() and (dead["pairs"] == 0).all()
+    section = _section(render_report(replace(synthetic_report_data(), agreement=tables)))
+    assert "<td>–</td>" in section and "sim&lt;j&gt; · dead" in section
+    assert tables.confusion.query("config == 'dead' and decision == 'none'")["pairs"].sum() == 40

@@ -230,3 +230,43 @@ class RealisedTableRow(_Keyed):
     realised_savings: Annotated[float, Show("realised savings", "pct", bar=True)]
     savings: Annotated[float | None, Show("expected savings", "pct", bar=True)]
     gap: Annotated[float | None, Show("realised − expected", "extra")]
+
+
+_ALPHA = "Krippendorff's alpha (95% CI)"
+_FLEISS = "Fleiss' kappa (95% CI)"
+
+
+class AgreementTableRow(BaseModel):
+    """Agreement: a judge config's self-agreement over its calls, per scope."""
+
+    judge: Annotated[str, Show("Judge")]
+    config: Annotated[str, Show("Config")]
+    pairs: Annotated[int, Show("pairs", "int")]
+    alpha_all: Annotated[str, Show("all calls", group=_ALPHA)]
+    alpha_within: Annotated[str, Show("within an order", group=_ALPHA)]
+    alpha_across: Annotated[str, Show("across orders", group=_ALPHA)]
+    fleiss_all: Annotated[str, Show("all calls", group=_FLEISS)]
+    fleiss_within: Annotated[str, Show("within an order", group=_FLEISS)]
+    fleiss_across: Annotated[str, Show("across orders", group=_FLEISS)]
+
+
+class JudgeAgreementTableRow(BaseModel):
+    """Agreement: two judge configs' decisions on the pairs both judged."""
+
+    first: Annotated[str, Show("Judge · config")]
+    second: Annotated[str, Show("against")]
+    pairs: Annotated[int, Show("pairs", "int")]
+    kappa: Annotated[str, Show("Cohen's kappa (95% CI)")]
+    raw: Annotated[str, Show("raw agreement (95% CI)")]
+
+
+class ConfusionTableRow(BaseModel):
+    """Agreement: decisions over all 2K calls against the key, as pair counts."""
+
+    judge: Annotated[str, Show("Judge")]
+    config: Annotated[str, Show("Config")]
+    key: Annotated[str, Show("key")]
+    A: Annotated[int, Show("A", "int", "decision")]
+    B: Annotated[int, Show("B", "int", "decision")]
+    tie: Annotated[int, Show("tie", "int", "decision", tip="equal A and B votes")]
+    none: Annotated[int, Show("none", "int", "decision", tip="no decisive call")]

@@ -25,6 +25,7 @@ from tasks.workdir import WorkDir
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    import numpy as np
     import pandas as pd
     import pyarrow as pa
 
@@ -75,6 +76,22 @@ def stage_plan(work: WorkDir, source: str, pairs: Sequence[Pair], *, k: int) -> 
     write_plan(work, info, table)
     _, presentations = read_plan(work, info.plan_id)
     return StagedPlan(work, info.plan_id, manifest, presentations)
+
+
+def persona_laws(persona: Persona, effort: str | None) -> tuple[np.ndarray, np.ndarray]:
+    """The class laws (`A`, `B`, other) of one call of a persona in order `AB` and in `BA`, for
+    a pair keyed `A`, under the law `persona_grids` draws from."""
+    import numpy as np
+
+    skill, left_bias = persona.shifted(effort)
+    other = persona.invalid_rate + persona.abstain_rate + persona.tie_rate
+    decisive = 1.0 - other
+    key, wrong, left = (
+        decisive * (1 - left_bias) * skill,
+        decisive * (1 - left_bias) * (1 - skill),
+        decisive * left_bias,
+    )
+    return np.array([key + left, wrong, other]), np.array([key, wrong + left, other])
 
 
 def persona_grids(
@@ -128,19 +145,46 @@ def persona_grids(
     return pa.concat_tables(tables)
 
 
+def knife_edge(change: np.ndarray, target: float) -> np.ndarray | None:
+    """Indices of a subpopulation whose mean of `change` is `target` or just above: every pair
+    that changes decisions and as many that do not as keep the mean there (None when there
+    are too few of either)."""
+    import numpy as np
+
+    moving = np.flatnonzero(change > 0)
+    still = np.flatnonzero(change <= 0)
+    if moving.size == 0 or change[moving].sum() / moving.size < target:
+        return None
+    zeros = int(change[moving].sum() / target) - moving.size
+    if zeros > still.size:
+        return None
+    return np.concatenate([moving, still[:zeros]])
+
+
 def advice_coverage(
-    *, population: int, resamples: int, ns: tuple[int, ...], budgets: tuple[float, ...], k: int = 4
+    *,
+    population: int,
+    resamples: int,
+    ns: tuple[int, ...],
+    budgets: tuple[float, ...],
+    k: int = 4,
+    knife: float | None = None,
 ) -> pd.DataFrame:
     """How often advice exceeds its budget, on resamples of a simulated population.
 
     The population is `population` pairs judged by the six preset (persona, reasoning effort)
     configurations of the simulated judge; a policy's true change rate and savings are its
-    means over the whole population. For each configuration, n and budget, `resamples` sets of
-    n pairs are drawn without replacement and advised twice: by the certifying advisor, and
-    by the point-estimate rule it replaces (the cheapest policy whose mean change on a random
-    half is within the budget). One row per (budget, n, advisor): the share of advice whose
-    true change rate exceeds the budget, that share among decision-changing advice, how often
-    decision-changing advice is given, and the mean true savings of the advice.
+    means over the whole population. With `knife`, each configuration also gives per budget a
+    knife-edge population: the subpopulation (`knife_edge`) on which `paired_strict`'s true
+    change is `knife` times the budget (its law just over it), where one exists. For each
+    population, n and budget, `resamples` sets of n pairs are drawn (without replacement, or
+    with it where n exceeds a knife-edge population's pairs) and advised three ways: by the
+    certifying advisor, by the point-estimate rule it replaces (the cheapest policy whose mean
+    change on a random half is within the budget) and by an oracle that knows every policy's
+    true change rate (the cheapest policy truly within the budget). One row per (population,
+    budget, n, advisor): the share of advice whose true change rate exceeds the budget, that
+    share among decision-changing advice, how often decision-changing advice is given, and
+    the mean true savings of the advice.
     """
     import numpy as np
     import pandas as pd
@@ -154,35 +198,63 @@ def advice_coverage(
     table = persona_grids(configs, pairs=population, k=k, seed=11)
     rng = np.random.default_rng(5)
     changing = np.array([change_range(p, k) > 0 for p in POLICIES])
+    strict = POLICIES.index("paired_strict")
     rows = []
     for values in per_pair(table, "simulated population").values():
-        true_change, true_savings = values.change.mean(0), values.savings.mean(0)
-        for n in ns:
-            for budget in budgets:
-                for _ in range(resamples):
-                    pick = rng.choice(population, n, replace=False)
-                    sample = ConfigValues(
-                        values.savings[pick], values.change[pick], values.reversal[pick], values.ks
-                    )
-                    rows_ = advise_config(sample, max_change=budget, bounds=False)
-                    honest = next(i for i, r in enumerate(rows_) if r["rank"] == "advised")
-                    half = rng.permutation(n) < (n + 1) // 2
-                    means = sample.change[half].mean(0), sample.savings[half].mean(0)
-                    within = [i for i in range(len(POLICIES)) if means[0][i] <= budget]
-                    point = max(within, key=lambda i: means[1][i])
-                    for name, i in (("certified", honest), ("point estimate", point)):
-                        rows.append(
-                            (budget, n, name, true_change[i] > budget, changing[i], true_savings[i])
+        for budget in budgets:
+            kinds: list[tuple[str, np.ndarray]] = [("preset", np.arange(population))]
+            edge = None if knife is None else knife_edge(values.change[:, strict], knife * budget)
+            if edge is not None and edge.size >= min(ns):
+                kinds.append(("knife-edge", edge))
+            for kind, members in kinds:
+                true_change = values.change[members].mean(0)
+                true_savings = values.savings[members].mean(0)
+                fine = [i for i in range(len(POLICIES)) if true_change[i] <= budget]
+                oracle = max(fine, key=lambda i: true_savings[i])
+                for n in ns:
+                    for _ in range(resamples):
+                        # i.i.d. draws from the population: without replacement from the
+                        # preset's 2,000 pairs, with it from a smaller knife-edge population
+                        fewer = n > members.size
+                        pick = members[rng.choice(members.size, n, replace=fewer)]
+                        sample = ConfigValues(
+                            values.savings[pick],
+                            values.change[pick],
+                            values.reversal[pick],
+                            values.ks,
                         )
-    frame = pd.DataFrame(rows, columns=["budget", "n", "advisor", "over", "changing", "savings"])
-    grouped = frame.groupby(["budget", "n", "advisor"])
+                        rows_ = advise_config(sample, max_change=budget, bounds=False)
+                        honest = next(i for i, r in enumerate(rows_) if r["rank"] == "advised")
+                        half = rng.permutation(n) < (n + 1) // 2
+                        means = sample.change[half].mean(0), sample.savings[half].mean(0)
+                        within = [i for i in range(len(POLICIES)) if means[0][i] <= budget]
+                        point = max(within, key=lambda i: means[1][i])
+                        for name, i in (
+                            ("certified", honest),
+                            ("point estimate", point),
+                            ("oracle", oracle),
+                        ):
+                            rows.append(
+                                (
+                                    kind,
+                                    budget,
+                                    n,
+                                    name,
+                                    true_change[i] > budget,
+                                    changing[i],
+                                    true_savings[i],
+                                )
+                            )
+    keys = ["population", "budget", "n", "advisor"]
+    frame = pd.DataFrame(rows, columns=[*keys, "over", "changing", "savings"])
+    grouped = frame.groupby(keys)
     out = grouped.agg(
         advice=("over", "size"),
         over=("over", "mean"),
         changing=("changing", "mean"),
         savings=("savings", "mean"),
     )
-    changing_over = frame[frame["changing"]].groupby(["budget", "n", "advisor"])["over"]
+    changing_over = frame[frame["changing"]].groupby(keys)["over"]
     out["over_when_changing"] = changing_over.mean()
     out["changing_advice"] = changing_over.size()
     return out.reset_index().fillna({"over_when_changing": 0.0, "changing_advice": 0})

@@ -204,6 +204,32 @@ def print_spend(run_id: str) -> None:
     print_rows(f"run {run_id} · spend", run_spend(state.work, run_id), caption)
 
 
+def print_agreement(run_id: str) -> None:
+    """Per judge config its self-agreement (alpha and Fleiss' kappa, all calls, within an
+    order, across orders), and with two configs or more each two's Cohen's kappa."""
+    from schemas.report import AgreementTableRow, JudgeAgreementTableRow
+    from tasks.report.agreement import judge_rows, self_rows
+    from tasks.report.data import run_agreement
+
+    tables = run_agreement(state.work, run_id)
+    if tables is None or tables.self.empty:
+        return
+    rows = [AgreementTableRow.model_validate(r) for r in self_rows(tables.self).to_dict("records")]
+    caption = (
+        "self-agreement of the K x 2 calls of a pair (1 perfect, 0 chance); invalid and "
+        "missing calls are missing data; 95% intervals over pairs"
+    )
+    print_rows(f"run {run_id} · agreement", rows, caption)
+    if not tables.judges.empty:
+        frame = judge_rows(tables.judges)
+        pairs = [JudgeAgreementTableRow.model_validate(r) for r in frame.to_dict("records")]
+        print_rows(
+            f"run {run_id} · judge against judge",
+            pairs,
+            "decisions over all 2K calls on the pairs both judged",
+        )
+
+
 def print_summary(run_id: str) -> None:
     """Per judge and config: score, conflicts, and per policy savings and decision changes,
     under the run's first configured design. A table where it fits the terminal, else one

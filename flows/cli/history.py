@@ -28,6 +28,10 @@ def _signed(value: float) -> str:
     return "-" if value != value else f"{value:+.3f}"
 
 
+def _fixed(value: float) -> str:
+    return "-" if value != value else f"{value:.3f}"
+
+
 def _calls(counts: dict[str, object]) -> str:
     return f"{counts.get('sent', 0)} sent, {counts.get('cached', 0)} reused from the cache"
 
@@ -73,6 +77,36 @@ def print_diff(diff: RunDiff) -> None:
             str(flips.get((c.judge, c.config), 0)),
         )
     console.print(table)
+    agreement = Table(
+        title="agreement with itself (before -> after)",
+        caption="Krippendorff's alpha over all calls of the shared pairs; paired interval",
+    )
+    for column in ("judge · config", "alpha", "change (95% CI)"):
+        agreement.add_column(column, justify="left" if column == "judge · config" else "right")
+    for c in diff.changes:
+        agreement.add_row(
+            escape(f"{c.judge} · {c.config}"),
+            f"{_fixed(c.alpha_before)} -> {_fixed(c.alpha_after)}",
+            f"{_signed(c.alpha_after - c.alpha_before)} "
+            f"({_signed(c.alpha_change_low)} to {_signed(c.alpha_change_high)})",
+        )
+    console.print(agreement)
+    judges = Table(
+        title="decisions, judge against judge (before -> after)",
+        caption="Cohen's kappa and raw agreement of the decisions over all 2K calls on the "
+        "shared pairs; 95% intervals",
+    )
+    for column in ("before", "after", "pairs", "kappa (95% CI)", "raw (95% CI)"):
+        judges.add_column(column, justify="left" if column in ("before", "after") else "right")
+    for j in diff.judges:
+        judges.add_row(
+            escape(j.before),
+            escape(j.after),
+            str(j.pairs),
+            f"{_fixed(j.kappa)} ({_fixed(j.kappa_low)}-{_fixed(j.kappa_high)})",
+            f"{_fixed(j.raw)} ({_fixed(j.raw_low)}-{_fixed(j.raw_high)})",
+        )
+    console.print(judges)
     if diff.flips:
         say(f"reference decisions that flipped ({len(diff.flips)}):", highlight=False)
         for f in diff.flips[:FLIPS_SHOWN]:

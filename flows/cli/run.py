@@ -13,6 +13,7 @@ from flows.cli.app import (
     console,
     err_console,
     prepare_prefect,
+    print_agreement,
     print_reasons,
     print_spend,
     print_summary,
@@ -187,6 +188,7 @@ def show(
         return
     check_run_tables(state.work, run_id)
     print_summary(run_id)
+    print_agreement(run_id)
     print_spend(run_id)
 
 

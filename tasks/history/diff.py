@@ -2,9 +2,10 @@
 
 Pairs and judge configs added and removed; calls sent against calls reused; and per judge
 config present in both, the reference score's change over the pairs both runs share with a
-paired bootstrap interval (the same pairs resampled in both runs), consistency, the
-position-bias share (among order conflicts, how often the left slot won both orders) and the
-valid share, each before and after; and the shared pairs whose decision flipped (the
+paired bootstrap interval (the same pairs resampled in both runs), Krippendorff's alpha over
+all calls with a paired interval of its change, consistency, the position-bias share (among
+order conflicts, how often the left slot won both orders) and the valid share, each before
+and after; and the shared pairs whose decision flipped (the
 decision of all 2K calls: `tasks.history.view`).
 """
 
@@ -16,6 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tasks.agreement.stats import rater_agreement
+from tasks.agreement.tables import COUNT_COLUMNS, VALUES, alpha_change
 from tasks.bootstrap import BOOTSTRAP_RESAMPLES, percentile_interval
 from tasks.hashing import digest
 from tasks.history.view import CONFIG_KEYS, PAIR_KEYS, RunView, read_run_view
@@ -25,6 +28,7 @@ __all__ = [
     "BOOTSTRAP_RESAMPLES",
     "ConfigChange",
     "Flip",
+    "JudgeAgreement",
     "RunDiff",
     "diff_runs",
     "diff_views",
@@ -60,10 +64,33 @@ class ConfigChange:
     change_high: float
     before: dict[str, float]
     after: dict[str, float]
+    alpha_before: float = float("nan")
+    alpha_after: float = float("nan")
+    alpha_change_low: float = float("nan")
+    alpha_change_high: float = float("nan")
+    """Krippendorff's alpha over all calls of the shared pairs, before and after, and the
+    95% paired bootstrap interval of its change (docs/design.md#agreement)."""
 
     @property
     def score_change(self) -> float:
         return self.score_after - self.score_before
+
+
+@dataclass(frozen=True)
+class JudgeAgreement:
+    """A judge config of the earlier run against one of the later run: Cohen's kappa and raw
+    agreement of their decisions on the shared pairs, with 95% intervals (an imported
+    judgment file is a run like any other)."""
+
+    before: str
+    after: str
+    pairs: int
+    kappa: float
+    kappa_low: float
+    kappa_high: float
+    raw: float
+    raw_low: float
+    raw_high: float
 
 
 @dataclass(frozen=True)
@@ -81,6 +108,8 @@ class RunDiff:
     calls_b: dict[str, Any]
     changes: list[ConfigChange] = field(default_factory=list)
     flips: list[Flip] = field(default_factory=list)
+    judges: list[JudgeAgreement] = field(default_factory=list)
+    """Every judge config of the earlier run against every one of the later run."""
 
 
 def paired_interval(
@@ -122,6 +151,7 @@ def diff_views(a: RunView, b: RunView) -> RunDiff:
         configs_removed=sorted(configs_a - configs_b),
         calls_a=a.calls,
         calls_b=b.calls,
+        judges=_judge_agreement(a, b, shared),
     )
     joined = (
         a.decisions.merge(shared, on=PAIR_KEYS)
@@ -132,6 +162,12 @@ def diff_views(a: RunView, b: RunView) -> RunDiff:
         before = group["reference_score_a"].to_numpy(dtype=float)
         after = group["reference_score_b"].to_numpy(dtype=float)
         low, high = paired_interval(before, after, seed_parts=(judge, config, len(group)))
+        shape = (len(group), 2, len(VALUES))
+        alpha_a, alpha_b, alpha_delta = alpha_change(
+            group[[f"{c}_a" for c in COUNT_COLUMNS]].to_numpy(float).reshape(shape),
+            group[[f"{c}_b" for c in COUNT_COLUMNS]].to_numpy(float).reshape(shape),
+            seed_parts=("judgeline-diff", judge, config, len(group)),
+        )
         out.changes.append(
             ConfigChange(
                 judge=str(judge),
@@ -143,6 +179,10 @@ def diff_views(a: RunView, b: RunView) -> RunDiff:
                 change_high=high,
                 before=_figures_of(a, str(judge), str(config)),
                 after=_figures_of(b, str(judge), str(config)),
+                alpha_before=alpha_a,
+                alpha_after=alpha_b,
+                alpha_change_low=alpha_delta.low,
+                alpha_change_high=alpha_delta.high,
             )
         )
         flipped = group[group["decision_a"] != group["decision_b"]]
@@ -156,6 +196,42 @@ def diff_views(a: RunView, b: RunView) -> RunDiff:
                 strict=True,
             )
         )
+    return out
+
+
+def _judge_agreement(a: RunView, b: RunView, shared: pd.DataFrame) -> list[JudgeAgreement]:
+    """Every config of `a` against every config of `b`, on the shared pairs both judged."""
+    code = {"A": 0, "B": 1, "N": 2}
+    out = []
+    sides = [
+        {
+            key: group.set_index(PAIR_KEYS)["decision"].map(code)
+            for key, group in view.decisions.merge(shared, on=PAIR_KEYS).groupby(CONFIG_KEYS)
+        }
+        for view in (a, b)
+    ]
+    for (ja, ca), first in sorted(sides[0].items()):
+        for (jb, cb), second in sorted(sides[1].items()):
+            both = first.index.intersection(second.index).sort_values()
+            kappa, raw = rater_agreement(
+                first.loc[both].to_numpy(),
+                second.loc[both].to_numpy(),
+                3,
+                seed_parts=(ja, ca, jb, cb),
+            )
+            out.append(
+                JudgeAgreement(
+                    f"{ja} · {ca}",
+                    f"{jb} · {cb}",
+                    len(both),
+                    kappa.value,
+                    kappa.low,
+                    kappa.high,
+                    raw.value,
+                    raw.low,
+                    raw.high,
+                )  # fmt: skip
+            )
     return out
 
 

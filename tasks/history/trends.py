@@ -2,9 +2,10 @@
 
 Per run and judge config: the reference score (balanced design) with its 95% bootstrap
 interval over pairs, consistency, the left slot's share of order conflicts, the valid share,
-failed calls, the expected savings of paired unanimity, and the calls the run sent with their
-USD (`tasks.judging.spend`; NaN where the judge has no price). Runs are ordered by start time
-and named by their record; a run folder without a readable record is left out.
+failed calls, the expected savings of paired unanimity, Krippendorff's alpha over each pair's
+calls with its interval, and the calls the run sent with their USD (`tasks.judging.spend`;
+NaN where the judge has no price). Runs are ordered by start time and named by their record;
+a run folder without a readable record is left out.
 """
 
 from __future__ import annotations
@@ -15,9 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 
 from schemas.cost import SpendRow
+from tasks.agreement.stats import alpha_from_sums, estimate, unit_features
+from tasks.agreement.tables import VALUES
 from tasks.bootstrap import bootstrap_interval
 from tasks.errors import InputError
 from tasks.judging.cache import read_attempts
@@ -50,6 +54,10 @@ class TrendPoint:
     pu_savings: float
     sent_calls: int = 0
     usd: float = math.nan
+    alpha: float = math.nan
+    alpha_low: float = math.nan
+    alpha_high: float = math.nan
+    """Krippendorff's alpha over all calls of each pair, with its 95% interval over pairs."""
 
 
 def _num(value: Any) -> float:
@@ -65,6 +73,23 @@ def _spend(work: WorkDir, run_id: str, attempts: pa.Table) -> dict[tuple[str, st
         return {}
 
 
+def _alphas(counts: pd.DataFrame) -> dict[tuple[str, str, str], dict[str, float]]:
+    """Per (run, judge, config): alpha over all calls of each pair, and its interval."""
+    out = {}
+    for key, group in counts.groupby(["run_id", "judge", "config"], sort=False):
+        per_pair = group.pivot_table(
+            index=["dataset", "pair_id"], columns="outcome", values="calls", aggfunc="sum"
+        )
+        values = per_pair.reindex(columns=list(VALUES), fill_value=0).fillna(0).to_numpy()
+        est = estimate(unit_features(values), alpha_from_sums, seed_parts=tuple(key)[1:])
+        out[(str(key[0]), str(key[1]), str(key[2]))] = {
+            "alpha": est.value,
+            "alpha_low": est.low,
+            "alpha_high": est.high,
+        }
+    return out
+
+
 def trend_points(work: WorkDir) -> list[TrendPoint]:
     """Every run's trend points, oldest run first, judge configs in name order."""
     build_warehouse(work)
@@ -75,6 +100,7 @@ def trend_points(work: WorkDir) -> list[TrendPoint]:
         key: group["score"].to_numpy(dtype=float)
         for key, group in pairs.groupby(["run_id", "judge", "config"], sort=False)
     }
+    alphas = _alphas(query(work, "report_trend_counts"))
     points = []
     spends: dict[str, dict[tuple[str, str], SpendRow]] = {}
     attempts = read_attempts(work)  # once for every run's spend
@@ -108,6 +134,7 @@ def trend_points(work: WorkDir) -> list[TrendPoint]:
                 pu_savings=_num(row["pu_savings"]),
                 sent_calls=0 if spent is None else spent.sent_calls,
                 usd=_num(None if spent is None else spent.usd),
+                **alphas.get((row["run_id"], row["judge"], row["config"]), {}),
             )
         )
     return sorted(points, key=lambda p: (p.started_at, p.run_id, p.judge, p.config))

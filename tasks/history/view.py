@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from schemas.run import RunRecord
+from tasks.agreement.tables import order_value_counts
 from tasks.errors import InputError, IntegrityError
 from tasks.ingest.manifest import read_manifest
 from tasks.runcheck import check_readable
@@ -31,9 +32,9 @@ CONFIG_KEYS = ["judge", "config"]
 @dataclass(frozen=True)
 class RunView:
     """A run's pairs (`pairs`: dataset, pair_id, fingerprint, key) and, per (judge, config,
-    dataset, pair_id), the decision of all 2K calls and the reference score under
-    SCORE_DESIGN, NaN without a replay (`decisions`), plus per judge config its headline
-    figures (`figures`) and judge-stage counts."""
+    dataset, pair_id), the decision of all 2K calls, its calls of each value per order and the
+    reference score under SCORE_DESIGN, NaN without a replay (`decisions`), plus per judge
+    config its headline figures (`figures`) and judge-stage counts."""
 
     record: RunRecord
     pairs: pd.DataFrame
@@ -64,10 +65,12 @@ a run that did not replay it falls back to the first design it did replay."""
 
 def _grid_decisions(folder: RunFolder) -> pd.DataFrame:
     """Per (judge, config, dataset, pair): the decision of all 2K calls, `A`, `B` or `N`
-    (more A outcomes than B, fewer, or as many: docs/design.md#decisions-and-scores)."""
+    (more A outcomes than B, fewer, or as many: docs/design.md#decisions-and-scores), and its
+    calls of each value in each order (`COUNT_COLUMNS`, for agreement)."""
     outcomes = pd.read_parquet(
-        folder.table("outcomes"), columns=[*CONFIG_KEYS, *PAIR_KEYS, "outcome"]
+        folder.table("outcomes"), columns=[*CONFIG_KEYS, *PAIR_KEYS, "order", "outcome"]
     )
+    counts = order_value_counts(outcomes, [*CONFIG_KEYS, *PAIR_KEYS])
     votes = (
         outcomes.assign(a=outcomes["outcome"] == "A", b=outcomes["outcome"] == "B")
         .groupby([*CONFIG_KEYS, *PAIR_KEYS], sort=True)[["a", "b"]]
@@ -76,7 +79,9 @@ def _grid_decisions(folder: RunFolder) -> pd.DataFrame:
     )
     pairs = zip(votes["a"], votes["b"], strict=True)
     votes["decision"] = ["A" if a > b else "B" if b > a else "N" for a, b in pairs]
-    return votes[[*CONFIG_KEYS, *PAIR_KEYS, "decision"]]
+    return votes[[*CONFIG_KEYS, *PAIR_KEYS, "decision"]].merge(
+        counts, on=[*CONFIG_KEYS, *PAIR_KEYS], how="left"
+    )
 
 
 def _reference_scores(folder: RunFolder) -> pd.DataFrame:

@@ -2,8 +2,8 @@
 
 A policy's true change rate is the mean, over the population the pairs are drawn from, of
 its exact per-pair `p_change`. Every per-pair value lies in [0, R], R (`change_range`) the
-largest change probability the policy has on any one reference assignment at that K,
-exact from its rule; R = 0 means it changes nothing by construction.
+largest `p_change` any single pair can have under the policy at that K, exact; R = 0 means
+it changes nothing by construction.
 
 A certificate is a one-sided test of "the true change rate is at least the budget" by
 betting (Waudby-Smith & Ramdas 2023): with z = p_change / R in [0, 1] and b = budget / R,
@@ -26,16 +26,21 @@ from math import comb
 
 import numpy as np
 
+from tasks.replay.designs import evaluate_patterns
 from tasks.replay.family import PAIRED_RULES, PairedRule
 from tasks.replay.policies import decision
+from tasks.replay.scope import all_patterns
 
 __all__ = [
     "CHANGE_RULES",
     "ORDERS",
+    "PAIR_RANGES",
+    "assignment_range",
     "certification_order",
     "change_law",
     "change_range",
     "log_wealth",
+    "pair_range",
     "pairs_needed",
     "upper_bound",
 ]
@@ -84,11 +89,55 @@ def certification_order(policies: list[str]) -> list[tuple[int, bool]]:
     )
 
 
+PAIR_RANGES: dict[tuple[int, int], Fraction] = {
+    **{(1, k): Fraction(k // 2 - 1, k - 1) for k in range(4, 17, 2)},
+    (2, 6): Fraction(0),
+    (2, 8): Fraction(1, 35),
+    (2, 10): Fraction(1, 21),
+    (2, 12): Fraction(2, 33),
+    (2, 14): Fraction(10, 143),
+    (2, 16): Fraction(1, 13),
+}
+"""The largest per-pair `p_change` under `balanced` of a settled law with a start of m couples
+(m, K), over every pattern of the grid at K, for 0 < m < K / 2; computed exactly by
+`pair_range` (tests/replay/test_certify.py recomputes it up to K = 10)."""
+
+
 @cache
 def change_range(policy: str, k: int) -> Fraction:
-    """The largest P(decision changed) of `policy` on one reference assignment at K = k (so a
-    bound on every pair's `p_change`, an average over assignments); 0 for a policy that
-    changes nothing by construction."""
+    """The largest `p_change` any single pair can have under `policy` at K = k: the range of
+    every per-pair value the certificate averages; 0 for a policy that changes nothing by
+    construction. A per-pair value is an average over the pair's `balanced` assignments, so
+    it can stay below `assignment_range` (at K = 4 `paired_strict` changes at most 1/2 of the
+    decisions of one assignment, yet at most 1/3 of a pair's)."""
+    couples, nonstrict = change_law(policy)
+    m = min(couples, k // 2)
+    if m == k // 2:  # the start is the whole reference
+        return Fraction(0)
+    if nonstrict:
+        return Fraction(1)  # a judge that always picks one slot: every decision changes
+    if m == 0:
+        return Fraction(0)
+    return PAIR_RANGES[(m, k)]
+
+
+def pair_range(policy: str, k: int) -> Fraction:
+    """`change_range` computed: the exact replay of every pattern of the grid at K (every
+    count of the nine couple types, C(K + 8, 8) of them) under `balanced`, its largest
+    `p_change` as the fraction nearest to it (every value is a ratio of counts, exact in
+    floats to about 1e-15)."""
+    patterns = all_patterns(k)
+    most = 0.0
+    for start in range(0, len(patterns), 20_000):
+        metrics = evaluate_patterns(patterns[start : start + 20_000], k, "balanced", (policy,))
+        most = max(most, float(metrics.policy[policy][:, 1].max()))
+    return Fraction(most).limit_denominator(10**7)
+
+
+@cache
+def assignment_range(policy: str, k: int) -> Fraction:
+    """The largest P(decision changed) of `policy` on one reference assignment at K = k (at
+    least `change_range`: a pair averages over its assignments)."""
     couples, nonstrict = change_law(policy)
     half = k // 2
     m = min(couples, half)

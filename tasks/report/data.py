@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from tasks.errors import InputError
+from tasks.report.agreement import AGREEMENT_COLUMNS, AgreementTables, agreement_tables
 from tasks.report.disagreements import write_pairs_page
 from tasks.report.money import spend_frame
 from tasks.report.pairs import pair_views
@@ -119,8 +120,17 @@ def _report_data(work: WorkDir, run_id: str, header: dict[str, str]) -> ReportDa
         since=since_section(work, run_id),
         spend=spend_frame(work, run_id),
         advice=None if advice.empty else advice,
+        agreement=run_agreement(work, run_id),
         no_replay=_no_replay(work, run_id),
     )
+
+
+def run_agreement(work: WorkDir, run_id: str) -> AgreementTables | None:
+    """The run's agreement tables from its outcomes (None when it has none yet)."""
+    path = RunFolder(work, run_id).outcomes
+    if not path.is_file():
+        return None
+    return agreement_tables(pd.read_parquet(path, columns=AGREEMENT_COLUMNS))
 
 
 def _no_replay(work: WorkDir, run_id: str) -> str:

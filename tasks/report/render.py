@@ -20,6 +20,7 @@ from schemas import (
 )
 from tasks.errors import InputError
 from tasks.report.advice import advice_section
+from tasks.report.agreement import AgreementTables, agreement_section
 from tasks.report.disagreements import disagreements_section
 from tasks.report.money import money_section
 from tasks.report.page import render_page
@@ -63,6 +64,8 @@ class ReportData:
     """Tokens and USD per judge config (`tasks.report.money.spend_frame`; None: not known)."""
     advice: pd.DataFrame | None = None
     """The run's stopping-policy advice (`AdviceRow`s) for the advice section (None: none)."""
+    agreement: AgreementTables | None = None
+    """The run's agreement tables (`tasks.report.agreement`; None: not computed)."""
     no_replay: str = ""
     """Why the run has no replay (an imported run of K = 1), said where a section built from
     the replay is empty; empty if it was replayed."""
@@ -191,6 +194,11 @@ def render_report(data: ReportData) -> str:
     for section in sections:
         if section.sid in _FROM_REPLAY and section.missing:
             section.why = data.no_replay
+    if data.agreement is not None:
+        sections.insert(
+            sections.index(next(s for s in sections if s.sid == "bias")) + 1,
+            agreement_section(data.agreement),
+        )
     money = money_section(data.spend, summary)
     if money is not None:
         sections.insert(3, money)

@@ -21,6 +21,7 @@ from schemas.report import (
     Show,
 )
 from schemas.vocabulary import DESIGNS, POLICIES
+from tasks.replay.scope import scope_sentence
 from tasks.report.charts import PolicyPoint, cost_agreement_chart, dot_rows_chart, share_bar_chart
 from tasks.report.filters import pct
 from tasks.report.panels import change_chart, interval_chart, panel_rows
@@ -249,14 +250,15 @@ def bias_section(frame: pd.DataFrame) -> Section:
 
 
 def reversal_note(summary: pd.DataFrame, ks: list[int]) -> str:
-    """The half bound at its scope, and the paired policies that reverse decisions in this run
-    (docs/design.md#scope-of-the-half-bound)."""
+    """The half bound at its scope, what the run's K makes false for its paired policies, and
+    those that reverse decisions in this run (docs/design.md#scope-of-the-half-bound)."""
     note = (
         "Per pair, paired unanimity changes at most half as many decisions as nonstrict when "
         "K ≤ 4; the bound fails beyond (at K = 6, seeds AA AA AA AA AB BA: nonstrict changes "
         "nothing, paired unanimity 1/30, all of it reversal), and from K = 6 a paired policy "
         "can reverse a decision, which nonstrict never does."
     ) + (f" This run has K = {', '.join(str(k) for k in ks)}." if ks else "")
+    note += scope_sentence(ks, set(summary["policy"].astype(str)))
     paired = summary[summary["policy"].astype(str).str.startswith("paired")]
     parts = [
         f"{policy} in {len(rows)} group{'s' * (len(rows) > 1)} "

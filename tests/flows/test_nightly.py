@@ -127,12 +127,14 @@ def test_runs_show_and_report_commands(two_nights: Any) -> None:
     shown = runner.invoke(app, [*base, "show", "night-1"], terminal_width=200)
     assert shown.exit_code == 0, shown.output
     assert "strong · high" in shown.output and "paired" in shown.output
+    assert "night-1 · agreement" in shown.output and "alpha across" in shown.output
 
     report = Path(first["report"])
     report.unlink()
     rebuilt = runner.invoke(app, [*base, "report", "night-1"], terminal_width=200)
     assert rebuilt.exit_code == 0, rebuilt.output
     assert report.is_file() and "<svg" in report.read_text("utf-8")
+    assert 'id="agreement"' in report.read_text("utf-8")
 
     missing = runner.invoke(app, [*base, "show", "no-such-run"], terminal_width=200)
     assert missing.exit_code != 0

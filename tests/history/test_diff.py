@@ -11,6 +11,7 @@ import pytest
 from support import bare_record
 
 from schemas.run import RunRecord
+from tasks.agreement.tables import COUNT_COLUMNS, alpha_change
 from tasks.history.diff import diff_views, paired_interval
 from tasks.history.view import RunView
 
@@ -37,6 +38,11 @@ def _view(run_id: str, pairs: dict[str, str], decisions: list[tuple[Any, ...]]) 
             for j, c, p, s, d in decisions
         ]  # fmt: skip
     )
+    votes = {  # calls of each value per order: a unanimous pair of its decision
+        c: [(4 if d == c[-1] else 0) if c.endswith(("A", "B")) else 0 for d in dec["decision"]]
+        for c in COUNT_COLUMNS
+    }
+    dec = dec.assign(**votes)
     configs = dec[["judge", "config"]].drop_duplicates()
     figures = configs.assign(consistency=0.5, left_share=0.75, valid_share=1.0, failed_calls=0)
     return RunView(_record(run_id), frame, dec, figures, {"sent": 4, "cached": 0})
@@ -73,6 +79,13 @@ def test_pairs_configs_scores_and_flips() -> None:
     assert change.score_before == pytest.approx(0.5) and change.score_after == pytest.approx(0.0)
     assert change.change_low <= change.score_change <= change.change_high
     assert [(f.pair_id, f.before, f.after) for f in diff.flips] == [("p1", "A", "B")]
+    # every config of the earlier run against every config of the later run, shared pairs
+    judges = {(j.before, j.after): j for j in diff.judges}
+    assert set(judges) == {(x, y) for x in ("j · c", "old · c") for y in ("j · c", "new · c")}
+    same = judges[("j · c", "j · c")]
+    assert (same.pairs, same.raw) == (2, 0.5)  # p1 flipped A -> B, p2 stayed B
+    assert same.raw_low < 0.5 < same.raw_high
+    assert judges[("old · c", "new · c")].pairs == 1 and judges[("old · c", "new · c")].raw == 1
 
 
 def test_paired_interval_resamples_pairs_together() -> None:
@@ -85,3 +98,26 @@ def test_paired_interval_resamples_pairs_together() -> None:
     low, high = paired_interval(before, noisy, seed_parts=("j", "c"))
     assert low < 0.05 < high and high - low < 0.1
     assert paired_interval(before, noisy, seed_parts=("j", "c")) == (low, high)
+
+
+def test_alpha_change_has_a_paired_interval() -> None:
+    """A judge that agrees with itself on every pair, then answers at random in a third of its
+    calls: alpha falls, and the paired interval of the change excludes zero; the same run
+    against itself changes by exactly zero."""
+    rng = np.random.default_rng(8)
+    pairs = 120
+    keys = rng.integers(0, 2, size=pairs)
+    steady = np.zeros((pairs, 2, 4))
+    steady[np.arange(pairs), :, keys] = 4
+    noisy = np.zeros((pairs, 2, 4))
+    for p in range(pairs):
+        for order in range(2):
+            for _ in range(4):
+                value = rng.integers(0, 3) if rng.uniform() < 1 / 3 else keys[p]
+                noisy[p, order, value] += 1
+    before, after, change = alpha_change(steady, noisy, seed_parts=("j", "c"))
+    assert before == pytest.approx(1.0) and after < 0.8
+    assert change.value == pytest.approx(after - before)
+    assert change.low <= change.value <= change.high < 0
+    same = alpha_change(noisy, noisy, seed_parts=("j", "c"))[2]
+    assert same.value == same.low == same.high == 0.0

@@ -91,12 +91,14 @@ def test_trends_page_holds_both_nights(nights: Any) -> None:
     assert [p.run_id for p in points] == ["night-1", "night-2"]
     assert [p.pairs for p in points] == [20, 30]
     assert all(p.score_low <= p.score <= p.score_high for p in points)
+    assert all(p.alpha_low <= p.alpha <= p.alpha_high for p in points)
     # Night 2 sent only its 10 new pairs' calls, and paid for them alone.
     assert [p.sent_calls for p in points] == [80, 40]
     assert 0 < points[1].usd < points[0].usd
     page = write_trends(work, points).read_text("utf-8")
     assert page.count("<svg") == 6 and "night-2" in page
     assert f"<td>{usd(points[0].usd)}</td>" in page  # the table's USD cell
+    assert f"<td>{points[0].alpha:.3f} ({points[0].alpha_low:.3f}-" in page
     assert "http" not in page.replace("http://www.w3.org/2000/svg", "")
 
 

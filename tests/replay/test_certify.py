@@ -13,10 +13,12 @@ import pytest
 
 from schemas.vocabulary import POLICIES
 from tasks.replay.certify import (
+    assignment_range,
     certification_order,
     change_law,
     change_range,
     log_wealth,
+    pair_range,
     pairs_needed,
     upper_bound,
 )
@@ -50,7 +52,8 @@ def test_the_change_range_bounds_every_pair_and_laws_are_shared(k: int) -> None:
     change = frame.pivot(index="pair_id", columns="policy", values="p_change")
     for policy in POLICIES:
         most = float(change_range(policy, k))
-        assert change[policy].max() <= most + 1e-12, policy
+        assert change[policy].max() == pytest.approx(most, abs=1e-12), policy  # attained
+        assert most <= assignment_range(policy, k)
         if most == 0.0:
             assert change[policy].abs().max() == 0.0, policy
     for a, b in itertools.combinations(POLICIES, 2):
@@ -64,11 +67,24 @@ def test_the_change_range_bounds_every_pair_and_laws_are_shared(k: int) -> None:
     assert (change["nonstrict"] <= change["paired_nonstrict"] + 1e-12).all() or k == 2
 
 
+@pytest.mark.parametrize("k", [4, 6, 8, pytest.param(10, marks=pytest.mark.slow)])
+def test_the_pair_ranges_are_the_exact_replay_of_every_pattern(k: int) -> None:
+    """The table of per-pair ranges against the exact replay of every pattern at K (with
+    ties: every grid over A, B and other, C(K + 8, 8) patterns)."""
+    for policy in ("paired_strict", "paired_unanimity_2"):
+        assert change_range(policy, k) == pair_range(policy, k), (policy, k)
+
+
 def test_change_ranges_and_the_order_of_tests() -> None:
-    assert change_range("paired_strict", 4) == Fraction(1, 2)
-    assert change_range("paired_strict", 6) == Fraction(4, 9)
+    # One assignment of paired_strict at K = 4 changes up to 1/2 of its decisions, a pair (an
+    # average over its six balanced assignments) at most 1/3: the certificate's range.
+    assert assignment_range("paired_strict", 4) == Fraction(1, 2)
+    assert change_range("paired_strict", 4) == Fraction(1, 3)
+    assert change_range("paired_strict", 6) == Fraction(2, 5)
+    assert assignment_range("paired_strict", 6) == Fraction(4, 9)
     assert change_range("paired_unanimity_2", 6) == 0  # four equal votes of six: settled
-    assert change_range("paired_unanimity_2", 8) == Fraction(1, 18)
+    assert change_range("paired_unanimity_2", 8) == Fraction(1, 35)
+    assert assignment_range("paired_unanimity_2", 8) == Fraction(1, 18)
     assert change_range("strict", 16) == change_range("full", 16) == 0
     assert change_range("nonstrict", 4) == change_range("nonstrict", 2) == 1
     assert change_range("paired_nonstrict", 2) == 0  # its one couple is the whole reference

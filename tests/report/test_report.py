@@ -430,3 +430,16 @@ def test_changes_section_states_the_half_bound_at_its_scope_and_flags_reversals(
     flagged = _section(render_report(data), "changes")  # synthetic: paired reversals above zero
     most = data.summary.query("policy == 'paired_unanimity'")["p_reversal"].max()
     assert f"paired_unanimity in 6 groups (up to {100 * most:.2f}%)" in flagged
+
+
+def test_changes_section_says_what_the_run_k_makes_false() -> None:
+    """At K = 4 every statement holds; at K = 8 paired unanimity can change more decisions
+    than nonstrict and reverse them, and the section says so beside the policy."""
+    data = synthetic_report_data()
+    at_4 = _section(render_report(data), "changes")
+    assert "At this run's K" not in at_4
+    at_8 = data.summary.assign(expected_calls=data.summary["expected_calls"] * 2)
+    section = _section(render_report(replace(data, summary=at_8)), "changes")
+    assert "This run has K = 8." in section
+    assert "paired_unanimity can change more decisions than nonstrict" in section
+    assert "paired_unanimity_2 can reverse" not in section  # from K = 10

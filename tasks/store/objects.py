@@ -35,6 +35,7 @@ import obstore
 from obstore.exceptions import AlreadyExistsError, BaseError, PreconditionError
 
 from tasks.errors import StoreError
+from tasks.store.access import explain
 from tasks.store.files import Store, register_copy
 
 __all__ = ["FRESH_S", "ObjectStore", "StoreObject"]
@@ -138,10 +139,15 @@ class ObjectStore(Store):
         except (FileNotFoundError, AlreadyExistsError, PreconditionError):
             raise
         except (BaseError, OSError, ValueError) as exc:
-            reason = " ".join(str(exc).split("\n\nDebug source:")[0].split())[:400]
-            raise StoreError(
-                f"object store {self.url}: {what} failed: {type(exc).__name__}: {reason}"
-            ) from exc
+            raise self.failed(what, exc) from exc
+
+    def failed(self, what: str, exc: BaseException) -> StoreError:
+        """A failed request as a StoreError: the store, the request, its reason (the store's
+        own words, cut short) and what to do about it when the reason says (`explain`)."""
+        reason = " ".join(str(exc).split("\n\nDebug source:")[0].split())
+        hint = explain(reason)
+        said = f"object store {self.url}: {what} failed: {type(exc).__name__}: {reason[:400]}"
+        return StoreError(f"{said}. {hint[0].upper()}{hint[1:]}" if hint else said)
 
     # --- keys -------------------------------------------------------------------------------
 
@@ -336,10 +342,14 @@ class ObjectStore(Store):
     def check_access(self) -> None:
         """Write, read and delete a probe object: raises the store's error if any fails."""
         key = f".judgeline-write-check/{os.getpid()}-{time.time_ns()}"
-        with self.requests("writing, reading and deleting a probe object"):
-            obstore.put(self.objects, key, b"", use_multipart=False)
-            obstore.get(self.objects, key).bytes()
-            obstore.delete(self.objects, key)
+        what = "writing, reading and deleting a probe object"
+        try:
+            with self.requests(what):
+                obstore.put(self.objects, key, b"", use_multipart=False)
+                obstore.get(self.objects, key).bytes()
+                obstore.delete(self.objects, key)
+        except FileNotFoundError as exc:  # not the object just put: its bucket
+            raise self.failed(what, exc) from exc
 
 
 def _hidden(key: str) -> bool:

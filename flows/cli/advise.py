@@ -46,12 +46,15 @@ def advise_command(
     confidence = _share(level, "--level", "95% or 0.95")
     folder = RunFolder(state.work, run_id)
     if not folder.outcomes.is_file():
-        raise InputError(f"run {run_id!r} has no outcomes ({folder.outcomes}); remap it first")
+        raise InputError(
+            f"run {run_id!r} has no outcomes ({state.work.location(folder.outcomes)}); "
+            "remap it first"
+        )
     table = advise(
         read_replay_input(folder.outcomes),
         max_change=budget,
         level=confidence,
-        where=str(folder.outcomes),
+        where=state.work.location(folder.outcomes),
     )
     view = Table(
         title=f"advice within {budget:.2%} changed decisions, certified at {confidence:.0%} "
@@ -85,4 +88,4 @@ def advise_command(
     # Written after it is shown: a work dir that cannot be written still gets the advice.
     path = folder.table("advice")
     write_parquet_atomic(table, path, overwrite=True)
-    console.print(f"advice: {path}", highlight=False)
+    console.print(f"advice: {state.work.location(path)}", highlight=False)

@@ -189,7 +189,7 @@ def test_a_killed_writers_journaled_reply_is_published_and_its_claims_expire(
                 assert claims.take(key).value == "mine"
             writer.add(reply("received"), [attempt("received")])
             await asyncio.sleep(0)
-            while not writer.journal.store.list_objects("cache/journal/"):
+            while not writer.journal.mirror.store.list_objects("cache/journal/"):
                 time.sleep(0.02)
             print("journaled", flush=True)
             os.kill(os.getpid(), signal.SIGKILL)

@@ -282,6 +282,10 @@ class ObjectStore(Store):
                             self.objects, key, handle, mode="create", use_multipart=False
                         )["e_tag"]
                     except AlreadyExistsError:
+                        # Another writer's, or ours: a retried put whose first try landed
+                        # but whose answer was lost. Either way the copy gets the store's.
+                        fetched = self._fetch({"path": key})
+                        self._index.put([fetched] if fetched is not None else [])
                         return False
             os.replace(tmp, path)
             self._index.put([(key, etag or "", path)])

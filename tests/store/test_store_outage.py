@@ -10,7 +10,9 @@ import os
 import subprocess
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from subprocess import Popen
 
 import pytest
 import yaml
@@ -51,30 +53,64 @@ def _answered(server: SimJudgeServer) -> Counter[str]:
     return Counter(e["call_key"] for e in log if e.get("call_key") and e["status"] == 200)
 
 
+def _judgeline(url: str, link: Link, tmp_path: Path, **env: str) -> Callable[..., Popen[str]]:
+    """`judgeline --work-dir URL ARGS` started with the store reached through `link`."""
+    base = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "COLUMNS")}
+    base.pop("JUDGELINE_WORK_DIR", None)
+    base.update({"AWS_ENDPOINT_URL": link.endpoint, SCRATCH_ENV: str(tmp_path / "scratch"),
+                 "JUDGELINE_WORKER": "0", **env})  # fmt: skip
+
+    def judgeline(*args: str) -> Popen[str]:
+        return Popen([JUDGELINE, "--work-dir", url, *args], env=base, text=True,
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+
+    return judgeline
+
+
+def _wait_for_replies(run: Popen[str], server: SimJudgeServer, count: int) -> None:
+    deadline = time.monotonic() + 240
+    while sum(_answered(server).values()) < count:
+        assert run.poll() is None, run.communicate()
+        assert time.monotonic() < deadline, "no judge calls within 240 s"
+        time.sleep(0.02)
+
+
+@pytest.mark.slow
+def test_a_short_outage_is_waited_out_and_the_run_completes(
+    s3_server: S3Server, tmp_path: Path
+) -> None:
+    link = Link(s3_server.endpoint)
+    url = f"s3://{s3_server.new_bucket()}/judgeline"
+    judgeline = _judgeline(url, link, tmp_path, **{PATIENCE_ENV: "60"})
+    with SimJudgeServer([PERSONA]) as server:
+        server.set_faults(rate_429=0, rate_5xx=0, rate_stall=0, rate_malformed=0,
+                          rate_truncated=0)  # fmt: skip
+        run = judgeline("run", str(_config(tmp_path, server)), "--run-id", "short")
+        _wait_for_replies(run, server, CALLS // 4)
+        link.cut()
+        time.sleep(4)
+        link.restore()
+        out, err = run.communicate(timeout=300)
+        assert run.returncode == 0, out + err
+        answered = _answered(server)
+    assert len(answered) == CALLS and max(answered.values()) == 1, answered.most_common(3)
+    record = read_record(WorkDir.at(url, scratch=tmp_path / "reader"), "short")
+    assert record.status == "completed" and record.calls["stored"] == CALLS
+    link.cut()
+
+
 @pytest.mark.slow
 def test_a_store_outage_stops_the_run_like_a_full_disk_and_nothing_paid_is_lost(
     s3_server: S3Server, tmp_path: Path
 ) -> None:
     link = Link(s3_server.endpoint)
     url = f"s3://{s3_server.new_bucket()}/judgeline"
-    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "COLUMNS")}
-    env.pop("JUDGELINE_WORK_DIR", None)
-    env.update({"AWS_ENDPOINT_URL": link.endpoint, SCRATCH_ENV: str(tmp_path / "scratch"),
-                LEASE_ENV: "3", PATIENCE_ENV: "2", "JUDGELINE_WORKER": "0"})  # fmt: skip
-
-    def judgeline(*args: str) -> subprocess.Popen[str]:
-        return subprocess.Popen([JUDGELINE, "--work-dir", url, *args], env=env, text=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
-
+    judgeline = _judgeline(url, link, tmp_path, **{LEASE_ENV: "3", PATIENCE_ENV: "2"})
     with SimJudgeServer([PERSONA]) as server:
         server.set_faults(rate_429=0, rate_5xx=0, rate_stall=0, rate_malformed=0,
                           rate_truncated=0)  # fmt: skip
         run = judgeline("run", str(_config(tmp_path, server)), "--run-id", "cut")
-        deadline = time.monotonic() + 240
-        while sum(_answered(server).values()) < CALLS // 4:
-            assert run.poll() is None, run.communicate()
-            assert time.monotonic() < deadline, "no judge calls within 240 s"
-            time.sleep(0.02)
+        _wait_for_replies(run, server, CALLS // 4)
         link.cut()
         cut_at = time.monotonic()
         out, err = run.communicate(timeout=180)

@@ -54,6 +54,8 @@ DOWNLOAD_THREADS = 8
 
 PATIENCE_ENV = "JUDGELINE_STORE_PATIENCE_SECONDS"
 DEFAULT_PATIENCE_S = 300.0
+FIRST_PATIENCE_S = 10.0
+"""The patience for a store that has not answered this process yet."""
 MAX_PATIENCE_S = 600.0
 """A retried request keeps its signature, which S3 accepts for 15 minutes."""
 
@@ -159,12 +161,19 @@ class ObjectStore(Store):
         self.root = state / "work"
         self.root.mkdir(parents=True, exist_ok=True)
         self.patience_s = store_patience()
+        self.answered = False
+        """Whether the store answered a request of this process: until it has, a request is
+        retried for `FIRST_PATIENCE_S` only (a wrong address, not an outage)."""
         self.down: StoreUnreachable | None = None
         """The request that went unanswered for the whole patience, until one is answered:
         meanwhile requests are tried once, not waited for again."""
-        with self.requests("open"):
+        try:  # no request yet: a URL or configuration the client refuses
             self._patient = from_url(self.url, retry_config=_retries(self.patience_s))
+            first = min(FIRST_PATIENCE_S, self.patience_s)
+            self._first = from_url(self.url, retry_config=_retries(first))
             self._hasty = from_url(self.url, retry_config=_retries(1.0))
+        except (BaseError, ValueError) as exc:
+            raise self.failed("open", exc) from exc
         self._index = _Index(state / "copy-index.sqlite")
         self._listed: dict[tuple[str, str], float] = {}
         self._listing_lock = threading.Lock()
@@ -175,9 +184,11 @@ class ObjectStore(Store):
 
     @property
     def objects(self) -> Any:
-        """The store client for the next request: retried for `patience_s`, or only briefly
-        while the store is `down`."""
-        return self._hasty if self.down is not None else self._patient
+        """The store client for the next request: retried for `patience_s` once the store
+        has answered, else briefly (`FIRST_PATIENCE_S`), and hardly while it is `down`."""
+        if self.down is not None:
+            return self._hasty
+        return self._patient if self.answered else self._first
 
     @contextlib.contextmanager
     def requests(self, what: str) -> Iterator[None]:
@@ -188,14 +199,14 @@ class ObjectStore(Store):
         try:
             yield
         except (FileNotFoundError, AlreadyExistsError, PreconditionError):
-            self.down = None
+            self.down, self.answered = None, True
             raise
         except (BaseError, OSError, ValueError) as exc:
             error = self.failed(what, exc)
-            if isinstance(error, StoreUnreachable):
+            if isinstance(error, StoreUnreachable) and self.answered:
                 self.down = self.down or error
             raise error from exc
-        self.down = None
+        self.down, self.answered = None, True
 
     def failed(self, what: str, exc: BaseException) -> StoreError:
         """A failed request as a StoreError: the store, the request, its reason (the store's
@@ -205,9 +216,13 @@ class ObjectStore(Store):
             # The client's last words (`... - HTTP error: error sending request`), not the
             # whole request line.
             last = reason.rsplit(" - ", 1)[-1][:200]
-            return StoreUnreachable(
-                f"object store {self.url} did not answer for {self.patience_s:g} s ({what}: {last})"
-            )
+            if not self.answered:
+                return StoreUnreachable(
+                    f"object store {self.url} did not answer ({what}: {last}); check its "
+                    "address (AWS_ENDPOINT_URL for an S3-compatible store) and the network"
+                )
+            waited = "is still away" if self.down else f"did not answer for {self.patience_s:g} s"
+            return StoreUnreachable(f"object store {self.url} {waited} ({what}: {last})")
         hint = explain(reason)
         said = f"object store {self.url}: {what} failed: {type(exc).__name__}: {reason[:400]}"
         return StoreError(f"{said}. {hint[0].upper()}{hint[1:]}" if hint else said)

@@ -165,3 +165,27 @@ def test_a_missing_bucket_and_unknown_keys_say_what_to_do(
         refused.store.check_access()  # type: ignore[attr-defined]
     message = str(caught.value)
     assert "does not accept the credentials" in message and "AWS_SECRET_ACCESS_KEY" in message
+
+
+def test_a_store_that_never_answered_is_not_waited_for_as_for_an_outage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A wrong address (nothing listens there) fails after the short first patience and
+    says to check it, though the patience for an outage is minutes."""
+    import tasks.store.objects as objects
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed again: connections are refused
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("AWS_ALLOW_HTTP", "true")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "k")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s")
+    monkeypatch.setenv(objects.PATIENCE_ENV, "300")
+    monkeypatch.setattr(objects, "FIRST_PATIENCE_S", 1.0)
+    work = WorkDir.at("s3://b/nowhere", scratch=tmp_path / "scratch")
+    started = time.monotonic()
+    with pytest.raises(StoreError) as caught:
+        work.store.list_objects("runs/")  # type: ignore[attr-defined]
+    assert time.monotonic() - started < 30
+    assert "did not answer" in str(caught.value) and "AWS_ENDPOINT_URL" in str(caught.value)

@@ -152,5 +152,5 @@ class StoreDown(Interrupted):
                 f"planned calls, {counts.get('pending', 0)} not sent yet)"
             )
         JudgelineError.__init__(
-            self, f"{message}; resume on this machine once the store answers again"
+            self, f"{message}; run the resume command on this machine once the store answers"
         )

@@ -188,7 +188,9 @@ async def _judge_planned(
             "pending": len(to_send) - tally.sent - tally.skipped,
         }  # fmt: skip
         if isinstance(stop.full, StoreUnreachable):
-            raise StoreDown(request.run_id, str(stop.full), str(work.journal), stopped)
+            # The first request that went unanswered for the whole patience says it best.
+            first = getattr(work.store, "down", None) or stop.full
+            raise StoreDown(request.run_id, str(first), str(work.journal), stopped)
         raise DiskFull(request.run_id, describe_filesystem(work.journal), stopped)
 
     if to_send and sum(1 for _ in work.replies.glob("*.parquet")) > COMPACT_AT:

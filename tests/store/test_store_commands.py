@@ -73,6 +73,16 @@ def test_replay_reads_and_writes_store_urls(
     summary = reader.fresh("replays", "first") / "summary.parquet"
     assert pq.read_table(summary).num_rows > 0
 
+    # Any parquet file in a store, not only a run's outcomes.
+    writer = WorkDir.at(bucket_url, scratch=tmp_path / "writer2")
+    (writer.root / "inputs").mkdir(parents=True)
+    grid = persona_grids([(PERSONA, None)], pairs=6, k=2, seed=4)
+    write_parquet_atomic(grid, writer.root / "inputs" / "grid.parquet")
+    other = run_main(monkeypatch, "replay", "--calls", f"{bucket_url}/inputs/grid.parquet",
+                     "--out", str(tmp_path / "local"), "--design", "common")  # fmt: skip
+    assert other.code == 0, other.err
+    assert pq.read_table(tmp_path / "local" / "summary.parquet").num_rows > 0
+
     missing = run_main(monkeypatch, "replay", "--calls", f"{bucket_url}/runs/Z/outcomes.parquet",
                        "--out", str(tmp_path / "local"))  # fmt: skip
     assert missing.code == 2

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from tasks.errors import InputError
 from tasks.store import is_store_url, store_of
+from tasks.store.objects import ObjectStore
 from tasks.workdir import WorkDir
 
 __all__ = ["Output", "input_file"]
@@ -33,7 +34,7 @@ def input_file(place: str) -> Path:
         path = work.fresh("runs", run_id) / name
     else:
         work = WorkDir.at(folder)
-        found = work.store.read(name) if hasattr(work.store, "read") else None
+        found = work.store.read(name) if isinstance(work.store, ObjectStore) else None
         path = work.root / name
         if found is not None:
             path.write_bytes(found.data)
@@ -54,4 +55,5 @@ class Output:
     def location(self, path: Path) -> str:
         """A written table as a person should be told: its path, or its URL in a store
         (also for a folder given as a path into a store's copy, as a run's own replay is)."""
-        return store_of(path.absolute()).location(path.absolute())
+        store = store_of(path.absolute())
+        return store.location(path.absolute()) if store.remote else str(path)

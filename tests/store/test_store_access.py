@@ -90,10 +90,19 @@ def test_no_credentials_is_said_before_any_request_and_names_what_to_set(
 def test_instance_credentials_are_used_only_when_asked_for(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import obstore.store
+
+    built: list[str] = []
+
+    def record(url: str, **kwargs: object) -> object:
+        built.append(url)  # no real client: no request can go anywhere
+        return object()
+
+    monkeypatch.setattr(obstore.store, "from_url", record)
     _bare_env(monkeypatch)
     monkeypatch.setenv(INSTANCE_ENV, "true")
-    work = WorkDir.at("s3://b/asked", scratch=tmp_path / "scratch")  # built, no request made
-    assert work.url == "s3://b/asked"
+    work = WorkDir.at("s3://b/asked", scratch=tmp_path / "scratch")
+    assert work.url == "s3://b/asked" and built and set(built) == {"s3://b/asked"}
 
 
 def test_an_http_endpoint_without_allow_http_names_the_variable(

@@ -137,3 +137,43 @@ def test_a_store_outage_stops_the_run_like_a_full_disk_and_nothing_paid_is_lost(
     record = read_record(WorkDir.at(url, scratch=tmp_path / "reader"), "cut")
     assert record.status == "completed"
     link.cut()
+
+
+@pytest.mark.slow
+def test_a_writer_keeps_its_replies_on_this_machine_while_the_store_is_away(
+    s3_server: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cache writer's publish that the store leaves unanswered for the whole patience
+    tells its caller (as a full disk does) and keeps the reply in this machine's journal,
+    which is published once the store answers again."""
+    import asyncio
+
+    from tasks.errors import StoreUnreachable
+    from tasks.judging.cache import fold_dead_journals, read_replies
+    from tasks.judging.writer import CacheWriter
+    from tests.store.test_object_store import attempt, reply
+
+    link = Link(s3_server.endpoint)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", link.endpoint)
+    monkeypatch.setenv(PATIENCE_ENV, "1")
+    url = f"s3://{s3_server.new_bucket()}/judgeline"
+    work = WorkDir.at(url, scratch=tmp_path / "scratch")
+    told: list[Exception] = []
+
+    async def scenario() -> None:
+        async with CacheWriter(work, max_rows=1000, max_age_s=3600, on_full=told.append) as w:
+            link.cut()
+            w.add(reply("kept"), [attempt("kept")])
+            await w.flush()
+
+    asyncio.run(scenario())
+    assert len(told) == 1 and isinstance(told[0], StoreUnreachable), told
+    (segment,) = work.journal.glob("*.jsonl")
+    assert b'"call_key":"kept"' in segment.read_bytes()
+
+    link.restore()
+    assert fold_dead_journals(work) == 1
+    other = WorkDir.at(url, scratch=tmp_path / "other")
+    assert read_replies(other).column("call_key").to_pylist() == ["kept"]
+    assert not list(work.journal.glob("*.jsonl"))
+    link.cut()

@@ -248,3 +248,4 @@ def test_a_store_that_refuses_is_one_paragraph_naming_it(s3_server: object) -> N
     assert listed.returncode == 2, listed.stdout + listed.stderr
     assert "Traceback" not in listed.stderr
     assert listed.stderr.startswith(f"error: object store {url}: listing runs/ failed")
+    assert "The bucket does not exist" in listed.stderr and "create it" in listed.stderr

@@ -6,9 +6,6 @@ group by group (`tasks.replay.stream.replay_file`), so memory stays bounded on l
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pyarrow.parquet as pq
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
@@ -22,12 +19,14 @@ def replay_task(
 ) -> dict[str, str]:
     """Replay every requested policy under every requested design, exactly, and write the
     tables into `out_dir` (with the money columns when `calls_path` is a run's outcomes and
-    its judges have prices)."""
+    its judges have prices). Either may be an object store URL (`tasks.replay.places`)."""
     from tasks.replay.money import outcome_costs
+    from tasks.replay.places import Output, input_file
 
-    costs = outcome_costs(calls_path)
-    paths = replay_file(calls_path, out_dir, designs=designs, policies=policies, costs=costs)
-    return {name: str(path) for name, path in paths.items()}
+    path, target = input_file(calls_path), Output(out_dir)
+    costs = outcome_costs(path)
+    paths = replay_file(path, target.folder, designs=designs, policies=policies, costs=costs)
+    return {name: target.location(path) for name, path in paths.items()}
 
 
 def replay_stage(
@@ -36,12 +35,12 @@ def replay_stage(
     designs: list[str] | None = None,
     policies: list[str] | None = None,
 ) -> dict[str, str]:
-    """Replay stopping policies over cached outcomes; returns the written paths by table."""
+    """Replay stopping policies over cached outcomes; returns the written paths (or URLs)
+    by table."""
     paths = replay_task(
-        str(Path(calls_path)), out_dir, list(designs or DESIGNS), list(policies or CORE_POLICIES)
+        str(calls_path), out_dir, list(designs or DESIGNS), list(policies or CORE_POLICIES)
     )
-    rows = pq.ParquetFile(paths["replay"]).metadata.num_rows
-    get_run_logger().info("replayed %d pair rows into %s", rows, ", ".join(paths.values()))
+    get_run_logger().info("replayed into %s", ", ".join(paths.values()))
     return paths
 
 

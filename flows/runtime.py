@@ -153,7 +153,8 @@ def check_store_access(work: WorkDir) -> None:
             f"work dir {work.url} cannot be written: {exc}. Credentials come from the "
             "environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL and "
             "AWS_ALLOW_HTTP=true for an http endpoint; GOOGLE_APPLICATION_CREDENTIALS; "
-            "AZURE_STORAGE_ACCOUNT_NAME and a key or token) or the platform's role"
+            "AZURE_STORAGE_ACCOUNT_NAME and a key or token), a task role or web identity, or "
+            "with JUDGELINE_INSTANCE_CREDENTIALS=true the machine's own role"
         ) from None
 
 

@@ -3,9 +3,12 @@
 JudgelineError            one readable paragraph; the CLI prints it without a traceback
 ├── InputError            a bad input file or row (names the file and the row)
 ├── IntegrityError        stored data that does not match its own hash or contract
+├── StoreError            the work dir's object store refused or failed a request
+│   └── StoreUnreachable  ... left it unanswered for the whole patience
 ├── GateError             a data-quality gate between stages failed (names the rows)
 └── Interrupted           a stage stopped on SIGINT or SIGTERM after storing what it had
-    └── DiskFull          ... or because the work dir's file system is full
+    ├── DiskFull          ... or because the work dir's file system is full
+    └── StoreDown         ... or because the work dir's object store stopped answering
 """
 
 from __future__ import annotations
@@ -37,6 +40,11 @@ class InputError(JudgelineError):
 class StoreError(JudgelineError):
     """The object store holding the work dir refused or failed a request (credentials, a
     missing bucket, the network); the message names the store, the request and its reason."""
+
+
+class StoreUnreachable(StoreError):
+    """The object store did not answer a request (a lost link, 5xx replies) for as long as
+    requests are retried (`tasks.store.objects.store_patience`)."""
 
 
 class IntegrityError(JudgelineError):
@@ -120,3 +128,29 @@ class DiskFull(Interrupted):
                 f"{counts.get('pending', 0)} not sent yet)"
             )
         JudgelineError.__init__(self, f"{message}; free space there")
+
+
+class StoreDown(Interrupted):
+    """The judge stage stopped because the work dir's object store did not answer for the
+    whole patience, after keeping every reply it received in this machine's journal
+    (published by the next run on this machine once the store answers). As `DiskFull`:
+    exit code 75 and the run's `planned`, `stored` (journaled), `sent` and `pending` counts.
+    """
+
+    def __init__(self, run_id: str, reason: str, journal: str, counts: dict[str, Any]) -> None:
+        self.run_id = run_id
+        self.resume = None
+        self.exit_code = 75
+        self.counts = counts
+        if not counts.get("sent"):
+            message = f"run {run_id} stopped before sending a call: {reason}"
+        else:
+            message = (
+                f"run {run_id} stopped: {reason}; no call started after that, and the "
+                f"{counts.get('stored', 0)} replies received are kept in this machine's "
+                f"journal ({journal}) until the store has them ({counts.get('planned', 0)} "
+                f"planned calls, {counts.get('pending', 0)} not sent yet)"
+            )
+        JudgelineError.__init__(
+            self, f"{message}; run the resume command on this machine once the store answers"
+        )

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from schemas.run import RunRecord
-from tasks.errors import IntegrityError, Interrupted, describe_validation
+from tasks.errors import IntegrityError, Interrupted, StoreUnreachable, describe_validation
 from tasks.hashing import canonical_json, sha256_text
 from tasks.judging.claims import RunLock, run_lock_is_free
 from tasks.runfolder import RECORD_FILE, RunFolder, is_run_id
@@ -193,10 +193,11 @@ def recorded_run(
             record.ended_at = dt.datetime.now(dt.UTC)
             try:
                 write_record(work, record)
-            except OSError as exc:
-                # A job stopped by a full disk: its error says so; the record written on
-                # entry stays (`running`: listed as interrupted once this process ends).
-                if error is None or not disk_full(exc):
+            except (OSError, StoreUnreachable) as exc:
+                # A job stopped by a full disk or a store that stopped answering: its error
+                # says so; the record written on entry stays (`running`: listed as
+                # interrupted once this process ends, or its lease on the store runs out).
+                if error is None or not (disk_full(exc) or isinstance(exc, StoreUnreachable)):
                     raise
 
 

@@ -48,18 +48,21 @@ def advise_command(
     confidence = _share(level, "--level", "95% or 0.95")
     folder = RunFolder(state.work, run_id)
     if not folder.outcomes.is_file():
-        raise InputError(f"run {run_id!r} has no outcomes ({folder.outcomes}); remap it first")
+        raise InputError(
+            f"run {run_id!r} has no outcomes ({state.work.location(folder.outcomes)}); "
+            "remap it first"
+        )
     table = advise(
         read_replay_input(folder.outcomes),
         max_change=budget,
         level=confidence,
-        where=str(folder.outcomes),
+        where=state.work.location(folder.outcomes),
     )
     frame = shown(table.to_pandas())
     path = folder.table("advice")
     if as_json:
         print_json(
-            {"max_change": budget, "level": confidence, "table": str(path),
+            {"max_change": budget, "level": confidence, "table": state.work.location(path),
              "advice": frame.to_dict("records")}
         )  # fmt: skip
     else:
@@ -67,7 +70,7 @@ def advise_command(
     # Written after it is shown: a work dir that cannot be written still gets the advice.
     write_parquet_atomic(table, path, overwrite=True)
     if not as_json:
-        console.print(f"advice: {path}", highlight=False)
+        console.print(f"advice: {state.work.location(path)}", highlight=False)
 
 
 def _print_advice(frame: Any, budget: float, confidence: float) -> None:

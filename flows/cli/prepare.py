@@ -98,7 +98,7 @@ def freeze(
             f"  [yellow]warning[/yellow]: pair {escape(repr(pair_id))} has byte-identical "
             "answers A and B (kept)",
         )
-    _say(f"  written to {escape(str(work.manifest_dir(manifest_hash)))}")
+    _say(f"  written to {escape(work.location(work.manifest_dir(manifest_hash)))}")
 
 
 @app.command("plan")
@@ -130,4 +130,4 @@ def plan(
     seed = "" if info.rng_seed is None else f", rng seed {info.rng_seed}"
     _say(f"  manifest {info.manifest_hash}, design {info.design}, K={info.k}{seed}")
     _say(f"  {info.presentations} presentations for {info.pairs} pairs")
-    _say(f"  written to {escape(str(work.plan_dir(plan_id)))}")
+    _say(f"  written to {escape(work.location(work.plan_dir(plan_id)))}")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -58,14 +57,20 @@ def summary_table(rows: list[dict[str, object]]) -> Table:
 @app.command("replay")
 def replay_command(
     calls: Annotated[
-        Path,
+        str,
         typer.Option(
-            "--calls", help="Outcomes parquet: the replay input, or a run's outcomes.parquet."
+            "--calls",
+            help="Outcomes parquet: the replay input, or a run's outcomes.parquet (a path or "
+            "an object store URL).",
         ),
     ],
     out: Annotated[
-        Path,
-        typer.Option("--out", help="Folder for the replay, summary, design and components tables."),
+        str,
+        typer.Option(
+            "--out",
+            help="Folder for the replay, summary, design and components tables (a path or an "
+            "object store URL).",
+        ),
     ],
     design: Annotated[
         list[str] | None,
@@ -83,23 +88,24 @@ def replay_command(
     from tasks.errors import InputError
     from tasks.replay.coded import require_columns
     from tasks.replay.money import outcome_costs
+    from tasks.replay.places import Output, input_file
     from tasks.replay.stream import replay_file
 
-    if not calls.is_file():
-        raise InputError("no such outcomes file", file=str(calls))
+    path = input_file(calls)
     try:
-        schema = pq.read_schema(calls)
+        schema = pq.read_schema(path)
     except (OSError, ValueError) as exc:
-        raise InputError(f"not a readable parquet file ({exc})", file=str(calls)) from None
-    require_columns(schema.names, str(calls))
+        raise InputError(f"not a readable parquet file ({exc})", file=calls) from None
+    require_columns(schema.names, calls)
+    target = Output(out)
     # The job runs here, without a flow run (as freeze and plan do): a file in, four tables
     # out, nothing to orchestrate. The replay-policies flow and deployment do the same.
     written = replay_file(
-        str(calls), str(out), designs=list(design or DESIGNS),
-        policies=list(policy or CORE_POLICIES), costs=outcome_costs(str(calls)),
+        path, target.folder, designs=list(design or DESIGNS),
+        policies=list(policy or CORE_POLICIES), costs=outcome_costs(path),
     )  # fmt: skip
-    paths = {name: str(path) for name, path in written.items()}
-    rows = pq.read_table(paths["summary"]).to_pylist()
+    paths = {name: target.location(file) for name, file in written.items()}
+    rows = pq.read_table(written["summary"]).to_pylist()
     table = summary_table(rows)
     if fits(table):
         console.print(table)
@@ -107,5 +113,5 @@ def replay_command(
         console.print("replay summary", style="italic")
         for line in summary_lines(rows):
             console.print(line, highlight=False)
-    for name, path in paths.items():
-        console.print(f"{name}: {path}", highlight=False)
+    for name, where in paths.items():
+        console.print(f"{name}: {where}", highlight=False)

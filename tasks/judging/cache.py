@@ -66,13 +66,13 @@ def write_attempts(work: WorkDir, records: Sequence[AttemptRecord]) -> Path | No
 
 def _dead_writers(work: WorkDir) -> Iterator[DeadSegment]:
     """What writers that died before publishing left in their journals: locked files no
-    process holds, or in a store the journals of writers whose lease ran out."""
+    process holds, and in a store the journals of writers whose lease ran out (this
+    machine's own journal files first: they hold what an outage of the store kept from it)."""
+    yield from dead_segments(work.journal)
     if work.store.remote:
         from tasks.judging.store_journal import dead_store_segments
 
         yield from dead_store_segments(work)
-    else:
-        yield from dead_segments(work.journal)
 
 
 def fold_dead_journals(work: WorkDir) -> int:

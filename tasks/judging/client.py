@@ -27,7 +27,7 @@ import httpx
 
 from schemas.calls import AttemptRecord, ReplyRecord
 from schemas.judge import JudgeSpec
-from tasks.errors import InputError
+from tasks.errors import InputError, StoreUnreachable
 from tasks.judging.attempts import attempt_record, reply_record
 from tasks.judging.claims import Claim
 from tasks.judging.endpoints import endpoint, extra_headers
@@ -226,7 +226,13 @@ class JudgeClient:
                 breaker.held += 1
                 return None
             if claim and self._claims is not None:
-                state = await self._claims.claim(request.call_key)
+                try:
+                    state = await self._claims.claim(request.call_key)
+                except StoreUnreachable as exc:
+                    if self._stop is None:
+                        raise
+                    self._stop.disk_full(exc)  # the store is away: stop as on a full disk
+                    return None
                 if state is not Claim.MINE:
                     return state
             if self._limiter is not None:

@@ -19,7 +19,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from schemas.run import RunInfo
-from tasks.errors import DiskFull, InputError, IntegrityError, Interrupted
+from tasks.errors import (
+    DiskFull,
+    InputError,
+    IntegrityError,
+    Interrupted,
+    StoreDown,
+    StoreUnreachable,
+)
 from tasks.gates import preload_great_expectations
 from tasks.ingest.manifest import read_manifest
 from tasks.judging.batches import judge_batch, send_all
@@ -167,22 +174,26 @@ async def _judge_planned(
                 with stop_on_signals(stop):
                     run_batch = hooks.run_batch or judge_batch
                     await send_all(request, to_send, tally, fresh, run_batch, stop=stop)
-    except OSError as exc:
-        if not disk_full(exc):
+    except (OSError, StoreUnreachable) as exc:
+        if not (disk_full(exc) or isinstance(exc, StoreUnreachable)):
             raise
         stop.full = stop.full or exc  # e.g. no room for the journal's reserve: nothing sent
     finally:
         tally.close()
     elapsed = time.perf_counter() - started
     if stop.full is not None:
-        # No room for the run's tables either: the replies wait in the journal.
-        raise DiskFull(
-            request.run_id,
-            describe_filesystem(work.journal),
-            {"planned": len(planned), "stored": tally.stored, "sent": tally.sent,
-             "failed": sum(tally.failed.values()),
-             "pending": len(to_send) - tally.sent - tally.skipped},
-        )  # fmt: skip
+        # No room for the run's tables either (or no store to write them to): the replies
+        # wait in the journal.
+        stopped: dict[str, Any] = {
+            "planned": len(planned), "stored": tally.stored, "sent": tally.sent,
+            "failed": sum(tally.failed.values()),
+            "pending": len(to_send) - tally.sent - tally.skipped,
+        }  # fmt: skip
+        if isinstance(stop.full, StoreUnreachable):
+            # The first request that went unanswered for the whole patience says it best.
+            first = getattr(work.store, "down", None) or stop.full
+            raise StoreDown(request.run_id, str(first), str(work.journal), stopped)
+        raise DiskFull(request.run_id, describe_filesystem(work.journal), stopped)
 
     if to_send and sum(1 for _ in work.replies.glob("*.parquet")) > COMPACT_AT:
         compact(work)

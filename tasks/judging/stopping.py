@@ -9,7 +9,10 @@ already received are in the journal, which the next run publishes.
 
 A full file system stops the stage the same way (`StopRequest.disk_full`, told by the
 cache writer at its first write refused for want of space); the stage then raises
-`tasks.errors.DiskFull`, without writing the run's tables: there is no room for them.
+`tasks.errors.DiskFull`, without writing the run's tables: there is no room for them. So
+does an object store that left a request unanswered for its whole patience (a
+`tasks.errors.StoreUnreachable`, told by the cache writer or a call's claim): the stage
+raises `tasks.errors.StoreDown`, the replies waiting in this machine's journal.
 """
 
 from __future__ import annotations
@@ -43,8 +46,9 @@ class StopRequest:
     def __init__(self, grace_s: float = GRACE_S) -> None:
         self.grace_s = grace_s
         self.signum: int | None = None
-        self.full: OSError | None = None
-        """The write refused for want of space that stopped the stage (`disk_full`)."""
+        self.full: Exception | None = None
+        """The write refused for want of space (an OSError), or the store's unanswered
+        request (a StoreUnreachable), that stopped the stage (`disk_full`)."""
         self.cut_off = False
         self._inflight: set[asyncio.Task[object]] = set()
 
@@ -52,9 +56,10 @@ class StopRequest:
     def requested(self) -> bool:
         return self.signum is not None or self.full is not None
 
-    def disk_full(self, exc: OSError) -> None:
-        """The work dir's file system is full: stop as on a signal (the replies in flight
-        go to the journal's reserve), silently: the stage's error says it once."""
+    def disk_full(self, exc: Exception) -> None:
+        """The work dir's file system is full, or its object store stopped answering: stop
+        as on a signal (the replies in flight go to the journal, on a full disk into its
+        reserve), silently: the stage's error says it once."""
         if self.requested:
             self.full = self.full or exc
             return

@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from tasks.errors import StoreError
+from tasks.errors import StoreError, StoreUnreachable
 from tasks.judging.cache import fold_dead_journals
 from tasks.judging.claims import Claim, StoredKeyView
 from tasks.store.leases import json_object, writer_lease
@@ -145,8 +145,10 @@ class StoreCallClaims:
                 self.store.replace(key, body)
         except StoreError as exc:
             # Others wait for this claim until this process's lease runs out; then they
-            # find the reply stored (or send the call again).
-            log.warning("claim %s could not be settled: %s", key, exc)
+            # find the reply stored (or send the call again). A store that does not answer
+            # stops the stage, which says so once.
+            say = log.info if isinstance(exc, StoreUnreachable) else log.warning
+            say("claim %s could not be settled: %s", key, exc)
 
     def published(self, path: Path | None, stored: list[str], settled: set[str]) -> None:
         """A writer published `path` holding the replies of `stored`: let the view see them,

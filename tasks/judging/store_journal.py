@@ -8,6 +8,12 @@ meanwhile: a process killed at any moment loses the replies received during its 
 few hundredths of a second), like the calls still in flight. Once the parquet files holding a
 segment's lines are published, the segment's objects are deleted.
 
+The same lines also go to this machine's own journal (`MirroredJournal`, a local journal
+file in the scratch dir's copy of `cache/journal/`), which is what keeps them through an
+outage of the store: the store's journal cannot be written then, and if the store stays away
+for the whole patience the judge stage stops with the lines kept there; the next judge stage
+on this machine publishes them (`tasks.judging.cache.fold_dead_journals`).
+
 A writer's lease (`tasks.store.leases`) says whether it lives. `dead_store_segments` yields
 the journals of writers whose lease ran out; `tasks.judging.cache.fold_dead_journals`
 publishes their lines as parquet and deletes them. Two readers may fold the same journal at
@@ -22,12 +28,20 @@ from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from tasks.judging.journal import DeadSegment, Entry, encode, parse
+from tasks.errors import StoreUnreachable
+from tasks.judging.journal import (
+    DeadSegment,
+    Entry,
+    JournalSegment,
+    ReplyJournal,
+    encode,
+    parse,
+)
 from tasks.store.leases import writer_lease
 from tasks.store.objects import ObjectStore
 from tasks.workdir import WorkDir
 
-__all__ = ["JOURNAL_PREFIX", "StoreJournal", "dead_store_segments"]
+__all__ = ["JOURNAL_PREFIX", "MirroredJournal", "StoreJournal", "dead_store_segments"]
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +58,43 @@ class StoreSegment:
     def retire(self) -> None:
         """Delete the segment's objects (their lines are published), after its last put."""
         self.journal._retire(self.number)
+
+
+@dataclass
+class MirroredSegment(JournalSegment):
+    """A segment of this machine's journal file and its lines' objects in the store."""
+
+    mirror: StoreSegment | None = None
+
+    def retire(self) -> None:
+        super().retire()
+        if self.mirror is not None:
+            self.mirror.retire()
+
+
+@dataclass
+class MirroredJournal(ReplyJournal):
+    """This writer's journal on a store: a local journal file (with its reserve of space)
+    and the store's journal objects, each line written to both."""
+
+    mirror: StoreJournal | None = None
+
+    def write(self, entries: Sequence[Entry]) -> None:
+        if self.mirror is not None:
+            self.mirror.write(entries)  # queued for its thread: never fails here
+        super().write(entries)
+
+    def cut(self) -> MirroredSegment | None:
+        local = super().cut()
+        remote = self.mirror.cut() if self.mirror is not None else None
+        if local is None:
+            return None
+        return MirroredSegment(local.path, local.fd, local.size, remote)
+
+    def close(self) -> None:
+        super().close()
+        if self.mirror is not None:
+            self.mirror.close()
 
 
 class StoreJournal:
@@ -115,7 +166,10 @@ class StoreJournal:
         try:
             self.store.replace(key, data)
         except Exception as exc:  # noqa: BLE001 - the lines are still published by the flush
-            log.warning("journal %s could not be written to %s: %s", key, self.store.url, exc)
+            # A store that does not answer stops the stage, which says so once; meanwhile
+            # the lines are in this machine's journal.
+            say = log.info if isinstance(exc, StoreUnreachable) else log.warning
+            say("journal %s could not be written to %s: %s", key, self.store.url, exc)
             return
         self._written[number].append(key)
 

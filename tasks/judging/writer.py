@@ -8,28 +8,26 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from schemas.calls import AttemptRecord, ReplyRecord
+from tasks.errors import StoreUnreachable
 from tasks.judging.cache import write_attempts, write_replies
 from tasks.judging.journal import Entry, JournalSegment, ReplyJournal
 from tasks.workdir import WorkDir, disk_full
-
-if TYPE_CHECKING:
-    from tasks.judging.store_journal import StoreJournal
 
 __all__ = ["CacheWriter", "PublishListener"]
 
 log = logging.getLogger(__name__)
 
 
-def _journal_for(work: WorkDir, reserve_bytes: int) -> ReplyJournal | StoreJournal:
-    """This writer's journal in `work`: a locked local file (with its reserve of space), or
-    objects in the store."""
+def _journal_for(work: WorkDir, reserve_bytes: int) -> ReplyJournal:
+    """This writer's journal in `work`: a locked local file (with its reserve of space), on
+    an object store mirrored by objects in the store (`MirroredJournal`)."""
     if work.store.remote:
-        from tasks.judging.store_journal import StoreJournal
+        from tasks.judging.store_journal import MirroredJournal, StoreJournal
 
-        return StoreJournal(work)
+        return MirroredJournal(work.journal, reserve_bytes, mirror=StoreJournal(work))
     return ReplyJournal(work.journal, reserve_bytes)
 
 
@@ -55,7 +53,10 @@ class CacheWriter:
     With `reserve_bytes`, the journal holds that much space (`tasks.judging.journal.Reserve`):
     at the first write refused for want of space, it goes to the journal, `on_full` is told
     (the judge stage stops sending) and nothing is published after: the replies received
-    wait in the journal for the next reader, who publishes them once there is space.
+    wait in the journal for the next reader, who publishes them once there is space. An
+    object store that leaves a publish unanswered for its whole patience
+    (`tasks.errors.StoreUnreachable`) is met the same way: the replies wait in this
+    machine's journal.
 
         async with CacheWriter(work, claims=claims) as writer:
             writer.add(reply, attempts)
@@ -69,15 +70,16 @@ class CacheWriter:
         max_age_s: float = 1.0,
         claims: PublishListener | None = None,
         reserve_bytes: int = 0,
-        on_full: Callable[[OSError], None] | None = None,
+        on_full: Callable[[Exception], None] | None = None,
     ) -> None:
         self.work = work
         self.max_rows = max_rows
         self.max_age_s = max_age_s
         self.claims = claims
         self.on_full = on_full
-        self.full: OSError | None = None
-        """The first write refused for want of space: nothing is published after it."""
+        self.full: Exception | None = None
+        """The first write refused for want of space, or the store's unanswered publish:
+        nothing is published after it."""
         self.lost = 0
         """Replies that could not be journaled even in the reserve's space."""
         self._kept: list[JournalSegment] = []
@@ -128,13 +130,14 @@ class CacheWriter:
             log.warning(
                 "%d replies received could not be kept (%s); they are sent again", lost, exc
             )
-        if isinstance(self.journal, ReplyJournal) and self.journal.full is not None:
+        if self.journal.full is not None:
             self._filled(self.journal.full)
 
-    def _filled(self, exc: OSError) -> None:
-        """The file system is full: the reserve goes to the journal, the caller is told once
-        (the judge stage stops sending), and nothing is published any more."""
-        if isinstance(self.journal, ReplyJournal):
+    def _filled(self, exc: Exception) -> None:
+        """The file system is full (or the store stopped answering): the reserve goes to the
+        journal, the caller is told once (the judge stage stops sending), and nothing is
+        published any more."""
+        if isinstance(exc, OSError):
             self.journal.release_reserve(exc)
         if self.full is None:
             self.full = exc
@@ -169,11 +172,11 @@ class CacheWriter:
                 # Replies first: a reply on disk with no attempt row is harmless; the
                 # reverse would show a success in the log that the cache cannot serve.
                 path = await asyncio.to_thread(self._write_both, replies, attempts)
-            except OSError as exc:
-                if not disk_full(exc):
+            except (OSError, StoreUnreachable) as exc:
+                if not (disk_full(exc) or isinstance(exc, StoreUnreachable)):
                     raise
                 self._filled(exc)
-                if isinstance(segment, JournalSegment):
+                if segment is not None:
                     self._kept.append(segment)  # for the next reader to publish
                 return
             if segment is not None:
@@ -204,6 +207,6 @@ class CacheWriter:
         finally:
             self.journal.close()
             segment = self.journal.cut()
-            left = [segment] if isinstance(segment, JournalSegment) else []
+            left = [segment] if segment is not None else []
             for kept in [*self._kept, *left]:
                 kept.release()  # unpublished (the disk filled up): for the next reader

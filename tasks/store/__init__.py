@@ -55,12 +55,17 @@ def _slug(url: str) -> str:
 
 def open_object_store(url: str, scratch: str | os.PathLike[str] | None = None) -> Store:
     """The object store at `url` with its local copy under the scratch dir (one per process,
-    URL and scratch dir: its listing memo and leases are shared by every WorkDir on it)."""
+    URL and scratch dir: its listing memo and leases are shared by every WorkDir on it).
+    A URL the store client would not keep exactly, or an environment that cannot reach the
+    store, is refused before any request (`tasks.store.access`)."""
+    from tasks.store.access import check_configuration, check_url
     from tasks.store.objects import ObjectStore
 
     url = url.rstrip("/")
+    check_url(url)
     state = scratch_dir(scratch) / _slug(url)
     found = _OPEN.get((url, state))
     if found is None:
+        check_configuration(url)
         found = _OPEN[(url, state)] = ObjectStore(url, state)
     return found

@@ -26,6 +26,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from tasks.errors import StoreUnreachable
 from tasks.store.objects import ObjectStore
 
 __all__ = ["LEASE_ENV", "LeaseLock", "WriterLease", "json_object", "lease_ttl", "writer_lease"]
@@ -98,14 +99,19 @@ class WriterLease:
             thread, self._thread = self._thread, None
         if thread is not None:
             thread.join(timeout=10)
-        self.store.delete(self.key)
+        try:
+            self.store.delete(self.key)
+        except StoreUnreachable as exc:  # it runs out by itself
+            log.info("lease %s left on %s: %s", self.key, self.store.url, exc)
 
     def _renew(self) -> None:
         while not self._stop.wait(self.ttl_s / 3):
             try:
                 self._write()
             except Exception as exc:  # noqa: BLE001 - retried at the next period
-                log.warning("could not renew lease %s on %s: %s", self.key, self.store.url, exc)
+                # A store that does not answer stops a judge stage, which says so once.
+                say = log.info if isinstance(exc, StoreUnreachable) else log.warning
+                say("could not renew lease %s on %s: %s", self.key, self.store.url, exc)
 
     def alive(self, writer: str) -> bool:
         """Whether `writer`'s lease is current (this process's own always is)."""
@@ -178,7 +184,10 @@ class LeaseLock:
     def release(self) -> None:
         if self.held:
             self.held = False
-            self.store.delete(self.key)
+            try:
+                self.store.delete(self.key)
+            except StoreUnreachable as exc:  # taken over once the lease runs out
+                log.info("lock %s left on %s: %s", self.key, self.store.url, exc)
             self.lease.let_go()
 
     def is_free(self) -> bool:

@@ -19,8 +19,10 @@ store first, then into the local copy.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import fnmatch
 import os
+import re
 import shutil
 import sqlite3
 import tempfile
@@ -29,15 +31,19 @@ import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import obstore
 from obstore.exceptions import AlreadyExistsError, BaseError, PreconditionError
 
-from tasks.errors import StoreError
+from tasks.errors import StoreError, StoreUnreachable
+from tasks.store.access import explain
 from tasks.store.files import Store, register_copy
 
-__all__ = ["FRESH_S", "ObjectStore", "StoreObject"]
+if TYPE_CHECKING:
+    from obstore.store import RetryConfig
+
+__all__ = ["FRESH_S", "PATIENCE_ENV", "ObjectStore", "StoreObject", "store_patience"]
 
 FRESH_S = 1.0
 """A folder listed less than this long ago in this process is not listed again, unless the
@@ -45,6 +51,42 @@ caller asks for the newest listing: what others wrote in the last second may be 
 if the read had happened a second earlier."""
 
 DOWNLOAD_THREADS = 8
+
+PATIENCE_ENV = "JUDGELINE_STORE_PATIENCE_SECONDS"
+DEFAULT_PATIENCE_S = 300.0
+FIRST_PATIENCE_S = 10.0
+"""The patience for a store that has not answered this process yet."""
+MAX_PATIENCE_S = 600.0
+"""A retried request keeps its signature, which S3 accepts for 15 minutes."""
+
+
+def store_patience() -> float:
+    """How long a request the store does not answer (a lost link, a 5xx) is retried, with
+    backoff, before it fails: $JUDGELINE_STORE_PATIENCE_SECONDS, else 5 minutes; between
+    1 s and 10 minutes."""
+    try:
+        chosen = float(os.environ.get(PATIENCE_ENV, DEFAULT_PATIENCE_S))
+    except ValueError:
+        chosen = DEFAULT_PATIENCE_S
+    return min(MAX_PATIENCE_S, max(1.0, chosen))
+
+
+def _retries(patience_s: float) -> RetryConfig:
+    """obstore's retry configuration: retries until `patience_s` has passed, backing off
+    from 0.1 s up to a tenth of the patience (1 to 15 s) between attempts."""
+    return {
+        "max_retries": 100_000,
+        "retry_timeout": dt.timedelta(seconds=patience_s),
+        "backoff": {
+            "init_backoff": dt.timedelta(milliseconds=100),
+            "max_backoff": dt.timedelta(seconds=min(15.0, max(1.0, patience_s / 10))),
+        },
+    }
+
+
+_UNANSWERED = re.compile(r"after \d+ retries|error sending request|timed out|connection",
+                         re.IGNORECASE)  # fmt: skip
+"""The words of a request the store did not answer (as opposed to one it refused)."""
 
 
 class StoreObject:
@@ -118,8 +160,20 @@ class ObjectStore(Store):
         """This machine's folder for the store: the copy, its index, Prefect's home."""
         self.root = state / "work"
         self.root.mkdir(parents=True, exist_ok=True)
-        with self.requests("open"):
-            self.objects = from_url(self.url, retry_config={"max_retries": 4})
+        self.patience_s = store_patience()
+        self.answered = False
+        """Whether the store answered a request of this process: until it has, a request is
+        retried for `FIRST_PATIENCE_S` only (a wrong address, not an outage)."""
+        self.down: StoreUnreachable | None = None
+        """The request that went unanswered for the whole patience, until one is answered:
+        meanwhile requests are tried once, not waited for again."""
+        try:  # no request yet: a URL or configuration the client refuses
+            self._patient = from_url(self.url, retry_config=_retries(self.patience_s))
+            first = min(FIRST_PATIENCE_S, self.patience_s)
+            self._first = from_url(self.url, retry_config=_retries(first))
+            self._hasty = from_url(self.url, retry_config=_retries(1.0))
+        except (BaseError, ValueError) as exc:
+            raise self.failed("open", exc) from exc
         self._index = _Index(state / "copy-index.sqlite")
         self._listed: dict[tuple[str, str], float] = {}
         self._listing_lock = threading.Lock()
@@ -128,20 +182,50 @@ class ObjectStore(Store):
     def __repr__(self) -> str:
         return f"ObjectStore({self.url!r}, copy at {self.root})"
 
+    @property
+    def objects(self) -> Any:
+        """The store client for the next request: retried for `patience_s` once the store
+        has answered, else briefly (`FIRST_PATIENCE_S`), and hardly while it is `down`."""
+        if self.down is not None:
+            return self._hasty
+        return self._patient if self.answered else self._first
+
     @contextlib.contextmanager
     def requests(self, what: str) -> Iterator[None]:
         """Requests to the store: its refusals and failures become a StoreError naming the
         store, the request and the reason (absent objects and failed conditions are answers,
-        not errors, and pass through)."""
+        not errors, and pass through); a request left unanswered for the whole patience is
+        a `StoreUnreachable`, and the store is `down` until a request is answered."""
         try:
             yield
         except (FileNotFoundError, AlreadyExistsError, PreconditionError):
+            self.down, self.answered = None, True
             raise
         except (BaseError, OSError, ValueError) as exc:
-            reason = " ".join(str(exc).split("\n\nDebug source:")[0].split())[:400]
-            raise StoreError(
-                f"object store {self.url}: {what} failed: {type(exc).__name__}: {reason}"
-            ) from exc
+            error = self.failed(what, exc)
+            if isinstance(error, StoreUnreachable) and self.answered:
+                self.down = self.down or error
+            raise error from exc
+        self.down, self.answered = None, True
+
+    def failed(self, what: str, exc: BaseException) -> StoreError:
+        """A failed request as a StoreError: the store, the request, its reason (the store's
+        own words, cut short) and what to do about it when the reason says (`explain`)."""
+        reason = " ".join(str(exc).split("\n\nDebug source:")[0].split())
+        if isinstance(exc, BaseError) and _UNANSWERED.search(reason):
+            # The client's last words (`... - HTTP error: error sending request`), not the
+            # whole request line.
+            last = reason.rsplit(" - ", 1)[-1][:200]
+            if not self.answered:
+                return StoreUnreachable(
+                    f"object store {self.url} did not answer ({what}: {last}); check its "
+                    "address (AWS_ENDPOINT_URL for an S3-compatible store) and the network"
+                )
+            waited = "is still away" if self.down else f"did not answer for {self.patience_s:g} s"
+            return StoreUnreachable(f"object store {self.url} {waited} ({what}: {last})")
+        hint = explain(reason)
+        said = f"object store {self.url}: {what} failed: {type(exc).__name__}: {reason[:400]}"
+        return StoreError(f"{said}. {hint[0].upper()}{hint[1:]}" if hint else said)
 
     # --- keys -------------------------------------------------------------------------------
 
@@ -157,10 +241,9 @@ class ObjectStore(Store):
     def create(self, key: str, data: bytes) -> str | None:
         """Put `data` at `key` unless an object is there: its entity tag, or None if one was."""
         try:
-            return (
-                obstore.put(self.objects, key, data, mode="create", use_multipart=False)["e_tag"]
-                or ""
-            )
+            with self.requests(f"creating {key}"):
+                put = obstore.put(self.objects, key, data, mode="create", use_multipart=False)
+            return put["e_tag"] or ""
         except AlreadyExistsError:
             return None
 
@@ -169,9 +252,9 @@ class ObjectStore(Store):
         it changed or vanished meanwhile)."""
         mode: Any = "overwrite" if etag is None else {"e_tag": etag}
         try:
-            return (
-                obstore.put(self.objects, key, data, mode=mode, use_multipart=False)["e_tag"] or ""
-            )
+            with self.requests(f"writing {key}"):
+                put = obstore.put(self.objects, key, data, mode=mode, use_multipart=False)
+            return put["e_tag"] or ""
         except (PreconditionError, FileNotFoundError):
             return None
 
@@ -214,6 +297,10 @@ class ObjectStore(Store):
                             self.objects, key, handle, mode="create", use_multipart=False
                         )["e_tag"]
                     except AlreadyExistsError:
+                        # Another writer's, or ours: a retried put whose first try landed
+                        # but whose answer was lost. Either way the copy gets the store's.
+                        fetched = self._fetch({"path": key})
+                        self._index.put([fetched] if fetched is not None else [])
                         return False
             os.replace(tmp, path)
             self._index.put([(key, etag or "", path)])
@@ -336,10 +423,14 @@ class ObjectStore(Store):
     def check_access(self) -> None:
         """Write, read and delete a probe object: raises the store's error if any fails."""
         key = f".judgeline-write-check/{os.getpid()}-{time.time_ns()}"
-        with self.requests("writing, reading and deleting a probe object"):
-            obstore.put(self.objects, key, b"", use_multipart=False)
-            obstore.get(self.objects, key).bytes()
-            obstore.delete(self.objects, key)
+        what = "writing, reading and deleting a probe object"
+        try:
+            with self.requests(what):
+                obstore.put(self.objects, key, b"", use_multipart=False)
+                obstore.get(self.objects, key).bytes()
+                obstore.delete(self.objects, key)
+        except FileNotFoundError as exc:  # not the object just put: its bucket
+            raise self.failed(what, exc) from exc
 
 
 def _hidden(key: str) -> bool:

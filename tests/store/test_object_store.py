@@ -189,7 +189,7 @@ def test_a_killed_writers_journaled_reply_is_published_and_its_claims_expire(
                 assert claims.take(key).value == "mine"
             writer.add(reply("received"), [attempt("received")])
             await asyncio.sleep(0)
-            while not writer.journal.store.list_objects("cache/journal/"):
+            while not writer.journal.mirror.store.list_objects("cache/journal/"):
                 time.sleep(0.02)
             print("journaled", flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
@@ -248,3 +248,4 @@ def test_a_store_that_refuses_is_one_paragraph_naming_it(s3_server: object) -> N
     assert listed.returncode == 2, listed.stdout + listed.stderr
     assert "Traceback" not in listed.stderr
     assert listed.stderr.startswith(f"error: object store {url}: listing runs/ failed")
+    assert "The bucket does not exist" in listed.stderr and "create it" in listed.stderr

@@ -137,8 +137,12 @@ def test_a_killed_run_is_taken_up_from_another_machine_paying_only_for_calls_in_
     _finish(other)  # waits out the dead writer's claims, sends the rest
 
     third = tmp_path / "scratch-c"
-    listed = _finish(_start(bucket_url, third, "runs"))
-    assert "interrupted" in listed and "rerun-failed a" in listed, listed
+    # Run a's record shows it interrupted once its lease (3 s here) has run out.
+    deadline = time.monotonic() + 60
+    while "interrupted" not in (listed := _finish(_start(bucket_url, third, "runs"))):
+        assert time.monotonic() < deadline, listed
+        time.sleep(1)
+    assert "rerun-failed a" in listed, listed
     _finish(_start(bucket_url, third, "rerun-failed", "a"))
 
     work = WorkDir.at(bucket_url, scratch=tmp_path / "reader")

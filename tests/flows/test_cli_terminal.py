@@ -203,6 +203,7 @@ def test_tables_have_json_for_scripts(night: Night) -> None:
     full = [r for r in data["scores"] if r["policy"] == "full" and r["judge"] == "strong"]
     assert full and all(isinstance(r["score"], float) for r in full)
     assert [r["judge"] for r in data["spend"]] == ["strong"]  # ghost stored no reply
+    assert {r["judge"] for r in data["agreement"]} >= {"strong"}
 
     failed = judgeline(night.work, "failures", RUN_ID, "--json")
     assert failed.returncode == 0, failed.stderr

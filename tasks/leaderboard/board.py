@@ -61,8 +61,10 @@ def elo(theta: Floats | float) -> Floats:
 def _resampled(questions: int, options: BoardOptions) -> Floats:
     """How often each question is drawn in each replicate (replicates x questions)."""
     rng = np.random.default_rng(options.seed)
-    draws = rng.multinomial(questions, np.full(questions, 1.0 / questions), options.replicates)
-    return draws.astype(float)
+    drawn = rng.integers(0, questions, size=(options.replicates, questions))
+    drawn += questions * np.arange(options.replicates)[:, None]
+    counts = np.bincount(drawn.ravel(), minlength=options.replicates * questions)
+    return counts.reshape(options.replicates, questions).astype(float)
 
 
 def _design(
@@ -80,9 +82,18 @@ def _design(
     return x, matchup.ravel()
 
 
-def _interval(values: Floats, confidence: float) -> tuple[Floats, Floats]:
+def _interval(
+    values: Floats, estimate: Floats, confidence: float, questions: int
+) -> tuple[Floats, Floats]:
+    """The percentile interval of bootstrap `values` around `estimate`, widened by
+    sqrt(Q / (Q - 1)): resampling Q questions gives a variance (Q - 1) / Q times too small,
+    which matters at 30 questions (docs/design.md#leaderboards)."""
     tail = (1.0 - confidence) / 2.0
-    return np.quantile(values, tail, axis=0), np.quantile(values, 1.0 - tail, axis=0)
+    widen = math.sqrt(questions / (questions - 1)) if questions > 1 else 1.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN: never met the baseline
+        low, high = np.nanquantile(values, tail, axis=0), np.nanquantile(values, 1 - tail, axis=0)
+    return estimate + widen * (low - estimate), estimate + widen * (high - estimate)
 
 
 def _fit_all(
@@ -157,12 +168,11 @@ def score_rule(
     theta[others] = estimate[: len(others)]
     boot = np.zeros((len(draws), len(systems)))
     boot[:, others] = replicates[:, : len(others)]
-    lower, upper = _interval(boot, options.confidence)
+    lower, upper = _interval(boot, theta, options.confidence, len(asked))
     rate, rate_lower, rate_upper = _win_rates(
         battles, games, used, question, draws, base, options.confidence
     )
-    predicted = 100.0 / (1.0 + np.exp(-boot))
-    p_lower, p_upper = _interval(predicted, options.confidence)
+    p_lower, p_upper = (100.0 / (1.0 + np.exp(-bound)) for bound in (lower, upper))
     counts = _counts(battles, games, len(systems))
     scores = elo(theta)
     rows = [
@@ -187,7 +197,7 @@ def score_rule(
     style = {}
     if covariates is not None:
         coef = estimate[len(others) :]
-        low, high = _interval(replicates[:, len(others) :], options.confidence)
+        low, high = _interval(replicates[:, len(others) :], coef, options.confidence, len(asked))
         style = {
             name: {"coefficient": float(coef[k]), "lower": float(low[k]), "upper": float(high[k])}
             for k, name in enumerate(names)
@@ -214,13 +224,11 @@ def _win_rates(
         meets = other == base
         np.add.at(won, (question[meets], side[meets]), share[meets])
         np.add.at(played, (question[meets], side[meets]), (games.won + games.lost)[used][meets])
-    with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # a system that never met the baseline
+    with np.errstate(divide="ignore", invalid="ignore"):
         rate = 100.0 * won.sum(axis=0) / played.sum(axis=0)
         boot = 100.0 * (draws @ won) / (draws @ played)
-        tail = (1.0 - confidence) / 2.0
-        lower = np.nanquantile(boot, tail, axis=0)
-        upper = np.nanquantile(boot, 1 - tail, axis=0)
+    lower, upper = _interval(boot, rate, confidence, draws.shape[1])
+    lower, upper = np.clip(lower, 0.0, 100.0), np.clip(upper, 0.0, 100.0)
     for values in (rate, lower, upper):
         values[base] = 50.0
     return rate, lower, upper

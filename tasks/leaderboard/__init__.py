@@ -112,5 +112,16 @@ def run_leaderboard(
     return {
         "run_id": run_id,
         "options": asdict(options),
-        "boards": leaderboard_of(outcomes, manifest, options, rule),
+        "boards": _finite(leaderboard_of(outcomes, manifest, options, rule)),
     }
+
+
+def _finite(value: Any) -> Any:
+    """The value with NaN (a win rate of a system that never met the baseline) as None."""
+    if isinstance(value, float) and value != value:
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value

@@ -1,0 +1,129 @@
+"""A leaderboard end to end: six systems of known quality, an answers table, the nightly
+flow against the simulated judge, then `judgeline leaderboard RUN --json`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from flows.cli import app
+from schemas.config import DatasetSpec, RunConfig
+from schemas.judge import JudgeSpec
+from tasks.ingest.answers import read_answers
+from tasks.ingest.manifest import build_manifest_table
+from tasks.simjudge.server import SimJudgeServer
+from tasks.workdir import WorkDir
+
+pytestmark = pytest.mark.slow
+
+QUESTIONS = 40
+BEATS_BASELINE = {"s1": 0.95, "s2": 0.8, "s3": 0.62, "s4": 0.33, "s5": 0.1}
+"""Share of questions on which each system's answer is the better one against the baseline's."""
+EXPECTED = ["s1", "s2", "s3", "base", "s4", "s5"]
+FIELDS = {"system", "score", "lower", "upper", "win_rate", "wins", "ties", "losses",
+          "conflicts", "rank"}  # fmt: skip
+
+
+def _answers(path: Path) -> Path:
+    rows = [
+        {"question_id": f"q{q}", "question": f"Question {q}: explain item {q}.", "system": s,
+         "answer": f"The answer of {s} to question {q}." + " More." * ((q * len(s)) % 4)
+         + ("\n- a list item" if s in ("s2", "s4") else "")}
+        for q in range(QUESTIONS) for s in ["base", *BEATS_BASELINE]
+    ]  # fmt: skip
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
+    return path
+
+
+def _truth(path: Path) -> Any:
+    """The same pairs keyed by quality: the simulated judge prefers the keyed answer (with
+    its skill); the run's own manifest has no key."""
+    loaded = read_answers(path, baseline="base")
+    keyed = []
+    for pair in loaded.pairs:
+        meta = json.loads(pair.metadata)
+        better = int(meta["question_id"][1:]) < round(BEATS_BASELINE[meta["model_a"]] * QUESTIONS)
+        keyed.append(pair.model_copy(update={"key": "A" if better else "B"}))
+    return build_manifest_table(keyed)[1]
+
+
+@pytest.fixture(scope="module")
+def ranked(
+    prefect_harness: None, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[WorkDir, dict[str, Any]]:
+    from flows.nightly import nightly_flow
+
+    folder = tmp_path_factory.mktemp("board")
+    answers = _answers(folder / "answers.jsonl")
+    work = WorkDir(folder / "work")
+    with SimJudgeServer(manifest=_truth(answers)) as server:
+        judge = JudgeSpec(
+            name="strong", base_url=server.base_url, simulated=True, model="strong",
+            max_concurrency=16,
+        )  # fmt: skip
+        config = RunConfig(
+            name="board",
+            datasets=[DatasetSpec(kind="answers", path=str(answers), baseline="base")],
+            judges=[judge],
+            k=4,
+        )
+        record = asyncio.run(
+            nightly_flow(
+                config=config.model_dump(mode="json"), work_dir=str(work.root), run_id="b1"
+            )
+        )
+    assert record["status"] == "completed"
+    result = CliRunner().invoke(
+        app, ["--work-dir", str(work.root), "leaderboard", "b1", "--json", "--replicates", "300"]
+    )
+    assert result.exit_code == 0, result.output
+    return work, json.loads(result.output)
+
+
+def test_six_systems_rank_by_their_quality(ranked: tuple[WorkDir, dict[str, Any]]) -> None:
+    _, result = ranked
+    (board,) = result["boards"]
+    assert board["baseline"] == "base" and board["questions"] == QUESTIONS
+    assert [row["system"] for row in board["systems"]] == EXPECTED
+    assert [row["rank"] for row in board["systems"]] == [1, 2, 3, 4, 5, 6]
+    for rule in ("reference", "drop-conflicts", "per-order"):
+        assert [r["system"] for r in board["rules"][rule]["systems"]] == EXPECTED
+
+
+def test_the_json_fields_of_each_system(ranked: tuple[WorkDir, dict[str, Any]]) -> None:
+    _, result = ranked
+    (board,) = result["boards"]
+    for row in board["systems"]:
+        assert set(row) >= FIELDS
+        assert row["lower"] <= row["score"] <= row["upper"]
+        if row["system"] == "base":
+            assert row["score"] == 1000 and row["win_rate"] == 50
+            continue
+        # every system met the baseline on each question, K = 4 seeds
+        assert row["wins"] + row["ties"] + row["losses"] <= QUESTIONS * 4
+        assert row["win_rate_lower"] <= row["win_rate"] <= row["win_rate_upper"]
+        assert (row["score"] > 1000) == (row["win_rate"] > 50)
+    base = next(r for r in board["systems"] if r["system"] == "base")
+    others = [r for r in board["systems"] if r["system"] != "base"]
+    assert base["wins"] == sum(r["losses"] for r in others)
+    assert base["conflicts"] == sum(r["conflicts"] for r in others)
+
+
+def test_style_control_and_another_baseline(ranked: tuple[WorkDir, dict[str, Any]]) -> None:
+    work, _ = ranked
+    result = CliRunner().invoke(
+        app,
+        ["--work-dir", str(work.root), "leaderboard", "b1", "--json", "--replicates", "50",
+         "--baseline", "s3", "--style-control", "--rule", "per-order"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    (board,) = json.loads(result.output)["boards"]
+    assert board["baseline"] == "s3" and board["rule"] == "per-order"
+    rows = {r["system"]: r for r in board["systems"]}
+    assert rows["s3"]["score"] == 1000 and rows["s1"]["score"] > 1000 > rows["s5"]["score"]
+    assert {"length", "lists"} <= set(board["style"]) <= {"length", "headers", "lists", "bold"}

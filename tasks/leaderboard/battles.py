@@ -155,8 +155,8 @@ def games_under(battles: Battles, rule: Rule) -> Games:
         outcomes = np.concatenate([battles.ab, battles.ba])
         strong = np.concatenate([battles.ab_strong, battles.ba_strong])
         rows = np.concatenate([battles.pair, battles.pair])
-        weight = np.where(strong, STRONG_WEIGHT, 1.0)
         a_won, b_won, tied = outcomes == "A", outcomes == "B", outcomes == "T"
+        weight = np.where(strong & ~tied, STRONG_WEIGHT, 1.0)  # a tie weighs 1, always
     else:
         votes_a = (battles.ab == "A").astype(int) + (battles.ba == "A")
         votes_b = (battles.ab == "B").astype(int) + (battles.ba == "B")

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from scipy.optimize import minimize
 from simulated_boards import simulate
 
-from tasks.leaderboard.battles import games_under
+from tasks.leaderboard.battles import Battles, games_under
 from tasks.leaderboard.board import BoardOptions, score_rule
 from tasks.leaderboard.bt import closed_form, fit, fit_replicates
 
@@ -121,3 +122,57 @@ def test_style_control_equals_a_generic_optimiser() -> None:
 
     found = minimize(negative_log_likelihood, np.zeros(5), jac=True, method="BFGS", tol=1e-14)
     np.testing.assert_allclose(fit(x, won, lost).theta, found.x, atol=1e-6)
+
+
+def _arena_hard_elo(battles: Battles) -> dict[str, float]:
+    """Arena-Hard-Auto's published method, written out from its show_result.py: one battle
+    row per game (the judged model's two games), repeated 3 times for a strong verdict;
+    every row twice, Y = 1 for a win of model_a in both copies and for a tie in the first
+    copy only; logistic regression on X = +-log(10) without intercept or penalty (here by
+    plain Newton), Elo = 400 * coef + 1000 shifted so that the baseline is 1000."""
+    model_a, model_b, winner = [], [], []
+    for row, pair in enumerate(battles.pair):
+        for outcome, strong in ((battles.ab[row], battles.ab_strong[row]),
+                                (battles.ba[row], battles.ba_strong[row])):  # fmt: skip
+            if outcome not in ("A", "B", "T"):
+                continue
+            repeat = 3 if strong and outcome != "T" else 1
+            for _ in range(repeat):
+                model_a.append(battles.pair_a[pair])
+                model_b.append(battles.pair_b[pair])
+                winner.append({"A": "model_a", "B": "model_b", "T": "tie"}[outcome])
+    n, p = len(winner) * 2, len(battles.systems)
+    x = np.zeros((n, p))
+    rows = np.arange(n)
+    x[rows, np.array(model_a * 2)] = math.log(10)
+    x[rows, np.array(model_b * 2)] = -math.log(10)
+    y = np.zeros(n)
+    y[np.array(winner * 2) == "model_a"] = 1.0
+    tie = np.array(winner * 2) == "tie"
+    tie[n // 2 :] = False
+    y[tie] = 1.0
+    coef = np.zeros(p)
+    for _ in range(100):
+        prob = 1 / (1 + np.exp(-(x @ coef)))
+        hessian = (x.T * (prob * (1 - prob))) @ x + 1e-12 * np.eye(p)
+        step = np.linalg.lstsq(hessian, x.T @ (y - prob), rcond=None)[0]
+        coef += step
+        if np.abs(step).max() < 1e-13:
+            break
+    elo = 400 * coef + 1000
+    elo += 1000 - elo[battles.systems.index(battles.baseline or "")]
+    return dict(zip(battles.systems, elo, strict=True))
+
+
+@pytest.mark.parametrize("round_robin", [False, True])
+def test_per_order_scores_equal_arena_hard_autos_method(round_robin: bool) -> None:
+    rng = np.random.default_rng(17)
+    truth = np.array([0.0, 0.7, -0.5, 1.1, 0.2, -0.9])
+    battles = simulate(rng, truth, questions=30, round_robin=round_robin, strong_rate=0.4)
+    ties = rng.random(len(battles.ab)) < 0.1
+    battles = replace(battles, ab=np.where(ties, "T", battles.ab))
+    battles = replace(battles, ba=np.where(rng.random(len(ties)) < 0.05, "M", battles.ba))
+    expected = _arena_hard_elo(battles)
+    rows = score_rule(battles, "per-order", BoardOptions(replicates=20), None).rows
+    for row in rows:
+        assert row["score"] == pytest.approx(expected[row["system"]], abs=1e-6)

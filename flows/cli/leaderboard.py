@@ -74,6 +74,21 @@ def _print_board(board: dict[str, Any]) -> None:
             f"({_interval(coef['lower'], coef['upper'], 3)})",
             highlight=False,
         )
+    for effect in board.get("stopping", []):
+        likeliest = max(effect["adjacent"], key=lambda a: a["p_swap"], default=None)
+        swap = (
+            f"; likeliest swap {likeliest['higher']} / {likeliest['lower']} "
+            f"{likeliest['p_swap']:.1%}"
+            if likeliest is not None
+            else ""
+        )
+        say(
+            f"  stopping {effect['design']} · {effect['policy']}: saves "
+            f"{effect['savings']:.1%} of calls ({effect['calls_saved']:.0f}); expected adjacent "
+            f"swaps {effect['expected_swaps']:.3f}{escape(swap)}",
+            highlight=False,
+            soft_wrap=True,
+        )
     for flag in board["rank_flags"]:
         per_rule = ", ".join(f"{rule} {rank}" for rule, rank in flag["ranks"].items())
         swaps = ", ".join(

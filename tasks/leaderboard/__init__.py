@@ -21,6 +21,7 @@ from tasks.errors import InputError
 from tasks.ingest.manifest import read_manifest
 from tasks.leaderboard.battles import RULES, Battles, Rule, battles_of
 from tasks.leaderboard.board import BoardOptions, Scored, score_rule
+from tasks.leaderboard.stopping import stopping_effects
 from tasks.runfolder import RunFolder
 from tasks.workdir import WorkDir
 
@@ -59,8 +60,10 @@ def leaderboard_of(
     manifest: pa.Table,
     options: BoardOptions,
     rule: Rule = "reference",
+    replayed: tuple[pd.DataFrame, pd.DataFrame] | None = None,
 ) -> list[dict[str, Any]]:
-    """Per judge config: the systems under `rule` and under every rule, and rank flags."""
+    """Per judge config: the systems under `rule` and under every rule, rank flags and,
+    given the run's (replay, design) tables, what each stopping policy does to the ranks."""
     if rule not in RULES:
         raise InputError(f"unknown rule {rule!r}; expected one of {', '.join(RULES)}")
     answers = None
@@ -69,7 +72,12 @@ def leaderboard_of(
     boards = []
     for battles in battles_of(outcomes, manifest):
         tables = {r: score_rule(battles, r, options, answers) for r in RULES}
-        boards.append(_board(battles, tables, rule, options))
+        board = _board(battles, tables, rule, options)
+        if replayed is not None:
+            mine = (outcomes["judge"] == battles.judge) & (outcomes["config"] == battles.config)
+            k = int(outcomes.loc[mine, "seed"].nunique())
+            board["stopping"] = stopping_effects(battles, board["baseline"], *replayed, k)
+        boards.append(board)
     return boards
 
 
@@ -109,10 +117,16 @@ def run_leaderboard(
         folder.outcomes,
         columns=["judge", "config", "pair_id", "seed", "order", "outcome", "strength"],
     )
+    replayed = None
+    if folder.table("replay").is_file() and folder.table("design").is_file():
+        replayed = (
+            pd.read_parquet(folder.table("replay")),
+            pd.read_parquet(folder.table("design")),
+        )
     return {
         "run_id": run_id,
         "options": asdict(options),
-        "boards": _finite(leaderboard_of(outcomes, manifest, options, rule)),
+        "boards": _finite(leaderboard_of(outcomes, manifest, options, rule, replayed)),
     }
 
 

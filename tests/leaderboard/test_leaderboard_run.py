@@ -127,3 +127,18 @@ def test_style_control_and_another_baseline(ranked: tuple[WorkDir, dict[str, Any
     rows = {r["system"]: r for r in board["systems"]}
     assert rows["s3"]["score"] == 1000 and rows["s1"]["score"] > 1000 > rows["s5"]["score"]
     assert {"length", "lists"} <= set(board["style"]) <= {"length", "headers", "lists", "bold"}
+
+
+def test_what_stopping_policies_do_to_the_ranks(ranked: tuple[WorkDir, dict[str, Any]]) -> None:
+    _, result = ranked
+    (board,) = result["boards"]
+    effects = {(e["design"], e["policy"]): e for e in board["stopping"]}
+    full, strict = effects[("balanced", "full")], effects[("balanced", "strict")]
+    nonstrict = effects[("balanced", "nonstrict")]
+    assert full["savings"] == 0 and full["pairs"] == QUESTIONS * len(BEATS_BASELINE)
+    assert [a["higher"] for a in full["adjacent"]] == EXPECTED[:-1]
+    # strict never changes a decision: the same swap probabilities as the full reference
+    for a, b in zip(full["adjacent"], strict["adjacent"], strict=True):
+        assert a["p_swap"] == pytest.approx(b["p_swap"], abs=1e-12)
+    assert nonstrict["savings"] > strict["savings"] > 0
+    assert all(0 <= a["p_swap"] <= 0.5 for a in nonstrict["adjacent"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from itertools import combinations
 
 import numpy as np
@@ -39,3 +40,36 @@ def simulate(
         ab_strong=rng.random(len(pair)) < strong_rate,
         ba_strong=rng.random(len(pair)) < strong_rate,
     )  # fmt: skip
+
+
+def arena_hard_elo(
+    model_a: list[str], model_b: list[str], winner: list[str], baseline: str
+) -> dict[str, float]:
+    """Arena-Hard-Auto's published method, written out from its show_result.py
+    (compute_mle_elo): every battle row twice, Y = 1 for a win of model_a in both copies and
+    for a tie in the first copy only; logistic regression on X = +-log(10) without intercept
+    or penalty (here by plain Newton), Elo = 400 * coef + 1000 shifted so that the baseline
+    is 1000. Strong verdicts come in as 3 rows (its WEIGHT)."""
+    systems = sorted({*model_a, *model_b})
+    index = {s: i for i, s in enumerate(systems)}
+    n, p = len(winner) * 2, len(systems)
+    x = np.zeros((n, p))
+    rows = np.arange(n)
+    x[rows, np.array([index[m] for m in model_a * 2])] = math.log(10)
+    x[rows, np.array([index[m] for m in model_b * 2])] = -math.log(10)
+    y = np.zeros(n)
+    y[np.array(winner * 2) == "model_a"] = 1.0
+    tie = np.array(winner * 2) == "tie"
+    tie[n // 2 :] = False
+    y[tie] = 1.0
+    coef = np.zeros(p)
+    for _ in range(100):
+        prob = 1 / (1 + np.exp(-(x @ coef)))
+        hessian = (x.T * (prob * (1 - prob))) @ x + 1e-12 * np.eye(p)
+        step = np.linalg.lstsq(hessian, x.T @ (y - prob), rcond=None)[0]
+        coef += step
+        if np.abs(step).max() < 1e-13:
+            break
+    elo = 400 * coef + 1000
+    elo += 1000 - elo[index[baseline]]
+    return dict(zip(systems, elo, strict=True))

@@ -8,7 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from scipy.optimize import minimize
-from simulated_boards import simulate
+from simulated_boards import arena_hard_elo, simulate
 
 from tasks.leaderboard.battles import Battles, games_under
 from tasks.leaderboard.board import BoardOptions, score_rule
@@ -125,11 +125,8 @@ def test_style_control_equals_a_generic_optimiser() -> None:
 
 
 def _arena_hard_elo(battles: Battles) -> dict[str, float]:
-    """Arena-Hard-Auto's published method, written out from its show_result.py: one battle
-    row per game (the judged model's two games), repeated 3 times for a strong verdict;
-    every row twice, Y = 1 for a win of model_a in both copies and for a tie in the first
-    copy only; logistic regression on X = +-log(10) without intercept or penalty (here by
-    plain Newton), Elo = 400 * coef + 1000 shifted so that the baseline is 1000."""
+    """The battles as Arena-Hard-Auto's battle rows (the judged model's two games; a strong
+    verdict 3 rows), scored by its published method."""
     model_a, model_b, winner = [], [], []
     for row, pair in enumerate(battles.pair):
         for outcome, strong in ((battles.ab[row], battles.ab_strong[row]),
@@ -138,30 +135,10 @@ def _arena_hard_elo(battles: Battles) -> dict[str, float]:
                 continue
             repeat = 3 if strong and outcome != "T" else 1
             for _ in range(repeat):
-                model_a.append(battles.pair_a[pair])
-                model_b.append(battles.pair_b[pair])
+                model_a.append(battles.systems[battles.pair_a[pair]])
+                model_b.append(battles.systems[battles.pair_b[pair]])
                 winner.append({"A": "model_a", "B": "model_b", "T": "tie"}[outcome])
-    n, p = len(winner) * 2, len(battles.systems)
-    x = np.zeros((n, p))
-    rows = np.arange(n)
-    x[rows, np.array(model_a * 2)] = math.log(10)
-    x[rows, np.array(model_b * 2)] = -math.log(10)
-    y = np.zeros(n)
-    y[np.array(winner * 2) == "model_a"] = 1.0
-    tie = np.array(winner * 2) == "tie"
-    tie[n // 2 :] = False
-    y[tie] = 1.0
-    coef = np.zeros(p)
-    for _ in range(100):
-        prob = 1 / (1 + np.exp(-(x @ coef)))
-        hessian = (x.T * (prob * (1 - prob))) @ x + 1e-12 * np.eye(p)
-        step = np.linalg.lstsq(hessian, x.T @ (y - prob), rcond=None)[0]
-        coef += step
-        if np.abs(step).max() < 1e-13:
-            break
-    elo = 400 * coef + 1000
-    elo += 1000 - elo[battles.systems.index(battles.baseline or "")]
-    return dict(zip(battles.systems, elo, strict=True))
+    return arena_hard_elo(model_a, model_b, winner, battles.baseline or "")
 
 
 @pytest.mark.parametrize("round_robin", [False, True])

@@ -3,8 +3,9 @@
 The system behind identity A or B of a pair is the frozen manifest's (`model_a`,
 `model_b` in the pair's metadata, part of the manifest hash); an outcome names an identity
 through the presentation map (docs/design.md#remapping-identities). Nothing a judge wrote
-names a system. A pair's question is its question text (its SHA-256): the unit the
-bootstrap resamples, all of a question's pairs, seeds and orders together.
+names a system. A pair's question is its metadata's `question_id` (else its question
+text): the unit the bootstrap resamples, all of a question's pairs (and turns), seeds and
+orders together.
 
 Counting rules (docs/design.md#leaderboards), per pair, seed `s` judged in both orders:
 
@@ -98,6 +99,15 @@ def _systems(metadata: list[str], pair_ids: list[str]) -> tuple[list[str], list[
     return a_names, b_names, named[0] if len(named) == 1 else None
 
 
+def _question_key(question: str, metadata: str) -> str:
+    """What the bootstrap draws: the pair's `question_id` (its turns and every system's
+    pair together), else its question text."""
+    qid = json.loads(metadata).get("question_id") if metadata else None
+    if qid is not None:
+        return "id:" + json.dumps(qid)
+    return "text:" + hashlib.sha256(question.encode("utf-8")).hexdigest()
+
+
 def _strong(wide: pd.DataFrame, order: str) -> NDArray[np.bool_]:
     if ("strength", order) not in wide:
         return np.zeros(len(wide), dtype=bool)
@@ -110,7 +120,9 @@ def battles_of(outcomes: pd.DataFrame, manifest: pa.Table) -> list[Battles]:
     a_names, b_names, baseline = _systems(pairs["metadata"], pairs["pair_id"])
     systems = sorted({*a_names, *b_names})
     system_index = {s: i for i, s in enumerate(systems)}
-    digests = [hashlib.sha256(q.encode("utf-8")).hexdigest() for q in pairs["question"]]
+    digests = [
+        _question_key(q, m) for q, m in zip(pairs["question"], pairs["metadata"], strict=True)
+    ]
     questions = sorted(set(digests))
     question_index = {q: i for i, q in enumerate(questions)}
     pair_index = {p: i for i, p in enumerate(pairs["pair_id"])}

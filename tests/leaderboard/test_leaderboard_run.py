@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +21,9 @@ from tasks.ingest.answers import read_answers
 from tasks.ingest.manifest import build_manifest_table
 from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "report"))
+from test_report_browser import FLAGS, chromium  # noqa: E402, F401  (the fixture)
 
 pytestmark = pytest.mark.slow
 
@@ -142,3 +148,38 @@ def test_what_stopping_policies_do_to_the_ranks(ranked: tuple[WorkDir, dict[str,
         assert a["p_swap"] == pytest.approx(b["p_swap"], abs=1e-12)
     assert nonstrict["savings"] > strict["savings"] > 0
     assert all(0 <= a["p_swap"] <= 0.5 for a in nonstrict["adjacent"])
+
+
+PROBE = """<script>
+var section = document.getElementById('leaderboard');
+var rows = section ? section.querySelectorAll('table.leaderboard tbody tr') : [];
+var names = Array.prototype.map.call(rows, function (r) { return r.getAttribute('data-system'); });
+var svg = section ? section.querySelector('svg') : null;
+var box = svg ? svg.getBoundingClientRect() : {width: 0, height: 0};
+document.body.setAttribute('data-probe', JSON.stringify({
+  names: names, markers: svg ? svg.querySelectorAll('circle').length : 0,
+  width: box.width, height: box.height,
+  linked: !!document.querySelector('nav a[href="#leaderboard"]')}));
+</script>"""
+
+
+def test_the_report_shows_the_leaderboard_in_a_browser(
+    ranked: tuple[WorkDir, dict[str, Any]],
+    chromium: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    work, _ = ranked
+    page = work.run_dir("b1") / "report.html"
+    probed = tmp_path / "probe.html"
+    probed.write_text(page.read_text("utf-8").replace("</body>", PROBE + "</body>"), "utf-8")
+    proc = subprocess.run(
+        [str(chromium), *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom",
+         probed.as_uri()],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    found = re.search(r"data-probe=\"([^\"]*)\"", proc.stdout)
+    assert found, "the probe script did not run"
+    probe = json.loads(found.group(1).replace("&quot;", '"'))
+    assert probe["names"] == EXPECTED and probe["linked"]
+    assert probe["markers"] == 6 * 3  # each system under each of the three rules
+    assert probe["width"] > 300 and probe["height"] > 6 * 20

@@ -183,3 +183,25 @@ def test_the_report_shows_the_leaderboard_in_a_browser(
     assert probe["names"] == EXPECTED and probe["linked"]
     assert probe["markers"] == 6 * 3  # each system under each of the three rules
     assert probe["width"] > 300 and probe["height"] > 6 * 20
+
+
+def test_the_leaderboard_is_a_prefect_artifact(ranked: tuple[WorkDir, dict[str, Any]]) -> None:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    from tasks.report.artifacts import artifact_key
+
+    key = artifact_key("b1", "leaderboard")
+
+    async def read() -> list[Any]:
+        async with get_client() as client:
+            found = await client.read_artifacts(
+                artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key]))
+            )
+        return list(found)
+
+    (artifact,) = asyncio.run(read())
+    assert artifact.type == "table"
+    rows = json.loads(artifact.data) if isinstance(artifact.data, str) else artifact.data
+    assert len(rows) == 6 * 3
+    assert {r["system"] for r in rows if r["rank"] == 1} == {"s1"}

@@ -8,7 +8,8 @@ the other systems' log-odds against it (and, under style control, the covariates
 coefficients). The log-likelihood is concave; Newton's method with a capped step finds its
 maximum. A bootstrap replicate reweights the rows (questions drawn with replacement), so
 every replicate is one more Newton solve, started from the full-data estimate: the rows'
-weights of all replicates form one matrix and each iteration solves all replicates at once.
+weights of all replicates form one matrix and each iteration solves all replicates at once
+(the design is sparse, so a batch's gradients and Hessians are sparse products).
 
 When every game involves the baseline and there are no covariates (a leaderboard against
 one baseline), the maximum has a closed form: each system's log-odds is the log of its
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy import sparse
 
 __all__ = ["BOUND", "Fit", "closed_form", "fit", "fit_replicates", "star_columns"]
 
@@ -33,7 +35,8 @@ _MAX_STEP = 4.0
 _TOLERANCE = 1e-10
 _MAX_ITERATIONS = 200
 _CHUNK_CELLS = 20_000_000
-"""Replicates per batch: at most this many floats in the (replicates x params x rows) array."""
+"""Replicates per batch: at most this many floats in a (replicates x rows) or (replicates x
+params x params) array."""
 
 
 @dataclass(frozen=True)
@@ -72,18 +75,41 @@ def closed_form(x: Floats, wins: Floats, losses: Floats) -> Floats:
     return np.clip(theta, -BOUND, BOUND)
 
 
+def _outer_rows(x: sparse.csr_matrix) -> sparse.csr_matrix:
+    """Row m of the result is the flattened outer product x[m] x[m]^T (rows x params^2):
+    a batch's Hessians are then one sparse product with the rows' curvatures."""
+    counts = np.diff(x.indptr)
+    row_of = np.repeat(np.arange(x.shape[0]), counts)
+    reps = counts[row_of]
+    first = np.repeat(np.arange(x.nnz), reps)
+    within = np.arange(len(first)) - np.repeat(np.cumsum(reps) - reps, reps)
+    second = x.indptr[row_of[first]] + within
+    params = x.shape[1]
+    return sparse.csr_matrix(
+        (x.data[first] * x.data[second],
+         (row_of[first], x.indices[first] * params + x.indices[second])),
+        shape=(x.shape[0], params * params),
+    )  # fmt: skip
+
+
 def _newton(x: Floats, wins: Floats, losses: Floats, start: Floats) -> tuple[Floats, int]:
     """Newton's method for a batch: `wins`, `losses` (batch x rows), `start` (batch x
-    params). Returns the maximisers and the iterations the slowest replicate took."""
+    params). Returns the maximisers and the iterations the slowest replicate took. The
+    design is sparse (two systems per row, plus any covariates): logits, gradients and
+    Hessians are sparse products."""
+    design = sparse.csr_matrix(x)
+    outer = _outer_rows(design).T.tocsr()
+    design_t = design.T.tocsr()
+    params = x.shape[1]
     theta = start.copy()
     games = wins + losses
-    ridge = 1e-10 * np.eye(x.shape[1])
+    ridge = 1e-10 * np.eye(params)
     for iteration in range(1, _MAX_ITERATIONS + 1):
-        logits = theta @ x.T
+        logits = (design @ theta.T).T
         p = 1.0 / (1.0 + np.exp(-logits))
-        gradient = (wins - games * p) @ x
+        gradient = (design_t @ (wins - games * p).T).T
         curvature = games * p * (1.0 - p)
-        hessian = np.matmul(x.T[None, :, :] * curvature[:, None, :], x) + ridge
+        hessian = (outer @ curvature.T).T.reshape(-1, params, params) + ridge
         step = np.linalg.solve(hessian, gradient[:, :, None])[:, :, 0]
         largest = np.abs(step).max(axis=1, keepdims=True)
         step = step * np.minimum(1.0, _MAX_STEP / np.maximum(largest, 1e-300))
@@ -112,7 +138,7 @@ def fit_replicates(x: Floats, wins: Floats, losses: Floats, start: Floats) -> Fl
     if star_columns(x) is not None:
         return closed_form(x, wins, losses)
     replicates = wins.shape[0]
-    chunk = max(1, _CHUNK_CELLS // max(1, x.shape[0] * x.shape[1]))
+    chunk = max(1, _CHUNK_CELLS // max(1, x.shape[0], x.shape[1] ** 2))
     out = np.empty((replicates, x.shape[1]))
     for first in range(0, replicates, chunk):
         last = min(replicates, first + chunk)

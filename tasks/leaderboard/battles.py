@@ -99,12 +99,12 @@ def _systems(metadata: list[str], pair_ids: list[str]) -> tuple[list[str], list[
     return a_names, b_names, named[0] if len(named) == 1 else None
 
 
-def _question_key(question: str, metadata: str) -> str:
-    """What the bootstrap draws: the pair's `question_id` (its turns and every system's
-    pair together), else its question text."""
+def _question_key(dataset: str, question: str, metadata: str) -> str:
+    """What the bootstrap draws: the pair's dataset and `question_id` (its turns and every
+    system's pair together), else its question text."""
     qid = json.loads(metadata).get("question_id") if metadata else None
     if qid is not None:
-        return "id:" + json.dumps(qid)
+        return "id:" + json.dumps([dataset, qid])
     return "text:" + hashlib.sha256(question.encode("utf-8")).hexdigest()
 
 
@@ -116,12 +116,13 @@ def _strong(wide: pd.DataFrame, order: str) -> NDArray[np.bool_]:
 
 def battles_of(outcomes: pd.DataFrame, manifest: pa.Table) -> list[Battles]:
     """The battles of every (judge, config) of a run's outcomes over its manifest."""
-    pairs = manifest.select(["pair_id", "question", "metadata"]).to_pydict()
+    pairs = manifest.select(["pair_id", "dataset", "question", "metadata"]).to_pydict()
     a_names, b_names, baseline = _systems(pairs["metadata"], pairs["pair_id"])
     systems = sorted({*a_names, *b_names})
     system_index = {s: i for i, s in enumerate(systems)}
     digests = [
-        _question_key(q, m) for q, m in zip(pairs["question"], pairs["metadata"], strict=True)
+        _question_key(d, q, m)
+        for d, q, m in zip(pairs["dataset"], pairs["question"], pairs["metadata"], strict=True)
     ]
     questions = sorted(set(digests))
     question_index = {q: i for i, q in enumerate(questions)}

@@ -119,8 +119,13 @@ def _fit_all(
         return estimate, fit_replicates(x, draws @ by_q_won, draws @ by_q_lost, estimate)
     x = np.hstack([x[matchup], covariates])
     estimate = fit(x, won, lost).theta
-    weight = draws[:, question]
-    return estimate, fit_replicates(x, weight * won, weight * lost, estimate)
+    # Each pair is a row of its own here: weigh the rows a few replicates at a time.
+    step = max(1, 20_000_000 // max(1, len(won)))
+    boot = np.empty((len(draws), x.shape[1]))
+    for first in range(0, len(draws), step):
+        weight = draws[first : first + step, question]
+        boot[first : first + step] = fit_replicates(x, weight * won, weight * lost, estimate)
+    return estimate, boot
 
 
 def score_rule(

@@ -33,6 +33,8 @@ BOUND = 20.0
 estimate; it is shown at this bound (about 3,474 Elo points from the baseline)."""
 _MAX_STEP = 4.0
 _TOLERANCE = 1e-10
+_REPLICATE_TOLERANCE = 1e-7
+"""A replicate only places an interval's end: 1e-7 in log-odds is 2e-5 Elo points."""
 _MAX_ITERATIONS = 200
 _CHUNK_CELLS = 20_000_000
 """Replicates per batch: at most this many floats in a (replicates x rows) or (replicates x
@@ -92,7 +94,9 @@ def _outer_rows(x: sparse.csr_matrix) -> sparse.csr_matrix:
     )  # fmt: skip
 
 
-def _newton(x: Floats, wins: Floats, losses: Floats, start: Floats) -> tuple[Floats, int]:
+def _newton(
+    x: Floats, wins: Floats, losses: Floats, start: Floats, tolerance: float = _TOLERANCE
+) -> tuple[Floats, int]:
     """Newton's method for a batch: `wins`, `losses` (batch x rows), `start` (batch x
     params). Returns the maximisers and the iterations the slowest replicate took. The
     design is sparse (two systems per row, plus any covariates): logits, gradients and
@@ -116,7 +120,7 @@ def _newton(x: Floats, wins: Floats, losses: Floats, start: Floats) -> tuple[Flo
         moved = np.clip(theta + step, -BOUND, BOUND)
         change = float(np.abs(moved - theta).max())
         theta = moved
-        if change < _TOLERANCE:
+        if change < tolerance:
             return theta, iteration
     return theta, _MAX_ITERATIONS
 
@@ -143,5 +147,7 @@ def fit_replicates(x: Floats, wins: Floats, losses: Floats, start: Floats) -> Fl
     for first in range(0, replicates, chunk):
         last = min(replicates, first + chunk)
         begin = np.broadcast_to(start, (last - first, x.shape[1]))
-        out[first:last], _ = _newton(x, wins[first:last], losses[first:last], begin)
+        out[first:last], _ = _newton(
+            x, wins[first:last], losses[first:last], begin, _REPLICATE_TOLERANCE
+        )
     return out

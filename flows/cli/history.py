@@ -73,6 +73,20 @@ def print_diff(diff: RunDiff) -> None:
             str(flips.get((c.judge, c.config), 0)),
         )
     console.print(table)
+    if diff.systems:
+        say(
+            "systems (leaderboard, reference rule; score and rank before -> after):",
+            highlight=False,
+        )
+        for s in diff.systems:
+            say(
+                escape(
+                    f"  {s['judge']} · {s['config']}  {s['system']}: {s['score_before']:.1f} -> "
+                    f"{s['score_after']:.1f}, rank {s['rank_before']} -> {s['rank_after']}"
+                ),
+                highlight=False,
+                soft_wrap=True,
+            )
     if diff.flips:
         say(f"reference decisions that flipped ({len(diff.flips)}):", highlight=False)
         for f in diff.flips[:FLIPS_SHOWN]:

@@ -10,7 +10,7 @@ decision of all 2K calls: `tasks.history.view`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -81,6 +81,8 @@ class RunDiff:
     calls_b: dict[str, Any]
     changes: list[ConfigChange] = field(default_factory=list)
     flips: list[Flip] = field(default_factory=list)
+    systems: list[dict[str, Any]] = field(default_factory=list)
+    """Per system ranked in both runs' leaderboards: score and rank before and after."""
 
 
 def paired_interval(
@@ -161,7 +163,10 @@ def diff_views(a: RunView, b: RunView) -> RunDiff:
 
 def diff_runs(work: WorkDir, run_a: str, run_b: str) -> RunDiff:
     """`judgeline diff A B`: what changed from run `run_a` to run `run_b`."""
-    return diff_views(read_run_view(work, run_a), read_run_view(work, run_b))
+    from tasks.leaderboard.history import system_changes
+
+    result = diff_views(read_run_view(work, run_a), read_run_view(work, run_b))
+    return replace(result, systems=system_changes(work, run_a, run_b))
 
 
 def flips_frame(diff: RunDiff) -> pd.DataFrame:

@@ -78,11 +78,9 @@ def ranked(
             judges=[judge],
             k=4,
         )
-        record = asyncio.run(
-            nightly_flow(
-                config=config.model_dump(mode="json"), work_dir=str(work.root), run_id="b1"
-            )
-        )
+        params = {"config": config.model_dump(mode="json"), "work_dir": str(work.root)}
+        record = asyncio.run(nightly_flow(**params, run_id="b1"))
+        asyncio.run(nightly_flow(**params, run_id="b2"))  # a second night, all from the cache
     assert record["status"] == "completed"
     result = CliRunner().invoke(
         app, ["--work-dir", str(work.root), "leaderboard", "b1", "--json", "--replicates", "300"]
@@ -205,3 +203,15 @@ def test_the_leaderboard_is_a_prefect_artifact(ranked: tuple[WorkDir, dict[str, 
     rows = json.loads(artifact.data) if isinstance(artifact.data, str) else artifact.data
     assert len(rows) == 6 * 3
     assert {r["system"] for r in rows if r["rank"] == 1} == {"s1"}
+
+
+def test_diff_shows_each_systems_score_and_rank(ranked: tuple[WorkDir, dict[str, Any]]) -> None:
+    work, result = ranked
+    shown = CliRunner().invoke(app, ["--work-dir", str(work.root), "diff", "b1", "b2", "--json"])
+    assert shown.exit_code == 0, shown.output
+    systems = json.loads(shown.output)["systems"]
+    assert [s["system"] for s in sorted(systems, key=lambda s: s["rank_before"])] == EXPECTED
+    scores = {r["system"]: r["score"] for r in result["boards"][0]["systems"]}
+    for change in systems:  # the same calls, from the cache: the same leaderboard
+        assert change["score_before"] == change["score_after"] == scores[change["system"]]
+        assert change["rank_before"] == change["rank_after"]

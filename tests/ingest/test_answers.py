@@ -117,3 +117,21 @@ def test_answers_datasets_name_their_baseline() -> None:
         DatasetSpec(kind="answers", path="a.jsonl")
     with pytest.raises(ValueError, match="only apply to an answers dataset"):
         DatasetSpec(kind="demo", baseline="base")
+
+
+def test_a_run_refuses_a_bad_answers_table_before_anything_starts(
+    tmp_path: Path, work: WorkDir
+) -> None:
+    from schemas.config import RunConfig
+    from schemas.judge import JudgeSpec
+    from tasks.preflight import check_run
+
+    path = _write(tmp_path / "a.jsonl", _rows()[:-1])
+    judge = JudgeSpec(name="j", base_url="http://127.0.0.1:9/v1", model="m")
+    config = RunConfig(
+        name="n", datasets=[DatasetSpec(kind="answers", path=str(path), baseline="base")],
+        judges=[judge], k=2,
+    )  # fmt: skip
+    with pytest.raises(InputError, match="'m3' lacks 1"):
+        check_run(config, work, "r1")
+    assert not (work.root / "runs").exists()

@@ -122,9 +122,10 @@ def trends() -> None:
     """Rebuild the trends page: every judge config's figures across all runs (warehouse)."""
     from tasks.history.page import write_trends
     from tasks.history.trends import trend_points
+    from tasks.leaderboard.history import system_trends
 
     points = trend_points(state.work)
-    path = write_trends(state.work, points)
+    path = write_trends(state.work, points, system_trends(state.work))
     runs = len({p.run_id for p in points})
     configs = len({(p.judge, p.config) for p in points})
     where = state.work.location(path)

@@ -1,4 +1,5 @@
-"""Leaderboards across runs: each system's score and rank in two runs (`judgeline diff`)."""
+"""Leaderboards across runs: each system's score and rank in two runs (`judgeline diff`)
+and in every run (the trends page)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 from tasks.errors import InputError
 from tasks.workdir import WorkDir
 
-__all__ = ["system_changes"]
+__all__ = ["system_changes", "system_trends"]
 
 
 def _scores(work: WorkDir, run_id: str) -> dict[tuple[str, str, str], dict[str, Any]]:
@@ -42,3 +43,20 @@ def system_changes(work: WorkDir, run_a: str, run_b: str) -> list[dict[str, Any]
             }
         )  # fmt: skip
     return changes
+
+
+def system_trends(work: WorkDir) -> list[dict[str, Any]]:
+    """Every run's leaderboard scores (`reference` rule), oldest run first: one row per
+    (run, judge, config, system), for the trends page; runs without one are left out."""
+    from tasks.runrecord import list_records
+
+    rows = []
+    for record in sorted(list_records(work), key=lambda r: (r.started_at, r.run_id)):
+        for (judge, config, system), row in _scores(work, record.run_id).items():
+            rows.append(
+                {
+                    "run_id": record.run_id, "judge": judge, "config": config, "system": system,
+                    "baseline": row["baseline"], "score": row["score"], "rank": row["rank"],
+                }
+            )  # fmt: skip
+    return rows

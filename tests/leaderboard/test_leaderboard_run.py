@@ -215,3 +215,17 @@ def test_diff_shows_each_systems_score_and_rank(ranked: tuple[WorkDir, dict[str,
     for change in systems:  # the same calls, from the cache: the same leaderboard
         assert change["score_before"] == change["score_after"] == scores[change["system"]]
         assert change["rank_before"] == change["rank_after"]
+
+
+def test_the_trends_page_has_each_systems_score_per_run(
+    ranked: tuple[WorkDir, dict[str, Any]],
+) -> None:
+    work, result = ranked
+    shown = CliRunner().invoke(app, ["--work-dir", str(work.root), "trends"])
+    assert shown.exit_code == 0, shown.output
+    page = (work.root / "trends.html").read_text("utf-8")
+    board = page.split("Leaderboard of strong · default (baseline base)", 1)[1]
+    rows = re.findall(r"<tr><td>([^<]+)</td><td>([^<]+)</td><td>([^<]+)</td></tr>", board)
+    assert [r[0] for r in rows] == EXPECTED  # by rank in the latest run
+    s1 = next(r for r in result["boards"][0]["systems"] if r["system"] == "s1")
+    assert rows[0][1] == rows[0][2] == f"{s1['score']:.1f} (rank 1)"  # nights b1 and b2

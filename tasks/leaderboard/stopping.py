@@ -11,7 +11,8 @@ the reference's P(neutral). Together they give the stopped decision's distributi
 
 Pairs draw their assignments and call orders independently, so a system's score against
 the baseline (the sum of its pairs' decision scores over its pairs with the baseline) has
-the convolution of its pairs' distributions; two systems share no pair, so the probability
+the convolution of its pairs' distributions (a product tree of batched FFT convolutions);
+two systems share no pair, so the probability
 that a lower-ranked system ends at or above a higher one is exact: P(lower > higher) + half
 P(equal), with systems ordered by their expected score under `full`. The baseline scores
 exactly half. Nothing is sampled.
@@ -24,18 +25,28 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
+from scipy.signal import fftconvolve
 
 from tasks.leaderboard.battles import Battles
 
 __all__ = ["stopping_effects"]
 
 
-def _distribution(a: NDArray[np.float64], n: NDArray[np.float64]) -> NDArray[np.float64]:
-    """The distribution of the summed score, on a grid of halves (index = 2 x score)."""
-    total = np.array([1.0])
-    for p_a, p_n in zip(a, n, strict=True):
-        total = np.convolve(total, np.array([max(0.0, 1.0 - p_a - p_n), p_n, p_a]))
-    return total
+def _distributions(wins: NDArray[np.float64], ties: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Per system (row; its pairs along the columns, padded with pairs that add 0 for
+    sure): the distribution of its summed score on a grid of
+    halves (index = 2 x score). The pairs' polynomials (1 - a - n) + n z + a z^2 are
+    multiplied as a balanced tree, every system at once, each level one batched FFT
+    convolution."""
+    polys = np.stack([np.clip(1.0 - wins - ties, 0.0, 1.0), ties, wins], axis=-1)
+    while polys.shape[1] > 1:
+        if polys.shape[1] % 2:
+            unit = np.zeros((polys.shape[0], 1, polys.shape[2]))
+            unit[:, :, 0] = 1.0
+            polys = np.concatenate([polys, unit], axis=1)
+        polys = np.clip(fftconvolve(polys[:, 0::2], polys[:, 1::2], axes=-1), 0.0, None)
+    dists: NDArray[np.float64] = polys[:, 0, :]
+    return dists / dists.sum(axis=1, keepdims=True)
 
 
 def _p_below(
@@ -44,10 +55,12 @@ def _p_below(
     """P(lower's share > upper's share) + half P(equal); shares are sums / pairs."""
     up = np.arange(len(upper)) / max(1, n_up)
     low = np.arange(len(lower)) / max(1, n_low)
-    joint = np.outer(upper, lower)
-    above = low[None, :] > up[:, None] + 1e-12
-    equal = np.abs(low[None, :] - up[:, None]) <= 1e-12
-    return float(joint[above].sum() + 0.5 * joint[equal].sum())
+    before = np.concatenate([[0.0], np.cumsum(lower)])  # P(lower index < j)
+    above = np.searchsorted(low, up + 1e-12, side="right")
+    level = np.searchsorted(low, up - 1e-12, side="left")
+    p_above = before[-1] - before[above]
+    p_equal = before[above] - before[level]
+    return float(np.sum(upper * (p_above + 0.5 * p_equal)))
 
 
 def stopping_effects(
@@ -57,13 +70,14 @@ def stopping_effects(
     and for each adjacent pair of systems (by expected score under `full`) the exact
     probability that they swap."""
     base = battles.systems.index(baseline)
-    sides = {}
-    for pair, pair_id in enumerate(battles.pair_ids):
-        a, b = battles.pair_a[pair], battles.pair_b[pair]
-        if b == base:
-            sides[pair_id] = (battles.systems[a], False)
-        elif a == base:
-            sides[pair_id] = (battles.systems[b], True)
+    with_base = (battles.pair_a == base) | (battles.pair_b == base)
+    sides = pd.DataFrame(
+        {
+            "pair_id": np.asarray(battles.pair_ids)[with_base],
+            "system": np.where(battles.pair_a == base, battles.pair_b, battles.pair_a)[with_base],
+            "flipped": (battles.pair_a == base)[with_base],
+        }
+    )
     rows = replay[(replay["judge"] == battles.judge) & (replay["config"] == battles.config)]
     neutral = design[(design["judge"] == battles.judge) & (design["config"] == battles.config)]
     merged = rows.merge(
@@ -78,18 +92,24 @@ def stopping_effects(
         p_n = (group["p_neutral"] + moved).clip(0, 1)
         p_a = (group["expected_score"] - p_n / 2).clip(0, 1)
         frame = pd.DataFrame({"pair_id": group["pair_id"], "a": p_a, "n": p_n})
-        frame = frame[frame["pair_id"].isin(sides)]
-        system = frame["pair_id"].map(lambda p: sides[p][0])
-        flipped = np.array([sides[p][1] for p in frame["pair_id"]], dtype=bool)
-        wins = np.where(flipped, 1 - frame["a"] - frame["n"], frame["a"])
+        frame = frame.merge(sides, on="pair_id", how="inner").sort_values("system", kind="stable")
+        a, n = frame["a"].to_numpy(), frame["n"].to_numpy()
+        wins = np.where(frame["flipped"].to_numpy(), np.clip(1 - a - n, 0, 1), a)
+        codes, first, counts = np.unique(
+            frame["system"].to_numpy(), return_index=True, return_counts=True
+        )
+        width = int(counts.max()) if len(counts) else 0
+        column = np.arange(len(frame)) - np.repeat(first, counts)
+        padded_w, padded_n = np.zeros((len(codes), width)), np.zeros((len(codes), width))
+        row = np.repeat(np.arange(len(codes)), counts)
+        padded_w[row, column], padded_n[row, column] = wins, n
+        table = _distributions(padded_w, padded_n) if width else np.ones((0, 1))
         dists: dict[str, tuple[NDArray[np.float64], int]] = {baseline: (np.array([1.0]), 0)}
         expected: dict[str, float] = {baseline: 0.5}
-        for name, index in frame.groupby(system.to_numpy()).indices.items():
-            dists[str(name)] = (
-                _distribution(wins[index], frame["n"].to_numpy()[index]),
-                len(index),
-            )
-            expected[str(name)] = float((wins[index] + frame["n"].to_numpy()[index] / 2).mean())
+        for r, (code, count) in enumerate(zip(codes, counts, strict=True)):
+            name = battles.systems[int(code)]
+            dists[name] = (table[r, : 2 * int(count) + 1], int(count))
+            expected[name] = float((padded_w[r] + padded_n[r] / 2).sum() / count)
         if policy == "full" or ordering is None:
             ordering = sorted(expected, key=lambda s: (-expected[s], s))
         adjacent: list[dict[str, Any]] = []

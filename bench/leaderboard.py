@@ -6,10 +6,12 @@ Usage: .venv/bin/python bench/leaderboard.py [--systems N] [--questions Q] [--re
 
 A work dir is staged (not timed): an answers table frozen as a manifest (each system paired
 with the baseline on every question) and a run whose outcomes are drawn from a known
-Bradley-Terry truth (both orders, K = 2, strong verdicts and ties). Then, measured:
+Bradley-Terry truth (both orders, K = 2, strong verdicts and ties), replayed under every
+design and policy. Then, measured:
 
 - the whole command, `judgeline leaderboard RUN --json`, in a fresh process (three rules,
-  1,000 replicates each): at most 10 s; its peak RSS is printed;
+  1,000 replicates each, and what each replayed policy does to the ranks): at most 10 s;
+  its peak RSS is printed;
 - one rule's scores and intervals in this process (`per-order`, Arena-Hard-Auto's counting)
   against Arena-Hard-Auto's bootstrap: each replicate resamples the battles and refits a
   logistic regression on the duplicated-battle win matrix (L-BFGS, as scikit-learn's
@@ -45,6 +47,7 @@ from tasks.ingest.answers import read_answers  # noqa: E402
 from tasks.ingest.manifest import freeze_manifest, read_manifest  # noqa: E402
 from tasks.leaderboard.battles import battles_of  # noqa: E402
 from tasks.leaderboard.board import BoardOptions, score_rule  # noqa: E402
+from tasks.replay.stream import replay_file  # noqa: E402
 from tasks.runfolder import RunFolder  # noqa: E402
 from tasks.runrecord import write_record  # noqa: E402
 from tasks.workdir import WorkDir  # noqa: E402
@@ -84,10 +87,12 @@ def stage(root: Path, systems: int, questions: int, k: int, seed: int) -> tuple[
         "pair_id": np.repeat(pair_ids, 2 * k),
         "seed": np.tile(np.repeat(np.arange(k), 2), len(pair_ids)),
         "order": np.tile(["AB", "BA"], len(pair_ids) * k),
-        "outcome": outcome.ravel(), "strength": strength.ravel(),
+        "outcome": outcome.ravel(), "key": pa.nulls(outcome.size, pa.string()),
+        "strength": strength.ravel(),
     })  # fmt: skip
     folder = RunFolder(work, "bench").create()
     pq.write_table(table, folder.outcomes)
+    replay_file(folder.outcomes, folder.path)  # as the nightly flow does: every policy
     record = bare_record("bench").model_copy(update={"manifest_hash": frozen.info.manifest_hash})
     write_record(work, record)
     return work, frozen.info.manifest_hash

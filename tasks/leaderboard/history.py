@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tasks.errors import InputError
+import pyarrow as pa
+
+from tasks.errors import JudgelineError
 from tasks.workdir import WorkDir
 
 __all__ = ["system_changes", "system_trends"]
@@ -17,8 +19,8 @@ def _scores(work: WorkDir, run_id: str) -> dict[tuple[str, str, str], dict[str, 
     try:
         # Scores and ranks do not depend on the bootstrap: a few replicates suffice here.
         boards = run_leaderboard(work, run_id, BoardOptions(replicates=10))["boards"]
-    except InputError:
-        return {}
+    except (JudgelineError, OSError, ValueError, pa.ArrowException):
+        return {}  # no systems, or a damaged run (the trends and diff say so themselves)
     return {
         (b["judge"], b["config"], row["system"]): {**row, "baseline": b["baseline"]}
         for b in boards

@@ -66,14 +66,14 @@ def import_flow(
     fmt: str, paths: list[str], work_dir: str | None = None, run_id: str | None = None,
     dataset: str | None = None, name: str | None = None, questions: str | None = None,
     answers_dir: str | None = None, mapping: str | None = None, judge: str | None = None,
-    template: str = "arena-hard-v1",
+    template: str = "arena-hard-v1", baseline: str | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Import the judgment files of one judge (one per seed) as a run; returns its record.
     A run whose health is degraded or failed (judgments recorded without a reply) ends this
     flow run Failed, as a judged run does.
 
     `questions`/`answers_dir` are FastChat's text files; `mapping`, `judge` and `template`
-    read a judgments table."""
+    read a judgments table; `baseline` names an Arena-Hard folder's baseline (v0.1)."""
     from tasks.imports import (
         ImportOptions,
         build_import,
@@ -83,7 +83,7 @@ def import_flow(
     )
 
     work = WorkDir.at(work_dir)
-    options = ImportOptions(dataset, questions, answers_dir, mapping, judge, template)
+    options = ImportOptions(dataset, questions, answers_dir, mapping, judge, template, baseline)
     files = [f for p in paths for f in read_seeds(fmt, p, options)]
     check_files(files)  # before any record is written: a refused import leaves no entry
     config = import_config(fmt, paths, files)

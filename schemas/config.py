@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from schemas.judge import JudgeSpec
 from schemas.vocabulary import CORE_POLICIES, DESIGNS, MAX_K, Design, Policy
 
-LoaderKind = Literal["judgebench", "rmbench", "table", "demo"]
+LoaderKind = Literal["judgebench", "rmbench", "table", "demo", "answers"]
 
 
 class DatasetSpec(BaseModel):
@@ -17,12 +17,19 @@ class DatasetSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    kind: LoaderKind = Field(description="Loader: judgebench, rmbench, table or demo.")
+    kind: LoaderKind = Field(description="Loader: judgebench, rmbench, table, demo or answers.")
     path: str | None = Field(default=None, description="Input file (not for `demo`).")
     mapping: str | None = Field(
         default=None, description="Column mapping for `table`, e.g. `question=q,answer_a=x,...`."
     )
     dataset: str | None = Field(default=None, description="Dataset name; derived if omitted.")
+    baseline: str | None = Field(
+        default=None, description="`answers`: the system every other one is paired with."
+    )
+    pairs: Literal["baseline", "round-robin"] | None = Field(
+        default=None, description="`answers`: pair each system with the baseline (default) or "
+        "every two systems.",
+    )  # fmt: skip
 
     @model_validator(mode="after")
     def _check(self) -> DatasetSpec:
@@ -30,6 +37,10 @@ class DatasetSpec(BaseModel):
             raise ValueError(f"a {self.kind} dataset needs a path")
         if self.kind == "table" and not self.mapping:
             raise ValueError("a table dataset needs a column mapping")
+        if self.kind == "answers" and not self.baseline:
+            raise ValueError("an answers dataset needs a baseline (the system's name)")
+        if self.kind != "answers" and (self.baseline or self.pairs):
+            raise ValueError("baseline and pairs only apply to an answers dataset")
         return self
 
 

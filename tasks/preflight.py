@@ -34,6 +34,12 @@ def check_run(config: RunConfig, work: WorkDir, run_id: str | None) -> None:
     get_template(config.template)
     for number, dataset in enumerate(config.datasets):
         _check_dataset(number, dataset.kind, dataset.path, dataset.mapping)
+        if dataset.kind == "answers" and dataset.path is not None:
+            # Cheap to read in full: a table that cannot make one answer per (question,
+            # system) is refused before a server starts or a call is sent.
+            from tasks.ingest.answers import read_answers
+
+            read_answers(dataset.path, baseline=dataset.baseline, pairs=dataset.pairs)
     if not _keys_resolved_elsewhere(config):
         for judge in config.judges:
             _check_key_variable(judge)

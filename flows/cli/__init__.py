@@ -22,6 +22,7 @@ from flows.cli import (  # noqa: F401
     history,
     imports,
     judge,
+    leaderboard,
     live,
     prepare,
     remap,

@@ -107,6 +107,20 @@ def print_diff(diff: RunDiff) -> None:
             f"{_fixed(j.raw)} ({_fixed(j.raw_low)}-{_fixed(j.raw_high)})",
         )
     console.print(judges)
+    if diff.systems:
+        say(
+            "systems (leaderboard, reference rule; score and rank before -> after):",
+            highlight=False,
+        )
+        for s in diff.systems:
+            say(
+                escape(
+                    f"  {s['judge']} · {s['config']}  {s['system']}: {s['score_before']:.1f} -> "
+                    f"{s['score_after']:.1f}, rank {s['rank_before']} -> {s['rank_after']}"
+                ),
+                highlight=False,
+                soft_wrap=True,
+            )
     if diff.flips:
         say(f"reference decisions that flipped ({len(diff.flips)}):", highlight=False)
         for f in diff.flips[:FLIPS_SHOWN]:
@@ -142,9 +156,10 @@ def trends() -> None:
     """Rebuild the trends page: every judge config's figures across all runs (warehouse)."""
     from tasks.history.page import write_trends
     from tasks.history.trends import trend_points
+    from tasks.leaderboard.history import system_trends
 
     points = trend_points(state.work)
-    path = write_trends(state.work, points)
+    path = write_trends(state.work, points, system_trends(state.work))
     runs = len({p.run_id for p in points})
     configs = len({(p.judge, p.config) for p in points})
     where = state.work.location(path)

@@ -44,7 +44,11 @@ def import_(
         str, typer.Argument(help="File format: judgebench, arena-hard, fastchat, table.")
     ],
     files: Annotated[
-        list[Path], typer.Argument(help="Judgment files of one judge; one per seed (repeats).")
+        list[Path],
+        typer.Argument(
+            help="Judgment files of one judge, one per seed (repeats); or an Arena-Hard "
+            "model_judgment/<judge>/ folder: every model in one run."
+        ),
     ],
     dataset: Annotated[
         str | None, typer.Option(help="Dataset name (default: from the file).")
@@ -70,6 +74,10 @@ def import_(
     template: Annotated[
         str, typer.Option(help="table: the reply format (template id) to parse.")
     ] = "arena-hard-v1",
+    baseline: Annotated[
+        str | None,
+        typer.Option(help="arena-hard folder: the baseline, if its lines name none (v0.1)."),
+    ] = None,
 ) -> None:
     """Import another tool's judgment files as a run: nothing is sent or paid. Exits as
     `run` does (3 if the run is degraded, 4 if failed)."""
@@ -80,7 +88,7 @@ def import_(
     # same process's memo (`read_seeds`).
     options = ImportOptions(
         dataset, str(questions) if questions else None,
-        str(answers_dir) if answers_dir else None, map_, judge, template,
+        str(answers_dir) if answers_dir else None, map_, judge, template, baseline,
     )  # fmt: skip
     seeds = [f for p in files for f in read_seeds(fmt, p, options)]
     check_files(seeds)
@@ -97,7 +105,7 @@ def import_(
         record = import_flow(
             fmt, [str(f) for f in files], state.work.address, run_id, dataset, name,
             str(questions) if questions else None, str(answers_dir) if answers_dir else None,
-            map_, judge, template,
+            map_, judge, template, baseline,
         )  # fmt: skip
     except RunNotCompleted as exc:
         print_reasons(exc.lines)

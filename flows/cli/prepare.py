@@ -20,8 +20,32 @@ def _say(text: str) -> None:
     console.print(text, highlight=False, soft_wrap=True)
 
 
+def _answers_sources(
+    answers: list[Path], baseline: str | None, pairs: str | None
+) -> list[dict[str, Any]]:
+    """The source dicts of `--answers` tables; `--baseline` and `--pairs` belong to them."""
+    if not answers:
+        if baseline is not None or pairs is not None:
+            raise InputError("--baseline and --pairs apply to --answers tables, and none was given")
+        return []
+    if not baseline:
+        raise InputError(
+            "--answers needs --baseline NAME: the system every other system is paired with "
+            "(with --pairs round-robin, the one whose score is fixed)"
+        )
+    return [
+        {"kind": "answers", "path": str(p), "baseline": baseline, "pairs": pairs or "baseline"}
+        for p in answers
+    ]
+
+
 def _sources(
-    judgebench: list[Path], rmbench: list[Path], tables: list[Path], maps: list[str], demo: bool
+    judgebench: list[Path],
+    rmbench: list[Path],
+    tables: list[Path],
+    maps: list[str],
+    demo: bool,
+    answers: list[dict[str, Any]],
 ) -> list[dict[str, Any]]:
     """The freeze flow's source dicts; `--map` pairs with `--table` by position, and a single
     `--map` serves every table."""
@@ -39,8 +63,11 @@ def _sources(
         sources.append({"kind": "table", "path": str(path), "mapping": spec})
     if demo:
         sources.append({"kind": "demo"})
+    sources += answers
     if not sources:
-        raise InputError("nothing to freeze: give --judgebench, --rmbench, --table or --demo")
+        raise InputError(
+            "nothing to freeze: give --judgebench, --rmbench, --table, --answers or --demo"
+        )
     return sources
 
 
@@ -69,9 +96,33 @@ def freeze(
         ),
     ] = None,
     demo: Annotated[bool, typer.Option("--demo", help="Add the generated demo pairs.")] = False,
+    answers: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--answers",
+            help="A table of answers, one row per (question, system): columns question_id, "
+            "question, system (or model), answer, optional reference (repeatable).",
+        ),
+    ] = None,
+    baseline: Annotated[
+        str | None, typer.Option("--baseline", help="--answers: the baseline system's name.")
+    ] = None,
+    pairs: Annotated[
+        str | None,
+        typer.Option(
+            "--pairs",
+            help="--answers: 'baseline' (each system against the baseline, the default) or "
+            "'round-robin' (every two systems).",
+        ),
+    ] = None,
 ) -> None:
     """Freeze pairs from benchmark files into a manifest (exact bytes, hashed, stored once)."""
-    sources = _sources(judgebench or [], rmbench or [], table or [], map_ or [], demo)
+    if pairs is not None and pairs not in ("baseline", "round-robin"):
+        raise InputError(f"--pairs must be 'baseline' or 'round-robin', got {pairs!r}")
+    sources = _sources(
+        judgebench or [], rmbench or [], table or [], map_ or [], demo,
+        _answers_sources(answers or [], baseline, pairs),
+    )  # fmt: skip
     # The job runs here, without a flow run: no Prefect server to start for a few files.
     from tasks.ingest.manifest import read_manifest
     from tasks.ingest.sources import freeze_sources

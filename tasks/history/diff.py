@@ -11,7 +11,7 @@ decision of all 2K calls: `tasks.history.view`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -110,6 +110,8 @@ class RunDiff:
     flips: list[Flip] = field(default_factory=list)
     judges: list[JudgeAgreement] = field(default_factory=list)
     """Every judge config of the earlier run against every one of the later run."""
+    systems: list[dict[str, Any]] = field(default_factory=list)
+    """Per system ranked in both runs' leaderboards: score and rank before and after."""
 
 
 def paired_interval(
@@ -237,7 +239,10 @@ def _judge_agreement(a: RunView, b: RunView, shared: pd.DataFrame) -> list[Judge
 
 def diff_runs(work: WorkDir, run_a: str, run_b: str) -> RunDiff:
     """`judgeline diff A B`: what changed from run `run_a` to run `run_b`."""
-    return diff_views(read_run_view(work, run_a), read_run_view(work, run_b))
+    from tasks.leaderboard.history import system_changes
+
+    result = diff_views(read_run_view(work, run_a), read_run_view(work, run_b))
+    return replace(result, systems=system_changes(work, run_a, run_b))
 
 
 def flips_frame(diff: RunDiff) -> pd.DataFrame:

@@ -7,6 +7,7 @@ import datetime as dt
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup, escape
@@ -130,9 +131,13 @@ def _environment() -> Environment:
 
 
 def render_trends(
-    points: Sequence[TrendPoint], *, now: Callable[[], dt.datetime] | None = None
+    points: Sequence[TrendPoint],
+    *,
+    now: Callable[[], dt.datetime] | None = None,
+    systems: Sequence[dict[str, Any]] = (),
 ) -> str:
-    """The trends page for these points (any order)."""
+    """The trends page for these points (any order), and a table per judge config of each
+    system's leaderboard score per run (`tasks.leaderboard.history.system_trends`)."""
     ordered = sorted(points, key=lambda p: (p.started_at, p.run_id))
     starts = {p.run_id: p.started_at for p in ordered}
     minutes = {t.strftime("%m-%d %H:%M") for t in starts.values()}
@@ -153,12 +158,34 @@ def render_trends(
             charts=charts,
             colours=colours,
             made=made.strftime("%Y-%m-%d %H:%M UTC"),
+            boards=_boards(systems),
         )
     )
 
 
-def write_trends(work: WorkDir, points: Sequence[TrendPoint]) -> Path:
+def _boards(systems: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (judge, config, baseline): the runs in order and, per system, its (score, rank)
+    in each run (None where it was not ranked)."""
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for row in systems:
+        groups.setdefault((row["judge"], row["config"], row["baseline"]), []).append(row)
+    boards = []
+    for (judge, config, baseline), rows in sorted(groups.items()):
+        runs = list(dict.fromkeys(r["run_id"] for r in rows))
+        cells = {(r["system"], r["run_id"]): (r["score"], r["rank"]) for r in rows}
+        names = sorted(
+            {r["system"] for r in rows}, key=lambda s: (cells.get((s, runs[-1]), (0.0, 1e9))[1], s)
+        )
+        table = [(name, [cells.get((name, run)) for run in runs]) for name in names]
+        boards.append({"judge": judge, "config": config, "baseline": baseline, "runs": runs,
+                       "rows": table})  # fmt: skip
+    return boards
+
+
+def write_trends(
+    work: WorkDir, points: Sequence[TrendPoint], systems: Sequence[dict[str, Any]] = ()
+) -> Path:
     """Write `trends.html` in the work directory; returns its path."""
     path = work.root / TRENDS_FILE
-    write_text_atomic(render_trends(points), path, overwrite=True)
+    write_text_atomic(render_trends(points, systems=systems), path, overwrite=True)
     return path

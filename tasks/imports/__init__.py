@@ -15,7 +15,7 @@ from typing import Any
 
 from tasks.errors import InputError
 from tasks.imports.agreement import agreement
-from tasks.imports.arenahard import read_arenahard
+from tasks.imports.arenahard import read_arenahard, read_arenahard_dir
 from tasks.imports.build import (
     IMPORT_KEY_FORMAT,
     ImportedRun,
@@ -63,6 +63,7 @@ class ImportOptions:
     mapping: str | None = None
     judge: str | None = None
     template: str = "arena-hard-v1"
+    baseline: str | None = None
 
 
 def import_config(
@@ -132,4 +133,6 @@ def _read_seeds(fmt: str, path: str | Path, options: ImportOptions) -> list[Impo
             path, options.mapping, judge=options.judge, template=options.template,
             dataset=options.dataset,
         )  # fmt: skip
+    if fmt == "arena-hard" and Path(path).is_dir():
+        return [read_arenahard_dir(path, dataset=options.dataset, baseline=options.baseline)]
     return [read_imported(fmt, path, dataset=options.dataset)]

@@ -15,18 +15,20 @@ found no label. Question ids are `uid` (v2) or `question_id` (v0.1).
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from schemas import Pair
 from schemas.vocabulary import Order, SlotLabel
 from tasks.errors import InputError
-from tasks.hashing import canonical_json, sha256_bytes
+from tasks.hashing import canonical_json, sha256_bytes, sha256_text
 from tasks.imports.records import ImportedFile, Judgment, game_judgment, one_judge
 from tasks.ingest.fields import LoadedPairs, iter_jsonl, read_bytes, shorten
 from tasks.templates import message_text
 
-__all__ = ["read_arenahard"]
+__all__ = ["read_arenahard", "read_arenahard_dir"]
 
 CONVENTION = (
     "arena-hard-auto gen_judgment.py: games[0] showed the baseline as Assistant A (identity "
@@ -211,6 +213,78 @@ def read_arenahard(path: str | Path, *, dataset: str | None = None) -> ImportedF
         judge=one_judge(judges, file=path),
         config=bench,
         template_id="arena-hard-v1",
+        convention=CONVENTION,
+        pairs=LoadedPairs(pairs, rows),
+        judgments=judgments,
+    )
+
+
+def read_arenahard_dir(
+    folder: str | Path, *, dataset: str | None = None, baseline: str | None = None
+) -> ImportedFile:
+    """Every judged model of an Arena-Hard judgment folder (`model_judgment/<judge>/`, one
+    `<model>.jsonl` per model) as one import: one pair per (question, model) against the
+    baseline, id `question:model:baseline`, with both systems in its metadata, so a
+    leaderboard ranks them (docs/design.md#leaderboards). The baseline is the one the lines
+    name (v2), else `baseline` (v0.1 lines name none)."""
+    folder = Path(folder)
+    paths = sorted(folder.glob("*.jsonl"))
+    if not paths:
+        raise InputError("no <model>.jsonl judgment files in the folder", file=str(folder))
+    files = [read_arenahard(path, dataset=dataset) for path in paths]
+    for other in files[1:]:
+        if (other.judge, other.config) != (files[0].judge, files[0].config):
+            raise InputError(
+                f"judge {other.judge!r} here but {files[0].judge!r} in {files[0].path}: one "
+                "folder holds one judge's judgments",
+                file=str(other.path),
+            )
+    pairs: list[Pair] = []
+    rows: list[int] = []
+    judgments: list[Judgment] = []
+    named: set[str] = set()
+    for file in files:
+        renamed: dict[str, str] = {}
+        for pair, row in zip(file.pairs.pairs, file.pairs.rows, strict=True):
+            meta = json.loads(pair.metadata)
+            base = meta.get("model_b") or baseline
+            if not base:
+                raise InputError(
+                    "the judgment lines do not name the baseline (Arena-Hard v0.1); give "
+                    "--baseline NAME",
+                    file=str(file.path),
+                    row=row,
+                )
+            named.add(base)
+            meta.update(model_b=base, question_id=pair.pair_id)
+            renamed[pair.pair_id] = f"{pair.pair_id}:{meta['model_a']}:{base}"
+            pairs.append(
+                pair.model_copy(
+                    update={
+                        "pair_id": renamed[pair.pair_id],
+                        "dataset": dataset or folder.parent.parent.name or "arena-hard",
+                        "metadata": canonical_json(meta),
+                    }
+                )
+            )
+            rows.append(row)
+        judgments += [
+            replace(j, pair_id=renamed[j.pair_id], source=file.path, source_sha256=file.sha256)
+            for j in file.judgments
+        ]
+    if len(named) > 1:
+        raise InputError(
+            f"the files name {len(named)} baselines ({', '.join(sorted(named))}): a "
+            "leaderboard fixes one",
+            file=str(folder),
+        )
+    return ImportedFile(
+        tool="arena-hard",
+        path=folder,
+        sha256=sha256_text(canonical_json([[f.path.name, f.sha256] for f in files])),
+        judge=files[0].judge,
+        config=files[0].config,
+        template_id=files[0].template_id,
         convention=CONVENTION,
         pairs=LoadedPairs(pairs, rows),
         judgments=judgments,

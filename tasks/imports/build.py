@@ -186,7 +186,7 @@ def build_import(work: WorkDir, files: list[ImportedFile], run_id: str) -> Impor
             left, right = ("a", "b") if j.order == "AB" else ("b", "a")
             key = digest(
                 IMPORT_KEY_FORMAT, file.tool, file.judge, file.config, file.template_id,
-                file.sha256, j.line, j.index, j.pair_id, seed, j.order,
+                j.source_sha256 or file.sha256, j.line, j.index, j.pair_id, seed, j.order,
             )  # fmt: skip
             calls.append(
                 CallRecord(
@@ -210,8 +210,8 @@ def build_import(work: WorkDir, files: list[ImportedFile], run_id: str) -> Impor
                 ImportedReplyRecord(
                     call_key=key,
                     tool=file.tool,
-                    source_file=str(file.path),
-                    source_sha256=file.sha256,
+                    source_file=str(j.source or file.path),
+                    source_sha256=j.source_sha256 or file.sha256,
                     source_line=j.line,
                     judgment=j.index,
                     recorded_verdict=j.recorded_verdict,

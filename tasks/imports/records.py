@@ -37,6 +37,9 @@ class Judgment:
     recorded_label: SlotLabel | None
     line: int
     index: int
+    source: Path | None = None
+    """The file the judgment is in, when the import read several (else the import's path)."""
+    source_sha256: str | None = None
 
 
 @dataclass(frozen=True)

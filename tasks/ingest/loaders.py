@@ -41,7 +41,7 @@ __all__ = [
     "read_source",
 ]
 
-KINDS = ("judgebench", "rmbench", "table", "demo")
+KINDS = ("judgebench", "rmbench", "table", "demo", "answers")
 """The source kinds `load_source` dispatches on."""
 
 _JUDGEBENCH_LABELS: dict[str, Identity] = {"A>B": "A", "B>A": "B"}
@@ -251,30 +251,39 @@ def read_source(
     *,
     mapping: str | None = None,
     dataset: str | None = None,
+    baseline: str | None = None,
+    pairs: str | None = None,
 ) -> LoadedPairs:
-    """Pairs of one source kind (`judgebench`, `rmbench`, `table` or `demo`), with the row
-    of each (for `demo`, its position).
+    """Pairs of one source kind (`judgebench`, `rmbench`, `table`, `demo` or `answers`),
+    with the row of each (for `demo`, its position).
 
     `mapping` (the `ColumnMapping.parse` format) is required for `table` and refused
-    otherwise; `demo` takes no path. `dataset` overrides the default dataset name.
+    otherwise; `demo` takes no path; `baseline` (required) and `pairs` are for `answers`
+    (`tasks.ingest.answers`). `dataset` overrides the default dataset name.
     """
     if kind not in KINDS:
         raise InputError(f"unknown source kind {kind!r}; expected one of {', '.join(KINDS)}")
     if mapping is not None and kind != "table":
         raise InputError(f"a column mapping only applies to kind 'table', not {kind!r}")
+    if (baseline is not None or pairs is not None) and kind != "answers":
+        raise InputError(f"baseline and pairs only apply to kind 'answers', not {kind!r}")
     if kind == "demo":
         if path is not None:
             raise InputError(f"kind 'demo' is generated and takes no file, got {str(path)!r}")
-        pairs = demo_pairs()
+        generated = demo_pairs()
         if dataset:
-            pairs = [p.model_copy(update={"dataset": dataset}) for p in pairs]
-        return LoadedPairs(pairs, list(range(1, len(pairs) + 1)))
+            generated = [p.model_copy(update={"dataset": dataset}) for p in generated]
+        return LoadedPairs(generated, list(range(1, len(generated) + 1)))
     if path is None:
         raise InputError(f"kind {kind!r} needs a file path")
     if kind == "judgebench":
         return read_judgebench(path, dataset=dataset)
     if kind == "rmbench":
         return read_rmbench(path, dataset=dataset)
+    if kind == "answers":
+        from tasks.ingest.answers import read_answers
+
+        return read_answers(path, baseline=baseline, pairs=pairs, dataset=dataset)
     if mapping is None:
         raise InputError(
             "kind 'table' needs a column mapping, e.g. "

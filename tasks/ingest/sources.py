@@ -13,7 +13,7 @@ from tasks.workdir import WorkDir
 
 __all__ = ["SOURCE_KEYS", "freeze_sources", "load_source_dict", "source_label"]
 
-SOURCE_KEYS = frozenset({"kind", "path", "mapping", "dataset"})
+SOURCE_KEYS = frozenset({"kind", "path", "mapping", "dataset", "baseline", "pairs"})
 
 
 def source_label(source: dict[str, Any]) -> str:
@@ -26,13 +26,16 @@ def load_source_dict(source: dict[str, Any]) -> LoadedPairs:
     unknown = set(source) - SOURCE_KEYS
     if unknown or "kind" not in source:
         raise InputError(
-            f"a source is a dict with kind, path, mapping, dataset; got keys {sorted(source)}"
+            "a source is a dict with kind, path, mapping, dataset, baseline, pairs; got keys "
+            f"{sorted(source)}"
         )
     return read_source(
         source["kind"],
         source.get("path"),
         mapping=source.get("mapping"),
         dataset=source.get("dataset"),
+        baseline=source.get("baseline"),
+        pairs=source.get("pairs"),
     )
 
 

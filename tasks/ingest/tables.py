@@ -29,7 +29,7 @@ from tasks.ingest.fields import (
 )
 from tasks.ingest.keyvalues import KeyValues, map_key_value, parse_key_column, split_mapping
 
-__all__ = ["ColumnMapping", "LoadedPairs", "load_table", "read_table"]
+__all__ = ["ColumnMapping", "LoadedPairs", "iter_records", "load_table", "read_table"]
 
 _TABLE_SUFFIXES = (".jsonl", ".ndjson", ".csv", ".tsv", ".parquet")
 
@@ -235,6 +235,18 @@ _TABLE_READERS: dict[str, Callable[[Path, list[str]], Iterator[tuple[int, dict[s
 }
 
 
+def iter_records(path: Path, columns: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(1-based row, record) of a `.jsonl`, `.csv` (`.tsv`) or `.parquet` table whose
+    header (csv, parquet) must hold `columns`."""
+    reader = _TABLE_READERS.get(path.suffix.lower())
+    if reader is None:
+        raise InputError(
+            f"unknown table format {path.suffix!r}; expected one of {', '.join(_TABLE_SUFFIXES)}",
+            file=str(path),
+        )
+    return reader(path, columns)
+
+
 def read_table(
     path: str | Path, mapping: ColumnMapping, *, dataset: str | None = None
 ) -> LoadedPairs:
@@ -245,15 +257,9 @@ def read_table(
     file name, the dataset to the file stem. Mapped `metadata` columns are kept as JSON.
     """
     path = Path(path)
-    reader = _TABLE_READERS.get(path.suffix.lower())
-    if reader is None:
-        raise InputError(
-            f"unknown table format {path.suffix!r}; expected one of {', '.join(_TABLE_SUFFIXES)}",
-            file=str(path),
-        )
     name = dataset or path.stem
     pairs, rows = [], []
-    for row, record in reader(path, mapping.columns()):
+    for row, record in iter_records(path, mapping.columns()):
         pairs.append(_table_pair(record, mapping, file=path, row=row, dataset=name))
         rows.append(row)
     return LoadedPairs(pairs, rows)

@@ -62,7 +62,26 @@ def run_artifacts(work: WorkDir, run_id: str, report_path: str | None) -> dict[s
         "markdown": "\n".join(lines),
         "disclosure": _records(disclosure),
         "policies": _records(policy_rows),
+        "leaderboard": _leaderboard_rows(work, run_id),
     }
+
+
+def _leaderboard_rows(work: WorkDir, run_id: str) -> list[dict[str, Any]] | None:
+    """One row per (judge config, rule, system) of the run's leaderboards; None without."""
+    from tasks.report.leaderboard import run_boards
+
+    boards = run_boards(work, run_id)
+    if boards is None:
+        return None
+    shown = ("system", "rank", "score", "lower", "upper", "win_rate", "wins", "ties", "losses",
+             "conflicts")  # fmt: skip
+    rows = [
+        {"judge": b["judge"], "config": b["config"], "rule": rule, **{k: r[k] for k in shown}}
+        for b in boards
+        for rule, table in b["rules"].items()
+        for r in table["systems"]
+    ]
+    return _records(pd.DataFrame(rows))
 
 
 def publish_artifacts(work: WorkDir, run_id: str, report_path: str | None) -> list[str]:
@@ -82,4 +101,11 @@ def publish_artifacts(work: WorkDir, run_id: str, report_path: str | None) -> li
         key=keys[2],
         description="Scores, savings and decision changes per policy (balanced design)",
     )
+    if content["leaderboard"] is not None:
+        keys.append(artifact_key(run_id, "leaderboard"))
+        create_table_artifact(
+            content["leaderboard"],
+            key=keys[-1],
+            description="Systems ranked against the baseline per judge config and counting rule",
+        )
     return keys

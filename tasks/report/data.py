@@ -9,6 +9,7 @@ import pandas as pd
 from tasks.errors import InputError
 from tasks.report.agreement import AGREEMENT_COLUMNS, AgreementTables, agreement_tables
 from tasks.report.disagreements import write_pairs_page
+from tasks.report.leaderboard import run_boards
 from tasks.report.money import spend_frame
 from tasks.report.pairs import pair_views
 from tasks.report.render import ReportData, write_report
@@ -121,6 +122,7 @@ def _report_data(work: WorkDir, run_id: str, header: dict[str, str]) -> ReportDa
         spend=spend_frame(work, run_id),
         advice=None if advice.empty else advice,
         agreement=run_agreement(work, run_id),
+        leaderboard=run_boards(work, run_id),
         no_replay=_no_replay(work, run_id),
     )
 

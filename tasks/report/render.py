@@ -22,6 +22,7 @@ from tasks.errors import InputError
 from tasks.report.advice import advice_section
 from tasks.report.agreement import AgreementTables, agreement_section
 from tasks.report.disagreements import disagreements_section
+from tasks.report.leaderboard import leaderboard_section
 from tasks.report.money import money_section
 from tasks.report.page import render_page
 from tasks.report.pairs import PairView
@@ -66,6 +67,9 @@ class ReportData:
     """The run's stopping-policy advice (`AdviceRow`s) for the advice section (None: none)."""
     agreement: AgreementTables | None = None
     """The run's agreement tables (`tasks.report.agreement`; None: not computed)."""
+    leaderboard: list[dict[str, Any]] | None = None
+    """The run's leaderboards per judge config (`tasks.leaderboard`; None: its pairs name no
+    systems)."""
     no_replay: str = ""
     """Why the run has no replay (an imported run of K = 1), said where a section built from
     the replay is empty; empty if it was replayed."""
@@ -206,6 +210,8 @@ def render_report(data: ReportData) -> str:
         sections.append(realised_section(data.realised, summary))
     if data.advice is not None:
         sections.append(advice_section(data.advice))
+    if data.leaderboard is not None:
+        sections.append(leaderboard_section(data.leaderboard))
     if data.pairs is not None:
         sections.append(disagreements_section(data.pairs))
     run = next((data.header[k] for k in ("run_id", "run id", "run") if k in data.header), "")

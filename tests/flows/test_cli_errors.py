@@ -66,6 +66,7 @@ CASES = {
         ("import", "judgebench", "{d}/missing.jsonl"), ("{d}/missing.jsonl: file not found",)
     ),
     "reparse": Case(("reparse", "nosuchrun"), ("no run 'nosuchrun'",)),
+    "leaderboard": Case(("leaderboard", "nosuchrun"), ("no run 'nosuchrun'",)),
     "report": Case(("report", "nosuchrun"), ("no run 'nosuchrun'",)),
     "server": Case(("server", "start"), ("{d}/afile: not usable as a work dir",), work="{d}/afile"),
     "serve": Case(("serve", "{d}/bad_run.yaml"), ("{d}/bad_run.yaml", "repeated key 'k'")),
@@ -77,6 +78,12 @@ CASES = {
 
 # Bad inputs beyond one per command.
 EDGE_CASES = {
+    "freeze answers without a baseline": Case(
+        ("freeze", "--answers", "{d}/bad.jsonl"), ("--answers needs --baseline NAME",)
+    ),
+    "leaderboard rule": Case(
+        ("leaderboard", "nosuchrun", "--rule", "elo"), ("--rule must be one of reference",)
+    ),
     "serve-judge port out of range": Case(
         ("serve-judge", "--port", "99999999"), ("--port", "65535")
     ),

@@ -521,7 +521,7 @@ def test_key_value_mapping_errors(spec: str, message: str) -> None:
 
 
 def test_load_source_dispatches(shared_data: Path, tmp_path: Path) -> None:
-    assert set(KINDS) == {"judgebench", "rmbench", "table", "demo"}
+    assert set(KINDS) == {"judgebench", "rmbench", "table", "demo", "answers"}
     jb = load_source("judgebench", shared_data / "judgebench" / CLAUDE)
     assert len(jb) == 270
     rm = load_source("rmbench", shared_data / "rmbench" / "chat_filtered.json", dataset="rc")

@@ -1,0 +1,99 @@
+"""An Arena-Hard-Auto judgment folder (one file per model) imported as one run, ranked."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from simulated_boards import arena_hard_elo
+
+from tasks.errors import InputError
+from tasks.imports import ImportOptions, build_import, read_seeds
+from tasks.ingest.manifest import read_manifest
+from tasks.leaderboard import BoardOptions, leaderboard_of
+from tasks.remap import remap_run, write_remap
+from tasks.runfolder import RunFolder
+from tasks.workdir import WorkDir
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "imports"))
+from test_arenahard import game_v2, write  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+MODELS = {"m-alpha": 0.5, "m-beta": 0.25, "m-gamma": 0.0, "m-delta": -0.25, "m-eps": -0.5}
+QUESTIONS = 20
+VERDICTS = ("A>>B", "A>B", "A=B", "B>A", "B>>A")
+
+
+def _folder(root: Path, rng: np.random.Generator, *, baseline: str | None = "base-b") -> Path:
+    """model_judgment/judge-x/<model>.jsonl in Arena-Hard-Auto v2's layout: games[0] shows
+    the baseline as Assistant A, games[1] the model."""
+    folder = root / "arena-hard-v2.0" / "model_judgment" / "judge-x"
+    for model, strength in MODELS.items():
+        lines = []
+        for q in range(QUESTIONS):
+            question, mine, theirs = f"Question {q}?", f"{model} on {q}", f"baseline on {q}"
+            games = []
+            for first, second, sign in ((theirs, mine, -1), (mine, theirs, 1)):
+                weights = np.exp(sign * strength * np.array([2, 1, 0, -1, -2]))
+                verdict = str(rng.choice(VERDICTS, p=weights / weights.sum()))
+                games.append(game_v2(question, first, second, f"Verdict: [[{verdict}]]", verdict))
+            line = {"uid": f"q{q}", "category": "hard_prompt", "judge": "judge-x",
+                    "model": model, "games": games}  # fmt: skip
+            if baseline:
+                line["baseline"] = baseline
+            lines.append(line)
+        write(folder / f"{model}.jsonl", lines)
+    return folder
+
+
+def _arena_hard(folder: Path) -> dict[str, float]:
+    """Arena-Hard-Auto's battles from the files' own scores: games[0] has the baseline as
+    model_a, games[1] the judged model; a strong verdict counts 3 times."""
+    model_a, model_b, winner = [], [], []
+    for path in sorted(folder.glob("*.jsonl")):
+        for text in path.read_text("utf-8").splitlines():
+            line = json.loads(text)
+            for index, game in enumerate(line["games"]):
+                model = line["model"]
+                first, second = ("base-b", model) if index == 0 else (model, "base-b")
+                score = game["score"]
+                won = {"A>>B": "model_a", "A>B": "model_a", "A=B": "tie"}.get(score, "model_b")
+                repeat = 3 if ">>" in score else 1
+                for _ in range(repeat):
+                    model_a.append(first)
+                    model_b.append(second)
+                    winner.append(won)
+    return arena_hard_elo(model_a, model_b, winner, "base-b")
+
+
+def test_a_judgment_folder_is_one_run_ranked_as_arena_hard_auto_ranks_it(tmp_path: Path) -> None:
+    folder = _folder(tmp_path, np.random.default_rng(2))
+    (seed,) = read_seeds("arena-hard", folder, ImportOptions())
+    assert len(seed.pairs.pairs) == QUESTIONS * len(MODELS)
+    assert seed.pairs.pairs[0].pair_id == "q0:m-alpha:base-b"
+    work = WorkDir.at(tmp_path / "work")
+    built = build_import(work, [seed], "ah")
+    write_remap(work, remap_run(work, "ah"))
+    _, manifest = read_manifest(work, built.manifest_hash)
+    outcomes = pd.read_parquet(RunFolder(work, "ah").outcomes)
+    (board,) = leaderboard_of(outcomes, manifest, BoardOptions(replicates=50), "per-order")
+    assert board["baseline"] == "base-b" and board["questions"] == QUESTIONS
+    expected = _arena_hard(folder)
+    for row in board["systems"]:
+        assert row["score"] == pytest.approx(expected[row["system"]], abs=1e-6)
+    assert [r["system"] for r in board["systems"]][0] == "m-alpha"
+    sources = pd.read_parquet(RunFolder(work, "ah").table("imported"))
+    assert {Path(s).name for s in sources["source_file"]} == {f"{m}.jsonl" for m in MODELS}
+
+
+def test_a_folder_without_a_named_baseline_needs_one(tmp_path: Path) -> None:
+    folder = _folder(tmp_path, np.random.default_rng(3), baseline=None)
+    with pytest.raises(InputError, match="give --baseline NAME"):
+        read_seeds("arena-hard", folder, ImportOptions())
+    (seed,) = read_seeds("arena-hard", folder, ImportOptions(baseline="gpt-4-0314"))
+    assert seed.pairs.pairs[0].pair_id == "q0:m-alpha:gpt-4-0314"

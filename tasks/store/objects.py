@@ -19,16 +19,13 @@ store first, then into the local copy.
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import fnmatch
 import os
-import re
 import shutil
-import sqlite3
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -38,10 +35,18 @@ from obstore.exceptions import AlreadyExistsError, BaseError, PreconditionError
 
 from tasks.errors import StoreError, StoreUnreachable
 from tasks.store.access import explain
+from tasks.store.copyindex import CopyIndex, is_current
 from tasks.store.files import Store, register_copy
+from tasks.store.patience import (
+    FIRST_PATIENCE_S,
+    PATIENCE_ENV,
+    UNANSWERED,
+    retry_config,
+    store_patience,
+)
 
 if TYPE_CHECKING:
-    from obstore.store import RetryConfig
+    pass
 
 __all__ = ["FRESH_S", "PATIENCE_ENV", "ObjectStore", "StoreObject", "store_patience"]
 
@@ -52,42 +57,6 @@ if the read had happened a second earlier."""
 
 DOWNLOAD_THREADS = 8
 
-PATIENCE_ENV = "JUDGELINE_STORE_PATIENCE_SECONDS"
-DEFAULT_PATIENCE_S = 300.0
-FIRST_PATIENCE_S = 10.0
-"""The patience for a store that has not answered this process yet."""
-MAX_PATIENCE_S = 600.0
-"""A retried request keeps its signature, which S3 accepts for 15 minutes."""
-
-
-def store_patience() -> float:
-    """How long a request the store does not answer (a lost link, a 5xx) is retried, with
-    backoff, before it fails: $JUDGELINE_STORE_PATIENCE_SECONDS, else 5 minutes; between
-    1 s and 10 minutes."""
-    try:
-        chosen = float(os.environ.get(PATIENCE_ENV, DEFAULT_PATIENCE_S))
-    except ValueError:
-        chosen = DEFAULT_PATIENCE_S
-    return min(MAX_PATIENCE_S, max(1.0, chosen))
-
-
-def _retries(patience_s: float) -> RetryConfig:
-    """obstore's retry configuration: retries until `patience_s` has passed, backing off
-    from 0.1 s up to a tenth of the patience (1 to 15 s) between attempts."""
-    return {
-        "max_retries": 100_000,
-        "retry_timeout": dt.timedelta(seconds=patience_s),
-        "backoff": {
-            "init_backoff": dt.timedelta(milliseconds=100),
-            "max_backoff": dt.timedelta(seconds=min(15.0, max(1.0, patience_s / 10))),
-        },
-    }
-
-
-_UNANSWERED = re.compile(r"after \d+ retries|error sending request|timed out|connection",
-                         re.IGNORECASE)  # fmt: skip
-"""The words of a request the store did not answer (as opposed to one it refused)."""
-
 
 class StoreObject:
     """One object's bytes and entity tag (the version a conditional write names)."""
@@ -95,56 +64,6 @@ class StoreObject:
     def __init__(self, data: bytes, etag: str | None) -> None:
         self.data = data
         self.etag = etag
-
-
-class _Index:
-    """Which entity tag each file of the local copy holds, and its size and mtime when
-    written (a file changed locally since is downloaded again). Shared by the processes
-    using one scratch dir; losing it costs downloads, never correctness."""
-
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, timeout=30, check_same_thread=False)
-        self._lock = threading.Lock()
-        with self._lock, self._db:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=OFF")
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS files "
-                "(key TEXT PRIMARY KEY, etag TEXT, size INTEGER, mtime_ns INTEGER)"
-            )
-
-    def under(self, prefix: str) -> dict[str, tuple[str, int, int]]:
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT key, etag, size, mtime_ns FROM files WHERE key >= ? AND key < ?",
-                (prefix, prefix + "\uffff"),
-            ).fetchall()
-        return {key: (etag, size, mtime) for key, etag, size, mtime in rows}
-
-    def put(self, entries: Iterable[tuple[str, str, Path]]) -> None:
-        rows = []
-        for key, etag, path in entries:
-            with contextlib.suppress(FileNotFoundError):
-                stat = path.stat()
-                rows.append((key, etag, stat.st_size, stat.st_mtime_ns))
-        if rows:
-            with self._lock, self._db:
-                self._db.executemany("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?)", rows)
-
-    def drop(self, keys: Iterable[str]) -> None:
-        with self._lock, self._db:
-            self._db.executemany("DELETE FROM files WHERE key = ?", [(k,) for k in keys])
-
-
-def _current(path: Path, known: tuple[str, int, int] | None, etag: str) -> bool:
-    if known is None or known[0] != etag:
-        return False
-    try:
-        stat = path.stat()
-    except FileNotFoundError:
-        return False
-    return (stat.st_size, stat.st_mtime_ns) == (known[1], known[2])
 
 
 class ObjectStore(Store):
@@ -168,13 +87,13 @@ class ObjectStore(Store):
         """The request that went unanswered for the whole patience, until one is answered:
         meanwhile requests are tried once, not waited for again."""
         try:  # no request yet: a URL or configuration the client refuses
-            self._patient = from_url(self.url, retry_config=_retries(self.patience_s))
+            self._patient = from_url(self.url, retry_config=retry_config(self.patience_s))
             first = min(FIRST_PATIENCE_S, self.patience_s)
-            self._first = from_url(self.url, retry_config=_retries(first))
-            self._hasty = from_url(self.url, retry_config=_retries(1.0))
+            self._first = from_url(self.url, retry_config=retry_config(first))
+            self._hasty = from_url(self.url, retry_config=retry_config(1.0))
         except (BaseError, ValueError) as exc:
             raise self.failed("open", exc) from exc
-        self._index = _Index(state / "copy-index.sqlite")
+        self._index = CopyIndex(state / "copy-index.sqlite")
         self._listed: dict[tuple[str, str], float] = {}
         self._listing_lock = threading.Lock()
         register_copy(self.root, self)
@@ -212,7 +131,7 @@ class ObjectStore(Store):
         """A failed request as a StoreError: the store, the request, its reason (the store's
         own words, cut short) and what to do about it when the reason says (`explain`)."""
         reason = " ".join(str(exc).split("\n\nDebug source:")[0].split())
-        if isinstance(exc, BaseError) and _UNANSWERED.search(reason):
+        if isinstance(exc, BaseError) and UNANSWERED.search(reason):
             # The client's last words (`... - HTTP error: error sending request`), not the
             # whole request line.
             last = reason.rsplit(" - ", 1)[-1][:200]
@@ -372,7 +291,7 @@ class ObjectStore(Store):
             stale = [
                 meta
                 for key, meta in listed.items()
-                if not _current(self.root / key, known.get(key), meta.get("e_tag") or "")
+                if not is_current(self.root / key, known.get(key), meta.get("e_tag") or "")
             ]
             self._download(stale)
             gone = [k for k in known if k not in listed and _wanted(k[len(prefix) :], pattern)]

@@ -167,5 +167,6 @@ def test_a_config_with_no_valid_outcome_shows_nothing_in_the_policy_columns(
     write_record(work, record)
     result = CliRunner().invoke(app, ["--work-dir", str(work.root), "show", "none"])
     assert result.exit_code == 0, result.output
-    [row] = [line for line in result.output.splitlines() if "judge-x · arena_hard  " in line]
+    # The summary table comes first (the agreement table below it names the config too).
+    row = next(line for line in result.output.splitlines() if "judge-x · arena_hard  " in line)
     assert "no valid outcome" in row and "%" not in row, row

@@ -55,8 +55,9 @@ def test_the_probe_catches_the_drift_the_diff_cannot_see(demo: tuple[WorkDir, st
     assert {a["alarm"] for a in second.alarms or []} >= {"probe_agreement"}
     assert re.search(r"^alarm probe_agreement: .*judge_config strong · low", out, re.M)
     assert f"{first.run_id} -> {second.run_id}\npairs: 18 shared, 2 added, 0 removed" in out
-    # Cached calls: the shared pairs' scores cannot move.
-    assert out.count("+0.000 (+0.000 to +0.000)") == 6
+    # Cached calls: the shared pairs' scores and agreement (alpha) cannot move, for each of
+    # the 6 judge configs.
+    assert out.count("+0.000 (+0.000 to +0.000)") == 2 * 6
 
 
 def test_the_trends_page_holds_both_nights(demo: tuple[WorkDir, str]) -> None:

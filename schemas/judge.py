@@ -81,7 +81,7 @@ from schemas.decoding import (
     thinking_on,
 )
 
-Provider = Literal["openai", "anthropic"]
+Provider = Literal["openai", "anthropic", "openai-responses"]
 
 PromptCache = Literal["auto", "off", "1h"]
 """How a judge uses its provider's prompt cache across the K repeats of a prompt
@@ -89,9 +89,18 @@ PromptCache = Literal["auto", "off", "1h"]
 marks the prompt for the cache (OpenAI `prompt_cache_key`, Anthropic `cache_control` with the
 default 5-minute lifetime); `1h` (Anthropic) does so with the 1-hour lifetime; `off` sends
 nothing of the kind and the calls in any order."""
-"""The API dialect a judge speaks: OpenAI chat completions or Anthropic Messages."""
+"""The API dialect a judge speaks: OpenAI chat completions, Anthropic Messages, or OpenAI's
+Responses API."""
 
-Profile = Literal["openai", "azure", "openai_compatible", "anthropic"]
+Profile = Literal[
+    "openai",
+    "azure",
+    "openai_compatible",
+    "anthropic",
+    "openai-responses",
+    "azure-responses",
+    "gemini",
+]
 """The kind of endpoint, which decides URLs, headers and default decoding fields:
 
 - `openai`: the OpenAI platform's chat completions (`{base_url}/chat/completions`, bearer
@@ -103,9 +112,36 @@ Profile = Literal["openai", "azure", "openai_compatible", "anthropic"]
   OpenRouter, LiteLLM); bearer key; no seed unless `seed` is set.
 - `anthropic`: the Messages API; `base_url` as the Anthropic SDK writes it
   (`https://api.anthropic.com`) or ending in `/v1`; key in `x-api-key`; never a seed.
+- `openai-responses`: OpenAI's Responses API (`{base_url}/responses`, bearer key): the
+  template's system text as `instructions`, `max_output_tokens`, `reasoning.effort`,
+  `store: false` unless the judge sets `store: true`; no seed (the API has none). The pro
+  and codex models are served only here.
+- `azure-responses`: the Responses API of Azure OpenAI's v1 API (`.../openai/v1`, key in
+  `api-key`).
+- `gemini`: Google's OpenAI-compatible endpoint
+  (`https://generativelanguage.googleapis.com/v1beta/openai/`), chat completions, bearer key;
+  no seed unless `seed` is set.
 
 Without `profile`, it is the provider's name; without `provider`, the profile's dialect.
 """
+
+RESPONSES_PROFILES = ("openai-responses", "azure-responses")
+"""The profiles that speak the Responses API (provider `openai-responses`)."""
+
+Verdict = Literal["text", "json"]
+"""How a judge gives its verdict: `text` in the template's own format, or `json`: a
+structured verdict its API holds to a schema of the template's labels (`tasks.verdicts`)."""
+
+
+def _provider_of(profile: Any) -> str | None:
+    """The dialect a profile implies (None: no profile, or one of the provider's name)."""
+    if profile == "anthropic":
+        return "anthropic"
+    if profile in RESPONSES_PROFILES:
+        return "openai-responses"
+    if profile in ("azure", "openai_compatible", "gemini"):
+        return "openai"
+    return None
 
 
 def _defaults(
@@ -120,7 +156,7 @@ def _defaults(
     if quiet:
         max_tokens = budget + 1024 if isinstance(budget, int) else 4096
     return {
-        "profile": "anthropic" if provider == "anthropic" else "openai",
+        "profile": provider if provider in ("anthropic", "openai-responses") else "openai",
         "reasoning": False,
         "temperature": None if quiet or no_sampling else 0.0,
         "max_tokens": max_tokens,
@@ -134,6 +170,9 @@ def _defaults(
         "price": None,
         "batch": False,
         "prompt_cache": "auto",
+        "verdict": "text",
+        "store": False,
+        "tokens_per_minute": None,
     }
 
 
@@ -150,7 +189,7 @@ TIMEOUT_UNBOUNDED_S = 600.0
 _NEW = frozenset(
     {"profile", "reasoning", "seed", "stop", "response_format", "reasoning_effort", "thinking",
      "system_role", "anthropic_version", "anthropic_beta", "headers", "query", "simulated",
-     "price", "batch", "prompt_cache"}
+     "price", "batch", "prompt_cache", "verdict", "store", "tokens_per_minute"}
 )  # fmt: skip
 """Fields a judge dump holds only when they differ from the profile's default (the dumps of
 earlier runs have none of them)."""
@@ -226,6 +265,16 @@ class JudgeSpec(Decoding):
         description="The provider's prompt cache across repeats (see `PromptCache`): `auto`, "
         "`off`, or `1h` (Anthropic's 1-hour lifetime); not part of the call key.",
     )
+    verdict: Verdict = Field(
+        default="text",
+        description="`text`: the verdict in the template's own format; `json`: a structured "
+        "verdict held to a JSON schema of the template's labels (keyed).",
+    )
+    store: bool = Field(
+        default=False,
+        description="Responses API: let the vendor keep the judged answers (`store: true`); "
+        "judgeline sends `store: false` unless this is set (not keyed).",
+    )
     extra: dict[str, Any] = Field(
         default_factory=dict, description="Request parameters passed through unchanged."
     )
@@ -249,6 +298,12 @@ class JudgeSpec(Decoding):
     requests_per_minute: float | None = Field(
         default=None, gt=0, description="Client-side rate limit; None for no limit."
     )
+    tokens_per_minute: float | None = Field(
+        default=None,
+        gt=0,
+        description="The provider's tokens-per-minute limit: requests wait for budget before "
+        "they are sent, shared by every run on this machine (`tasks.judging.token_budget`).",
+    )
     max_retries: int = Field(default=4, ge=0, description="Retries after the first attempt.")
 
     @model_validator(mode="before")
@@ -259,11 +314,13 @@ class JudgeSpec(Decoding):
             return data
         data = dict(data)
         profile = data.get("profile")
-        if "provider" not in data and profile in ("anthropic", "azure", "openai_compatible"):
-            data["provider"] = "anthropic" if profile == "anthropic" else "openai"
+        implied = _provider_of(profile)
+        if "provider" not in data and implied is not None:
+            data["provider"] = implied
         provider = data.get("provider", "openai")
         if profile is None:
-            data["profile"] = "anthropic" if provider == "anthropic" else "openai"
+            own = provider in ("anthropic", "openai-responses")
+            data["profile"] = provider if own else "openai"
         defaults = _defaults(
             provider,
             data["profile"],
@@ -297,7 +354,7 @@ class JudgeSpec(Decoding):
         if not self.base_url.startswith(("http://", "https://")):
             raise ValueError(f"{who}: base_url must start with http:// or https://")
         anthropic = self.provider == "anthropic"
-        if anthropic != (self.profile == "anthropic"):
+        if (_provider_of(self.profile) or self.profile) != self.provider:
             raise ValueError(f"{who}: profile {self.profile!r} needs another provider")
         if anthropic and self.reasoning:
             raise ValueError(f"{who}: reasoning is for OpenAI-dialect judges; Claude: thinking")
@@ -306,17 +363,18 @@ class JudgeSpec(Decoding):
         for header in self.headers:
             if header.lower() in RESERVED_HEADERS:
                 raise ValueError(f"{who}: headers.{header} is set by judgeline, not headers")
-        if self.profile == "azure":
+        if self.profile in ("azure", "azure-responses"):
             self._check_azure()
+        self._check_new_fields(who)
         if self.prompt_cache == "1h" and not anthropic:
             raise ValueError(
                 f"{who}: prompt_cache: 1h is Anthropic's 1-hour cache lifetime; an OpenAI-dialect "
                 "judge takes auto or off (its provider decides how long a prefix stays cached)"
             )
-        if self.batch and self.profile not in ("openai", "anthropic"):
+        if self.batch and self.profile not in ("openai", "anthropic", "openai-responses"):
             raise ValueError(
-                f"{who}: batch: true needs profile openai or anthropic (the OpenAI Batch or "
-                f"Anthropic Message Batches API), not {self.profile}"
+                f"{who}: batch: true needs profile openai, openai-responses or anthropic (the "
+                f"OpenAI Batch or Anthropic Message Batches API), not {self.profile}"
             )
         for config in (None, *self.configs):
             check_decoding(
@@ -328,9 +386,45 @@ class JudgeSpec(Decoding):
             )
         return self
 
+    def _check_new_fields(self, who: str) -> None:
+        """`verdict`, `store` and `extra` against the profile."""
+        extras = [("extra", self.extra)] + [
+            (f"config {c.name!r} extra", c.extra) for c in self.configs
+        ]
+        for where, extra in extras:
+            if "store" in extra:
+                raise ValueError(
+                    f"{who}: {where}.store: whether the vendor keeps the judged answers is the "
+                    "judge's `store:` field (Responses API judges send store: false unless it is "
+                    "true); remove it from extra"
+                )
+        if self.store and self.provider != "openai-responses":
+            raise ValueError(
+                f"{who}: store: true is for the Responses API profiles (openai-responses, "
+                f"azure-responses), not {self.profile}"
+            )
+        if self.verdict == "json":
+            if self.profile == "openai_compatible":
+                raise ValueError(
+                    f"{who}: verdict: json needs an API that holds a reply to a JSON schema; "
+                    "profile openai_compatible cannot be assumed to (use verdict: text, or a "
+                    "profile naming the vendor)"
+                )
+            set_format = [c.name for c in self.configs if self.decoding(c).get("response_format")]
+            if set_format:
+                raise ValueError(
+                    f"{who}: verdict: json sets the reply format itself; configs {set_format} "
+                    "also set response_format (remove one)"
+                )
+
     def _check_azure(self) -> None:
         path = urlsplit(self.base_url).path.rstrip("/")
         query = dict(parse_qsl(urlsplit(self.base_url).query)) | self.query
+        if self.profile == "azure-responses" and not path.endswith("/openai/v1"):
+            raise ValueError(
+                f"judge {self.name!r}: an azure-responses base_url ends in /openai/v1 (Azure "
+                "OpenAI's v1 API serves the Responses API)"
+            )
         if "/openai/deployments/" in path:
             if "api-version" not in query:
                 raise ValueError(

@@ -5,9 +5,9 @@ The K calls of one (presentation, judge, config) send the same prompt and differ
 `seed` (or not at all): every vendor discounts a prompt prefix it has seen recently. A judge's
 `prompt_cache` (`schemas.judge.PromptCache`) decides what its requests carry:
 
-- OpenAI (profile `openai`): caching is automatic from `OPENAI_MIN_TOKENS`; `auto` adds a
-  `prompt_cache_key` derived from the presentation's rendered prompt, so the K repeats are
-  routed to the machine that holds it.
+- OpenAI (profiles `openai`, `openai-responses`): caching is automatic from
+  `OPENAI_MIN_TOKENS`; `auto` adds a `prompt_cache_key` derived from the presentation's
+  rendered prompt, so the K repeats are routed to the machine that holds it.
 - Anthropic: only what a request marks is cached; `auto` puts one `cache_control` breakpoint
   (5-minute lifetime) on the last block of the prompt, `1h` one with the 1-hour lifetime.
   The whole prompt is the repeats' shared prefix (the Messages API has no seed).
@@ -82,7 +82,8 @@ _KEY_PREFIX = "judgeline-"
 
 def caches(spec: JudgeSpec) -> bool:
     """Whether the judge marks its requests for the provider's prompt cache."""
-    return spec.prompt_cache != "off" and spec.profile in ("openai", "anthropic")
+    vendor = spec.profile in ("openai", "openai-responses", "anthropic")
+    return spec.prompt_cache != "off" and vendor
 
 
 def ordered(spec: JudgeSpec) -> bool:

@@ -41,15 +41,23 @@ from tasks.simjudge.failures import (
 from tasks.simjudge.limits import Api, RateWindow, request_id
 from tasks.simjudge.persona import (
     PRESETS,
+    REFUSAL,
     Faults,
     Persona,
     choose_fault,
     index_manifest,
     preferred_slot,
+    refuses,
     rng_for,
     simulate_reply,
 )
-from tasks.simjudge.rules import anthropic_problem, is_reasoning_model, openai_problem
+from tasks.simjudge.responses import chat_view, response_of
+from tasks.simjudge.rules import (
+    anthropic_problem,
+    is_reasoning_model,
+    openai_problem,
+    takes_cache_options,
+)
 from tasks.simjudge.wire import (
     anthropic_error,
     azure_error,
@@ -63,7 +71,24 @@ from tasks.templates import message_text
 __all__ = ["CALL_KEY_HEADER", "SimJudge"]
 
 CALL_KEY_HEADER = "x-judgeline-call-key"
-_HOT_PATHS: dict[str, Api] = {"/v1/chat/completions": "openai", "/v1/messages": "anthropic"}
+_HOT_PATHS: dict[str, tuple[Api, bool]] = {
+    "/v1/chat/completions": ("openai", False),
+    "/v1/messages": ("anthropic", False),
+    "/v1/responses": ("openai", True),
+    "/openai/v1/responses": ("azure", True),
+}
+"""Judge-call paths: (API, whether it is the Responses API)."""
+
+
+def _structured(body: dict[str, Any]) -> bool:
+    """Whether a (chat or Messages) request holds its reply to a JSON schema."""
+    fmt = body.get("response_format")
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+        return True
+    config = body.get("output_config") or body.get("output_format")
+    if isinstance(config, dict) and "format" in config:
+        config = config["format"]
+    return isinstance(config, dict) and config.get("type") == "json_schema"
 
 
 class SimJudge:
@@ -126,7 +151,7 @@ class SimJudge:
         if scope["type"] == "http" and scope["method"] == "POST":
             hot = _HOT_PATHS.get(scope["path"])
             if hot is not None:
-                response = await self._handle(Request(scope, receive), hot)
+                response = await self._handle(Request(scope, receive), hot[0], responses=hot[1])
                 await response(scope, receive, send)
                 return
         await self.starlette(scope, receive, send)
@@ -144,9 +169,9 @@ class SimJudge:
         """Log an event other than a judge call (a batch submitted)."""
         self._log.append({"time": dt.datetime.now(dt.UTC).isoformat(), **entry})
 
-    async def respond(self, request: Request, api: Api) -> Response:
+    async def respond(self, request: Request, api: Api, responses: bool = False) -> Response:
         """Answer one judge call as its endpoint would (a request of a batch)."""
-        return await self._handle(request, api)
+        return await self._handle(request, api, responses=responses)
 
     def authorized(self, request: Request, api: Api) -> bool:
         """Whether the request presents the judge's key (always, when it has none)."""
@@ -180,7 +205,11 @@ class SimJudge:
                 "query": request.url.query,
                 "headers": sorted(request.headers.keys()),
                 "anthropic_version": request.headers.get("anthropic-version"),
-                "fields": {k: v for k, v in body.items() if k not in ("messages", "system")}
+                "fields": {
+                    k: v
+                    for k, v in body.items()
+                    if k not in ("messages", "system", "input", "instructions")
+                }
                 if isinstance(body, dict)
                 else None,
                 "messages_sha256": messages_digest(body),
@@ -227,7 +256,9 @@ class SimJudge:
             response.headers.update(self._window.headers(api, tokens, limited_for))
         return response
 
-    async def _handle(self, request: Request, api: Api, deployment: str | None = None) -> Response:
+    async def _handle(
+        self, request: Request, api: Api, deployment: str | None = None, responses: bool = False
+    ) -> Response:
         started = time.perf_counter()
         anthropic = api == "anthropic"
         rid = request_id(api)
@@ -257,19 +288,27 @@ class SimJudge:
                               "does not exist.", code="DeploymentNotFound")  # fmt: skip
             return refuse(404, model, "not_found", f"The model `{model}` does not exist",
                           param="model")  # fmt: skip
-        messages, problem = messages_of(body, anthropic)
+        view: dict[str, Any] = body
+        if responses:
+            converted, wrong = chat_view(body)
+            if wrong is not None or converted is None:
+                assert wrong is not None
+                return refuse(wrong.status, model, wrong.kind, wrong.message, wrong.param,
+                              wrong.code)  # fmt: skip
+            view = converted
+        messages, problem = messages_of(view, anthropic)
         if problem is not None or messages is None:
             return refuse(400, model, "invalid_request", problem or "no messages")
         rule = (
             anthropic_problem(body, request.headers, require_version=self._require_version)
             if anthropic
-            else openai_problem(body, model)
+            else openai_problem(view, model, responses=responses)
         )
         if rule is None and anthropic:
             rule = cache_control_problem(body)
         if rule is not None:
             return refuse(rule.status, model, rule.kind, rule.message, rule.param, rule.code)
-        effort = body.get("reasoning_effort")
+        effort = view.get("reasoning_effort")
         if effort is not None:
             try:
                 persona.shifted(str(effort))
@@ -296,7 +335,7 @@ class SimJudge:
         # Looked up on arrival, stored once the answer is ready: requests sent together miss.
         arrived = self.prompt_cache.clock()
         cache = self.prompt_cache.look_up(
-            body, anthropic, persona.cache_min_tokens, persona.cache_lifetime_s
+            view, anthropic, persona.cache_min_tokens, persona.cache_lifetime_s
         )
         rng = rng_for(persona.name, digest)
         if persona.latency_ms or persona.latency_jitter_ms:
@@ -313,23 +352,30 @@ class SimJudge:
             await self._sleep(faults.stall_s)
 
         template_id, preferred = preferred_slot(messages, digest, self._key_of)
-        text, _ = simulate_reply(persona, template_id, preferred, effort, rng)
+        text, _ = simulate_reply(
+            persona, template_id, preferred, effort, rng, structured=_structured(view)
+        )
+        refusal = REFUSAL if refuses(persona, digest, attempt) else None
         prompt_tokens = sum(len(message_text(m.get("content")) or "") for m in messages) // 4
         self.prompt_cache.store(cache, arrived)
         payload = (
-            anthropic_payload(digest, model, text, prompt_tokens, body, cache)
+            anthropic_payload(digest, model, text, prompt_tokens, body, cache, refusal)
             if anthropic
             else openai_payload(
                 digest,
                 model,
                 text,
                 prompt_tokens,
-                body,
+                view,
                 reasoning=is_reasoning_model(model),
                 effort=effort,
                 cache=cache,
+                reports_writes=takes_cache_options(model),
+                refusal=refusal,
             )  # fmt: skip
         )
+        if responses:
+            payload = response_of(payload, body)
         data = json.dumps(payload).encode("ascii")
         if fault != "stall":
             self._record(request, model, 200, fault, started, attempt, body, cache)

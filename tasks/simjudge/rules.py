@@ -8,8 +8,12 @@ OpenAI's do, read on 2026-11-30 from its reasoning guide and the errors its API 
 - reasoning models refuse `max_tokens` (they take `max_completion_tokens`), and a
   temperature or top_p other than 1, except gpt-5.1 and later at effort `none` (their
   default), and each family takes its own efforts: o-series `low` to `high`, gpt-5 `minimal`
-  to `high`, gpt-5-pro `high` only, gpt-5.1 `none` to `high`, gpt-5.2 and later `none` to
-  `xhigh`;
+  to `high`, gpt-5-pro `high` only, gpt-5.1 `none` to `high`, gpt-5.2 to gpt-5.5 `none` to
+  `xhigh`, gpt-5.6 and later `none` to `max`;
+- the pro and codex models (`gpt-5-pro`, `gpt-5.2-codex`, ...) are served by the Responses
+  API only: chat completions answer 400;
+- gpt-5.6 and later take `prompt_cache_options` and report the prompt tokens written to the
+  cache (`cache_write_tokens`); earlier models refuse the field;
 - any other name (the personas, open models behind compatible servers) takes every field.
 
 The Messages API wants `anthropic-version` and `max_tokens`; from version 2026-10-21 on it
@@ -34,6 +38,8 @@ __all__ = [
     "openai_model",
     "openai_problem",
     "reply_limit",
+    "responses_only",
+    "takes_cache_options",
     "thinking_budget",
 ]
 
@@ -73,6 +79,8 @@ _O_EFFORTS = ("low", "medium", "high")
 _GPT5_EFFORTS = ("minimal", "low", "medium", "high")
 _GPT51_EFFORTS = ("none", "low", "medium", "high")
 _GPT52_EFFORTS = ("none", "low", "medium", "high", "xhigh")
+_GPT56_EFFORTS = ("none", "low", "medium", "high", "xhigh", "max")
+_RESPONSES_ONLY = re.compile(r"^gpt-5(?:\.\d+)?-(?:pro|codex)(?:$|-)")
 
 
 def openai_model(model: str) -> OpenAIModel | None:
@@ -92,7 +100,20 @@ def openai_model(model: str) -> OpenAIModel | None:
         return OpenAIModel(True, _GPT5_EFFORTS, "medium")
     if minor == 1 and "codex-max" not in name:
         return OpenAIModel(True, _GPT51_EFFORTS, "none")
+    if minor >= 6:
+        return OpenAIModel(True, _GPT56_EFFORTS, "none")
     return OpenAIModel(True, _GPT52_EFFORTS, "none")
+
+
+def responses_only(model: str) -> bool:
+    """Whether OpenAI serves the model through the Responses API only (pro, codex)."""
+    return bool(_RESPONSES_ONLY.match(model.rsplit("/", 1)[-1]))
+
+
+def takes_cache_options(model: str) -> bool:
+    """Whether the model takes `prompt_cache_options` and reports cache writes (gpt-5.6+)."""
+    gpt5 = _GPT5.match(model.rsplit("/", 1)[-1])
+    return gpt5 is not None and int(gpt5.group(1) or 0) >= 6
 
 
 def is_reasoning_model(model: str) -> bool:
@@ -119,12 +140,27 @@ def _positive_int(body: Mapping[str, Any], name: str) -> Problem | None:
     )  # fmt: skip
 
 
-def openai_problem(body: Mapping[str, Any], model: str) -> Problem | None:
-    """What a chat completions request breaks for this model, if anything."""
+def openai_problem(
+    body: Mapping[str, Any], model: str, *, responses: bool = False
+) -> Problem | None:
+    """What a chat completions request (`responses`: the chat view of a Responses request)
+    breaks for this model, if anything."""
     for name in ("max_tokens", "max_completion_tokens"):
         problem = _positive_int(body, name)
         if problem is not None:
             return problem
+    if not responses and responses_only(model):
+        return Problem(
+            400, "invalid_request",
+            "This model is only supported in v1/responses and not in v1/chat/completions.",
+            "model", "unsupported_value",
+        )  # fmt: skip
+    if "prompt_cache_options" in body and not takes_cache_options(model):
+        return Problem(
+            400, "invalid_request",
+            "Unsupported parameter: 'prompt_cache_options' is not supported with this model.",
+            "prompt_cache_options", "unsupported_parameter",
+        )  # fmt: skip
     profile = openai_model(model)
     if profile is None:
         return None
@@ -186,6 +222,13 @@ def anthropic_problem(
         for name in ("temperature", "top_p", "top_k"):
             if name in body:
                 return Problem(400, "invalid_request", f"{name}: Extra inputs are not permitted")
+    beta = headers.get("anthropic-beta") or ""
+    if "output_format" in body and "structured-outputs-2025-11-13" not in beta:
+        return Problem(
+            400, "invalid_request",
+            "output_format: Extra inputs are not permitted (use output_config.format, or the "
+            "structured-outputs-2025-11-13 beta)",
+        )  # fmt: skip
     model = str(body.get("model") or "").rsplit("/", 1)[-1]
     sampled = body.get("temperature") is not None and body.get("top_p") is not None
     if sampled and _ONE_SAMPLER.match(model):

@@ -99,6 +99,10 @@ def reply_identity(raw: bytes, body: dict[str, Any]) -> bytes:
 def messages_digest(body: Any) -> str | None:
     """SHA-256 of a request's prompt as text: its `system` (Anthropic), then each message's
     role and text, whatever content shape carried them (None: no messages list)."""
+    if isinstance(body, dict) and "input" in body and "messages" not in body:
+        from tasks.simjudge.responses import chat_view  # a Responses request
+
+        body, _ = chat_view(body)
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
         return None
     parts = [] if body.get("system") is None else [["system", message_text(body["system"])]]
@@ -163,10 +167,12 @@ def anthropic_error(
 def openai_reply(
     digest: str, model: str, text: str, usage: tuple[int, int],
     finish_reason: str = "stop", reasoning_tokens: int | None = None, cached_tokens: int = 0,
+    cache_write_tokens: int | None = None, refusal: str | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """A chat completion; `reasoning_tokens` (reasoning models) adds the usage details;
-    `cached_tokens` of the prompt tokens came from the prompt cache."""
-    message = {"role": "assistant", "content": text, "refusal": None}
+    `cached_tokens` of the prompt tokens came from the prompt cache, `cache_write_tokens`
+    (models that report writes) were written to it; a `refusal` replaces the text."""
+    message = {"role": "assistant", "content": None if refusal else text, "refusal": refusal}
     choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}
     reply: dict[str, Any] = {
         "id": f"chatcmpl-sim{digest[:24]}",
@@ -182,6 +188,8 @@ def openai_reply(
             "prompt_tokens_details": {"cached_tokens": cached_tokens},
         },
     }
+    if cache_write_tokens is not None:
+        reply["usage"]["prompt_tokens_details"]["cache_write_tokens"] = cache_write_tokens
     if reasoning_tokens is not None:
         reply["usage"]["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
     return reply

@@ -9,9 +9,13 @@ not list (or whose cached-input price its vendor page did not state) has no defa
 
 Each vendor page states that its batch API (OpenAI Batch, Anthropic Message Batches) bills
 half the standard rates, hence `batch_discount=0.5`. Anthropic states cache-write prices
-(1.25x the input price for the default 5-minute lifetime, 2x for 1 hour, read 0.1x); OpenAI
-bills no cache writes apart, so its entries have none. Long-prompt surcharges (OpenAI above
-272K input tokens) are not modelled.
+(1.25x the input price for the default 5-minute lifetime, 2x for 1 hour, read 0.1x). OpenAI
+billed no cache writes apart before gpt-5.6; gpt-5.6 and later (the gpt-6 models below
+included) report the prompt tokens a call writes (`cache_write_tokens`), and reports of
+billed usage put their price at 1.25x the input price. OpenAI's model pages read for this
+table state no write price, so the entries have none (writes priced as input): set
+`price.cache_write` on such a judge (e.g. 1.25x its `input`) where it matters. Long-prompt
+surcharges (OpenAI above 272K input tokens) are not modelled.
 """
 
 from __future__ import annotations

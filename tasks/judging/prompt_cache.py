@@ -7,7 +7,10 @@ The K calls of one (presentation, judge, config) send the same prompt and differ
 
 - OpenAI (profiles `openai`, `openai-responses`): caching is automatic from
   `OPENAI_MIN_TOKENS`; `auto` adds a `prompt_cache_key` derived from the presentation's
-  rendered prompt, so the K repeats are routed to the machine that holds it.
+  rendered prompt, so the K repeats are routed to the machine that holds it, and for the
+  models that take it (gpt-5.6 and later, `takes_cache_options`) `prompt_cache_options`
+  with the implicit breakpoint and its 30-minute lifetime; those models report and bill the
+  prompt tokens a call writes to the cache.
 - Anthropic: only what a request marks is cached; `auto` puts one `cache_control` breakpoint
   (5-minute lifetime) on the last block of the prompt, `1h` one with the 1-hour lifetime.
   The whole prompt is the repeats' shared prefix (the Messages API has no seed).
@@ -22,6 +25,7 @@ below are as read on `AS_OF` (README: "Provider prompt caching").
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Any
 
 from schemas.judge import JudgeSpec
@@ -34,11 +38,13 @@ __all__ = [
     "OPENAI_MIN_TOKENS",
     "apply_prompt_cache",
     "cache_breakpoint",
+    "OPENAI_CACHE_OPTIONS",
     "caches",
     "hit_tokens",
     "min_cacheable_tokens",
     "ordered",
     "prompt_cache_key",
+    "takes_cache_options",
     "write_tokens",
 ]
 
@@ -79,6 +85,23 @@ judge's)."""
 
 _KEY_PREFIX = "judgeline-"
 
+OPENAI_CACHE_OPTIONS = {"mode": "implicit", "ttl": "30m"}
+"""`prompt_cache_options` of an OpenAI judge whose model takes them: OpenAI's one implicit
+breakpoint at the end of the prompt (the K repeats share all of it) and the lifetime it
+keeps at least (`30m`, the only value the API takes today)."""
+
+_GPT = re.compile(r"^gpt-(\d+)(?:\.(\d+))?(?:$|-)")
+
+
+def takes_cache_options(model: str) -> bool:
+    """Whether an OpenAI model takes `prompt_cache_options` and bills cache writes (gpt-5.6
+    and later, by its name; the `openai` 3.57 SDK and OpenAI's API reference)."""
+    found = _GPT.match(model.rsplit("/", 1)[-1])
+    if found is None:
+        return False
+    major, minor = int(found.group(1)), int(found.group(2) or 0)
+    return major > 5 or (major == 5 and minor >= 6)
+
 
 def caches(spec: JudgeSpec) -> bool:
     """Whether the judge marks its requests for the provider's prompt cache."""
@@ -118,8 +141,11 @@ def apply_prompt_cache(spec: JudgeSpec, body: dict[str, Any], messages_sha256: s
             mark = cache_breakpoint(spec)
             block = {"type": "text", "text": last["content"], "cache_control": mark}
             body["messages"] = [*messages[:-1], {**last, "content": [block]}]
-    elif "prompt_cache_key" not in body:
-        body["prompt_cache_key"] = prompt_cache_key(messages_sha256)
+    else:
+        if "prompt_cache_key" not in body:
+            body["prompt_cache_key"] = prompt_cache_key(messages_sha256)
+        if takes_cache_options(spec.model) and "prompt_cache_options" not in body:
+            body["prompt_cache_options"] = dict(OPENAI_CACHE_OPTIONS)
 
 
 def min_cacheable_tokens(spec: JudgeSpec) -> int | None:
@@ -146,5 +172,7 @@ def hit_tokens(spec: JudgeSpec, prompt_tokens: int) -> int:
 
 def write_tokens(spec: JudgeSpec, prompt_tokens: int) -> int:
     """Prompt tokens the first call of a prompt writes to a cache that bills writes apart
-    (Anthropic: the marked prefix, if long enough; OpenAI bills none)."""
-    return hit_tokens(spec, prompt_tokens) if spec.provider == "anthropic" else 0
+    (Anthropic: the marked prefix, if long enough; OpenAI from gpt-5.6 on: the prefix its
+    repeats read; earlier OpenAI models bill none)."""
+    billed = spec.provider == "anthropic" or takes_cache_options(spec.model)
+    return hit_tokens(spec, prompt_tokens) if billed else 0

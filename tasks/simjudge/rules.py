@@ -112,8 +112,11 @@ def responses_only(model: str) -> bool:
 
 def takes_cache_options(model: str) -> bool:
     """Whether the model takes `prompt_cache_options` and reports cache writes (gpt-5.6+)."""
-    gpt5 = _GPT5.match(model.rsplit("/", 1)[-1])
-    return gpt5 is not None and int(gpt5.group(1) or 0) >= 6
+    if not model.rsplit("/", 1)[-1].startswith("gpt-"):
+        return False  # a persona or open model (and no import of the judge client)
+    from tasks.judging.prompt_cache import takes_cache_options as vendor_fact
+
+    return vendor_fact(model)
 
 
 def is_reasoning_model(model: str) -> bool:

@@ -86,6 +86,8 @@ class CallFailure:
     http_status: int | None = None
     retry_after: float | None = None
     """Seconds the server asked us to wait before sending again (a floor), if it said."""
+    remaining_tokens: int | None = None
+    """Tokens the provider said were left of its per-minute limit (`token_budget`)."""
 
 
 def scrub(text: str, secret: str | None) -> str:

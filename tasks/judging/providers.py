@@ -12,7 +12,7 @@ import json
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Protocol
 
 import httpx
@@ -28,6 +28,7 @@ from tasks.judging.endpoints import (
     responses_body,
 )
 from tasks.judging.failures import CallFailure, classify_status, scrub
+from tasks.judging.token_budget import remaining_tokens
 
 __all__ = [
     "CALL_KEY_HEADER",
@@ -79,6 +80,8 @@ class Reply:
     reasoning_tokens: int | None = None
     cache_write_tokens: int | None = None
     cache_write_1h_tokens: int | None = None
+    remaining_tokens: int | None = None
+    """Tokens the provider said were left of its per-minute limit (`token_budget`)."""
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -142,7 +145,7 @@ class Provider(ABC):
         return CallFailure(category, scrub(detail, self._key), latency_ms, **kw)
 
     async def call(self, request: CallRequest) -> Reply | CallFailure:
-        """One HTTP attempt, classified."""
+        """One HTTP attempt, classified, with the tokens the provider says are left."""
         headers = self.headers()
         if self.spec.simulated:
             headers[CALL_KEY_HEADER] = request.call_key
@@ -174,6 +177,11 @@ class Provider(ABC):
             ms = (time.perf_counter() - started) * 1000
             return self._fail("transport", f"{type(exc).__name__}: {exc}", ms)
         ms = (time.perf_counter() - started) * 1000
+        left = remaining_tokens(response.headers)
+        outcome = self._answer(response, ms)
+        return outcome if left is None else replace(outcome, remaining_tokens=left)
+
+    def _answer(self, response: httpx.Response, ms: float) -> Reply | CallFailure:
         status = response.status_code
         if status != 200:
             return self._classify_status(response, ms)

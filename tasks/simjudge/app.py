@@ -16,6 +16,7 @@ import functools
 import hashlib
 import json
 import logging
+import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -38,7 +39,7 @@ from tasks.simjudge.failures import (
     TruncatedResponse,
     fault_response,
 )
-from tasks.simjudge.limits import Api, RateWindow, request_id
+from tasks.simjudge.limits import Api, RateWindow, TokenBucket, request_id
 from tasks.simjudge.persona import (
     PRESETS,
     REFUSAL,
@@ -56,6 +57,7 @@ from tasks.simjudge.rules import (
     anthropic_problem,
     is_reasoning_model,
     openai_problem,
+    reply_limit,
     takes_cache_options,
 )
 from tasks.simjudge.wire import (
@@ -102,9 +104,11 @@ class SimJudge:
         api_key: str | None = None,
         require_anthropic_version: bool = False,
         clock: Callable[[], float] = time.monotonic,
+        tokens_per_minute: float | None = None,
     ) -> None:
         """`require_anthropic_version`: refuse Messages requests without the header (400);
-        `clock`: seconds, for the prompt cache's lifetimes (`tasks.simjudge.caching`)."""
+        `clock`: seconds, for the prompt cache's lifetimes (`tasks.simjudge.caching`);
+        `tokens_per_minute`: a token limit, enforced (`tasks.simjudge.limits.TokenBucket`)."""
         names = [p.name for p in personas]
         if not names or len(set(names)) != len(names):
             raise ValueError(f"persona names must be present and unique: {names}")
@@ -114,6 +118,7 @@ class SimJudge:
         self._api_key = api_key
         self._require_version = require_anthropic_version
         self._window = RateWindow()
+        self.token_limit = TokenBucket(tokens_per_minute) if tokens_per_minute else None
         self._log: list[dict[str, Any]] = []
         self._attempts: dict[str, int] = {}
         self._faulted: dict[str, int] = {}
@@ -254,6 +259,8 @@ class SimJudge:
             response.headers[name] = rid
         if response.status_code != 401:
             response.headers.update(self._window.headers(api, tokens, limited_for))
+            if self.token_limit is not None:
+                response.headers.update(self.token_limit.headers(api))
         return response
 
     async def _handle(
@@ -316,6 +323,23 @@ class SimJudge:
                 return refuse(400, model, "invalid_request", str(exc), "reasoning_effort",
                               "invalid_value")  # fmt: skip
 
+        prompt_tokens = sum(len(message_text(m.get("content")) or "") for m in messages) // 4
+        counted = prompt_tokens + (reply_limit(view) or 0)
+        if self.token_limit is not None:
+            wait = self.token_limit.take(counted)
+            if wait is not None:
+                limited = err(
+                    429, "rate_limit",
+                    f"Rate limit reached for {model} on tokens per min (TPM): Limit "
+                    f"{int(self.token_limit.capacity)}, Requested {counted}. Please try again "
+                    f"in {wait:.3f}s.",
+                    code="rate_limit_exceeded",
+                )  # fmt: skip
+                limited.headers["retry-after"] = str(math.ceil(wait))
+                limited.headers["retry-after-ms"] = str(math.ceil(wait * 1000))
+                self._record(request, model, 429, "token_limit", started, None, body)
+                return self._finish(limited, api, rid)
+
         # The request's identity is its exact body (model, messages, seed, temperature and
         # every extra parameter); re-encoding it canonically would cost more than the rest
         # of the handler. Without a seed (the Messages API has none) the call key tells
@@ -356,7 +380,6 @@ class SimJudge:
             persona, template_id, preferred, effort, rng, structured=_structured(view)
         )
         refusal = REFUSAL if refuses(persona, digest, attempt) else None
-        prompt_tokens = sum(len(message_text(m.get("content")) or "") for m in messages) // 4
         self.prompt_cache.store(cache, arrived)
         payload = (
             anthropic_payload(digest, model, text, prompt_tokens, body, cache, refusal)
@@ -383,6 +406,9 @@ class SimJudge:
         tokens = (
             usage["input_tokens"] + usage["output_tokens"] if anthropic else usage["total_tokens"]
         )
+        if self.token_limit is not None:
+            out = usage["output_tokens"] if anthropic or responses else usage["completion_tokens"]
+            self.token_limit.give(max(0, counted - prompt_tokens - out))
         if fault == "malformed":
             response = Response(
                 data[: len(data) // 2] + b"<!-- upstream", media_type="application/json"

@@ -21,6 +21,9 @@ from tasks.simjudge.rules import openai_model, responses_only
 __all__ = ["check_judges"]
 
 _OPENAI_VENDOR = ("openai", "azure", "openai-responses", "azure-responses")
+GEMINI_EFFORTS = ("none", "minimal", "low", "medium", "high")
+"""The `reasoning_effort` values Google's OpenAI-compatible endpoint maps to Gemini's
+thinking (levels on Gemini 3, budgets on 2.5; its OpenAI compatibility page)."""
 
 
 def _problem(spec: JudgeSpec) -> str | None:
@@ -38,6 +41,8 @@ def _problem(spec: JudgeSpec) -> str | None:
         if effort is None:
             continue
         where = f"judge {spec.name!r} config {config.name!r}: reasoning_effort {effort!r}"
+        if spec.profile == "gemini" and effort not in GEMINI_EFFORTS:
+            return f"{where}: Gemini's OpenAI-compatible endpoint takes {', '.join(GEMINI_EFFORTS)}"
         if spec.profile != "openai_compatible" and effort not in ACCEPTED_EFFORTS:
             return f"{where} is not an effort OpenAI's API takes ({', '.join(ACCEPTED_EFFORTS)})"
         if profile is None:

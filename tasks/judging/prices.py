@@ -2,8 +2,10 @@
 
 A judge's own `price:` always wins. These figures were read from the vendors' own model and
 price pages (the URL next to each entry, kept as the price's `source`) on `AS_OF`; prices
-change, so check them and set `price:` on every judge whose bill matters. The table applies
-to the vendors' own endpoints (profiles `openai`, `azure`, `anthropic`) only: an
+change, so check them and set `price:` on every judge whose bill matters. The Gemini entries
+were not read from Google's page but from third-party tables quoting it (their `source` says
+so). The table applies to the vendors' own endpoints (every profile but
+`openai_compatible`) only: an
 OpenAI-compatible server or the simulated judge has no default price. A model the table does
 not list (or whose cached-input price its vendor page did not state) has no default price.
 
@@ -44,6 +46,15 @@ _TABLE: dict[str, tuple[float, float, float, str]] = {
     "claude-sonnet-4-5": (3.00, 0.30, 15.00, _ANTHROPIC),
     "claude-haiku-4-5": (1.00, 0.10, 5.00, _ANTHROPIC),
 }
+
+_GEMINI = "https://ai.google.dev/gemini-api/docs/pricing (as quoted by third-party price tables)"
+# Gemini (profile `gemini`): prompts up to 200K tokens; the cached price is implicit caching's.
+_TABLE.update(
+    {
+        "gemini-2.5-pro": (1.25, 0.125, 10.00, _GEMINI),
+        "gemini-2.5-flash": (0.30, 0.03, 2.50, _GEMINI),
+    }
+)
 
 # model: USD per million prompt tokens written to the cache for 5 minutes and for 1 hour
 # (Anthropic's prompt-caching price table, https://platform.claude.com/docs/en/build-with-

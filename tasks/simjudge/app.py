@@ -138,6 +138,8 @@ class SimJudge:
                 Route("/openai/v1/chat/completions", self._azure_v1, methods=["POST"]),
                 # OpenRouter's path shape (its API root is /api/v1).
                 Route("/api/v1/chat/completions", self._openai, methods=["POST"]),
+                # Google's OpenAI-compatible endpoint (Gemini) has its root at /v1beta/openai.
+                Route("/v1beta/openai/chat/completions", self._openai, methods=["POST"]),
                 Route("/v1/models", self._models, methods=["GET"]),
                 Route("/_judgeline/health", self._health, methods=["GET"]),
                 Route("/_judgeline/log", self._get_log, methods=["GET"]),

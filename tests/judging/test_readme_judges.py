@@ -113,6 +113,11 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "path": "/v1/messages", "query": "", "headers": {"x-api-key", "anthropic-version"},
         "fields": {"seed": None, "max_tokens": 1024}, "format": "output_config",
     },
+    "gemini": {
+        "path": "/v1beta/openai/chat/completions", "query": "", "headers": {"authorization"},
+        "fields": {"temperature": 0.0, "max_tokens": 1024, "reasoning_effort": "low"},
+        "seeded": False,
+    },
     "litellm-anthropic": {
         "path": "/v1/messages", "query": "", "headers": {"x-api-key", "anthropic-version"},
         "fields": {"model": "claude-sonnet-4-5", "temperature": 0.0, "max_tokens": 1024},
@@ -124,7 +129,7 @@ def test_the_readme_has_one_block_per_profile() -> None:
     assert set(BLOCKS) == set(EXPECTED)
     profiles = {JudgeSpec.model_validate(j).profile for js in BLOCKS.values() for j in js}
     assert profiles == {"openai", "anthropic", "azure", "openai_compatible",
-                        "openai-responses", "azure-responses"}  # fmt: skip
+                        "openai-responses", "azure-responses", "gemini"}  # fmt: skip
     assert set(OTHER_BLOCKS) == {
         "a-run-configuration", "provider-prompt-caching", "provider-batch-apis-half-price",
     }  # fmt: skip

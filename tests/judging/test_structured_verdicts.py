@@ -21,6 +21,7 @@ from schemas.judge import JudgeSpec
 from tasks.errors import InputError
 from tasks.judging.cache import read_replies
 from tasks.judging.preflight import check_judges
+from tasks.judging.prices import price_of
 from tasks.judging.request import JudgeRequest
 from tasks.judging.stage import run_judge_stage, unstored_call_keys
 from tasks.parsing import parse_reply
@@ -84,6 +85,14 @@ def test_an_effort_the_model_does_not_take_is_refused_before_any_call() -> None:
     pro = _judge(profile="openai-responses", model="gpt-5.6-pro", reasoning=True,
                  configs=[{"name": "max", "reasoning_effort": "max"}])  # fmt: skip
     check_judges([pro])  # gpt-5.6 takes max
+    gemini = {"profile": "gemini", "model": "gemini-2.5-flash",
+              "base_url": "https://generativelanguage.googleapis.com/v1beta/openai/"}  # fmt: skip
+    with pytest.raises(InputError, match="Gemini's OpenAI-compatible endpoint takes none"):
+        check_judges([_judge(**gemini, reasoning_effort="xhigh")])
+    flash = _judge(**gemini, reasoning_effort="minimal", verdict="json")
+    check_judges([flash])
+    price = price_of(flash)
+    assert price is not None and price.input == 0.30 and "third-party" in (price.source or "")
 
 
 def test_settings_no_endpoint_of_the_profile_takes_are_refused() -> None:

@@ -44,7 +44,7 @@ from tasks.judging.providers import PROVIDERS, CallRequest, Provider, Reply
 from tasks.judging.shards import PooledClients
 from tasks.judging.sharing import Claims
 from tasks.judging.stopping import StopRequest
-from tasks.judging.token_budget import budget_for
+from tasks.judging.token_budget import budget_for, input_tokens
 
 __all__ = [
     "CallRequest",
@@ -322,7 +322,5 @@ class JudgeClient:
 def _tokens_asked(spec: JudgeSpec, request: CallRequest) -> int:
     """What a request counts against a tokens-per-minute limit on arrival: its prompt
     (estimated as the estimate does) and its reply limit."""
-    from tasks.judging.estimate import input_tokens
-
     limit = spec.decoding(request.config).get("max_tokens")
     return input_tokens(request.messages) + (limit if isinstance(limit, int) else 0)

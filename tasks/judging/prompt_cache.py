@@ -25,10 +25,10 @@ below are as read on `AS_OF` (README: "Provider prompt caching").
 from __future__ import annotations
 
 import datetime as dt
-import re
 from typing import Any
 
 from schemas.judge import JudgeSpec
+from tasks.model_profiles import takes_cache_options
 
 __all__ = [
     "ANTHROPIC_DEFAULT_MIN_TOKENS",
@@ -89,18 +89,6 @@ OPENAI_CACHE_OPTIONS = {"mode": "implicit", "ttl": "30m"}
 """`prompt_cache_options` of an OpenAI judge whose model takes them: OpenAI's one implicit
 breakpoint at the end of the prompt (the K repeats share all of it) and the lifetime it
 keeps at least (`30m`, the only value the API takes today)."""
-
-_GPT = re.compile(r"^gpt-(\d+)(?:\.(\d+))?(?:$|-)")
-
-
-def takes_cache_options(model: str) -> bool:
-    """Whether an OpenAI model takes `prompt_cache_options` and bills cache writes (gpt-5.6
-    and later, by its name; the `openai` 3.57 SDK and OpenAI's API reference)."""
-    found = _GPT.match(model.rsplit("/", 1)[-1])
-    if found is None:
-        return False
-    major, minor = int(found.group(1)), int(found.group(2) or 0)
-    return major > 5 or (major == 5 and minor >= 6)
 
 
 def caches(spec: JudgeSpec) -> bool:

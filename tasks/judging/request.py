@@ -49,7 +49,7 @@ class JudgeRequest:
         if len(set(names)) != len(names):
             raise InputError(f"judge names must be unique, got {names}")
         get_template(self.template_id)
-        from tasks.judging.preflight import check_judges
+        from tasks.judge_preflight import check_judges
 
         check_judges(self.judges)
 

@@ -4,7 +4,7 @@ A provider's tokens-per-minute limit is met long before its request limit on a j
 (each call carries a long prompt), and a client that learns it from 429s wastes a round trip
 and a backoff on each. A judge with `tokens_per_minute` holds each request until the budget
 has room for it: a token bucket of that capacity, refilled at that rate per minute, in which
-a request reserves its prompt (estimated, `estimate.input_tokens`) plus its reply limit
+a request reserves its prompt (estimated, `input_tokens`) plus its reply limit
 (`max_tokens`), as the vendors count a request against the limit on arrival. When the
 reply comes, the reservation is settled to the tokens its usage reports. A reservation
 that does not fit puts the bucket in debt and waits until the debt is paid, by the refill or
@@ -25,14 +25,20 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from schemas.judge import JudgeSpec
 from tasks.usercache import user_cache_dir
 
-__all__ = ["TokenBudget", "budget_for", "remaining_tokens"]
+__all__ = ["TokenBudget", "budget_for", "input_tokens", "remaining_tokens"]
+
+
+def input_tokens(messages: Sequence[Mapping[str, str]]) -> int:
+    """Estimated prompt tokens of one call: four characters a token (the estimate's
+    `INPUT_TOKEN_RULE`, and what a request reserves here)."""
+    return sum(len(m.get("content") or "") for m in messages) // 4
 
 
 def _int(value: str | None) -> int | None:

@@ -16,7 +16,6 @@ import functools
 import hashlib
 import json
 import logging
-import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -24,13 +23,14 @@ from typing import Any
 import pyarrow as pa
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from tasks.simjudge.admin import admin_routes
 from tasks.simjudge.batches import BatchEndpoints
 from tasks.simjudge.caching import CacheUse, PromptCache, cache_control_problem
-from tasks.simjudge.compose import anthropic_payload, openai_payload
+from tasks.simjudge.compose import anthropic_payload, asks_for_schema, openai_payload
 from tasks.simjudge.failures import (
     ERRORS,
     ID_HEADERS,
@@ -63,9 +63,10 @@ from tasks.simjudge.rules import (
 from tasks.simjudge.wire import (
     anthropic_error,
     azure_error,
+    credential,
+    log_fields,
     messages_digest,
     messages_of,
-    openai_error,
     reply_identity,
 )
 from tasks.templates import message_text
@@ -80,17 +81,6 @@ _HOT_PATHS: dict[str, tuple[Api, bool]] = {
     "/openai/v1/responses": ("azure", True),
 }
 """Judge-call paths: (API, whether it is the Responses API)."""
-
-
-def _structured(body: dict[str, Any]) -> bool:
-    """Whether a (chat or Messages) request holds its reply to a JSON schema."""
-    fmt = body.get("response_format")
-    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
-        return True
-    config = body.get("output_config") or body.get("output_format")
-    if isinstance(config, dict) and "format" in config:
-        config = config["format"]
-    return isinstance(config, dict) and config.get("type") == "json_schema"
 
 
 class SimJudge:
@@ -140,11 +130,7 @@ class SimJudge:
                 Route("/api/v1/chat/completions", self._openai, methods=["POST"]),
                 # Google's OpenAI-compatible endpoint (Gemini) has its root at /v1beta/openai.
                 Route("/v1beta/openai/chat/completions", self._openai, methods=["POST"]),
-                Route("/v1/models", self._models, methods=["GET"]),
-                Route("/_judgeline/health", self._health, methods=["GET"]),
-                Route("/_judgeline/log", self._get_log, methods=["GET"]),
-                Route("/_judgeline/log", self._delete_log, methods=["DELETE"]),
-                Route("/_judgeline/faults", self._set_faults, methods=["POST"]),
+                *admin_routes(self),
                 *self.batches.routes(),
             ]
         )
@@ -212,13 +198,7 @@ class SimJudge:
                 "query": request.url.query,
                 "headers": sorted(request.headers.keys()),
                 "anthropic_version": request.headers.get("anthropic-version"),
-                "fields": {
-                    k: v
-                    for k, v in body.items()
-                    if k not in ("messages", "system", "input", "instructions")
-                }
-                if isinstance(body, dict)
-                else None,
+                "fields": log_fields(body),
                 "messages_sha256": messages_digest(body),
                 "model": model if isinstance(model, str) else None,
                 "status": status,
@@ -231,19 +211,8 @@ class SimJudge:
             }
         )
 
-    def _credential(self, request: Request, api: Api) -> str | None:
-        """The key the request presents the way this API reads keys (None: none)."""
-        headers = request.headers
-        if api == "anthropic" and ("x-api-key" in headers or "anthropic-version" not in headers):
-            # x-api-key wins; a bearer key counts from clients that name an API version.
-            return headers.get("x-api-key")
-        if api == "azure" and "api-key" in headers:
-            return headers["api-key"]
-        bearer = headers.get("authorization", "")
-        return bearer[len("Bearer ") :] if bearer.startswith("Bearer ") else None
-
     def _authorized(self, request: Request, api: Api) -> bool:
-        return self._api_key is None or self._credential(request, api) == self._api_key
+        return self._api_key is None or credential(request.headers, api) == self._api_key
 
     async def _sleep(self, seconds: float) -> None:
         """Sleep, but wake early when the server is shutting down."""
@@ -282,7 +251,7 @@ class SimJudge:
             return self._finish(err(status, *args, **kwargs), api, rid)
 
         if not self._authorized(request, api):
-            missing = self._credential(request, api) is None
+            missing = credential(request.headers, api) is None
             return refuse(401, None, "authentication", UNAUTHORIZED[api][0 if missing else 1])
         raw = await request.body()
         try:
@@ -328,17 +297,8 @@ class SimJudge:
         prompt_tokens = sum(len(message_text(m.get("content")) or "") for m in messages) // 4
         counted = prompt_tokens + (reply_limit(view) or 0)
         if self.token_limit is not None:
-            wait = self.token_limit.take(counted)
-            if wait is not None:
-                limited = err(
-                    429, "rate_limit",
-                    f"Rate limit reached for {model} on tokens per min (TPM): Limit "
-                    f"{int(self.token_limit.capacity)}, Requested {counted}. Please try again "
-                    f"in {wait:.3f}s.",
-                    code="rate_limit_exceeded",
-                )  # fmt: skip
-                limited.headers["retry-after"] = str(math.ceil(wait))
-                limited.headers["retry-after-ms"] = str(math.ceil(wait * 1000))
+            limited = self.token_limit.refusal(counted, model, err)
+            if limited is not None:
                 self._record(request, model, 429, "token_limit", started, None, body)
                 return self._finish(limited, api, rid)
 
@@ -379,7 +339,7 @@ class SimJudge:
 
         template_id, preferred = preferred_slot(messages, digest, self._key_of)
         text, _ = simulate_reply(
-            persona, template_id, preferred, effort, rng, structured=_structured(view)
+            persona, template_id, preferred, effort, rng, structured=asks_for_schema(view)
         )
         refusal = REFUSAL if refuses(persona, digest, attempt) else None
         self.prompt_cache.store(cache, arrived)
@@ -436,33 +396,3 @@ class SimJudge:
 
     async def _azure_v1(self, request: Request) -> Response:
         return await self._handle(request, "azure")
-
-    async def _models(self, request: Request) -> Response:
-        if not (self._authorized(request, "openai") or self._authorized(request, "anthropic")):
-            return openai_error(401, "authentication", "invalid or missing API key")
-        data = [
-            {"id": name, "object": "model", "created": 0, "owned_by": "judgeline-simjudge"}
-            for name in self.personas
-        ]
-        return JSONResponse({"object": "list", "data": data})
-
-    async def _health(self, request: Request) -> Response:
-        return JSONResponse({"ok": True, "personas": sorted(self.personas)})
-
-    async def _get_log(self, request: Request) -> Response:
-        return JSONResponse(self.request_log())
-
-    async def _delete_log(self, request: Request) -> Response:
-        self.clear_log()
-        return JSONResponse({"cleared": True})
-
-    async def _set_faults(self, request: Request) -> Response:
-        try:
-            rates = json.loads(await request.body())
-            if not isinstance(rates, dict):
-                raise ValueError("expected a JSON object of fault settings")
-            persona = rates.pop("persona", None)
-            faults = self.set_faults(persona, **rates)
-        except ValueError as exc:
-            return JSONResponse({"error": str(exc)}, status_code=400)
-        return JSONResponse({name: f.model_dump() for name, f in faults.items()})

@@ -25,6 +25,7 @@ __all__ = [
     "REASONING_TOKENS",
     "THINKING_OVERRUN",
     "anthropic_payload",
+    "asks_for_schema",
     "openai_payload",
 ]
 
@@ -101,3 +102,15 @@ def anthropic_payload(
     return anthropic_reply(
         digest, model, reply, (prompt_tokens, spent + tokens), stop, thought, used
     )
+
+
+def asks_for_schema(body: Mapping[str, Any]) -> bool:
+    """Whether a (chat or Messages) request holds its reply to a JSON schema: the judge then
+    answers with the structured verdict (`tasks.verdicts`)."""
+    fmt = body.get("response_format")
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+        return True
+    config = body.get("output_config") or body.get("output_format")
+    if isinstance(config, dict) and "format" in config:
+        config = config["format"]
+    return isinstance(config, dict) and config.get("type") == "json_schema"

@@ -14,10 +14,14 @@ would; the unused part of the reply limit is given back once answered. Its token
 from __future__ import annotations
 
 import datetime as dt
+import math
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Literal
+
+from starlette.responses import Response
 
 __all__ = ["Api", "RateWindow", "TokenBucket", "request_id"]
 
@@ -133,6 +137,22 @@ class TokenBucket:
                 return None
             self.refused += 1
             return (need - self._level) / self.rate
+
+    def refusal(self, tokens: int, model: str, error: Callable[..., Response]) -> Response | None:
+        """Count a request of `tokens`: None if it fits, else the API's 429 (`error`, the
+        API's error body) saying when it would, in OpenAI's words, with Retry-After."""
+        wait = self.take(tokens)
+        if wait is None:
+            return None
+        limited = error(
+            429, "rate_limit",
+            f"Rate limit reached for {model} on tokens per min (TPM): Limit "
+            f"{int(self.capacity)}, Requested {tokens}. Please try again in {wait:.3f}s.",
+            code="rate_limit_exceeded",
+        )  # fmt: skip
+        limited.headers["retry-after"] = str(math.ceil(wait))
+        limited.headers["retry-after-ms"] = str(math.ceil(wait * 1000))
+        return limited
 
     def give(self, tokens: int) -> None:
         """Give back tokens a request counted and did not use."""

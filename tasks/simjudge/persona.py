@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from schemas import ManifestRow, conform
 from schemas.vocabulary import SlotLabel, Strength
+from tasks.model_profiles import ACCEPTED_EFFORTS
 from tasks.templates import (
     DEFAULT_TEMPLATE,
     format_verdict,
@@ -49,8 +50,6 @@ FaultKind = Literal[
     "rate_limited", "server_error", "stall", "malformed", "truncated", "overloaded", "quota"
 ]
 
-# The `reasoning_effort` values the OpenAI API accepts today, lowest first.
-ACCEPTED_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 # An accepted effort a persona does not configure acts like its nearest configured one.
 _EFFORT_FALLBACK = {"none": "minimal", "minimal": "low", "max": "xhigh", "xhigh": "high"}
 

@@ -28,6 +28,14 @@ import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from tasks.model_profiles import (
+    OpenAIModel,
+    is_reasoning_model,
+    openai_model,
+    responses_only,
+    takes_cache_options,
+)
+
 __all__ = [
     "MIN_THINKING_BUDGET",
     "SAMPLING_FREE_VERSION",
@@ -47,9 +55,6 @@ MIN_THINKING_BUDGET = 1024
 # The Messages API version that dropped the sampling parameters (SDKs send it by default).
 SAMPLING_FREE_VERSION = "2026-10-21"
 _THINKING_TYPES = ("enabled", "adaptive", "disabled", "between_tools")
-_CHAT_NAME = re.compile(r"^(?:gpt-3\.5|gpt-4|chatgpt-)|-chat(?:$|-)")
-_O_SERIES = re.compile(r"^o\d+(?:$|-)")
-_GPT5 = re.compile(r"^gpt-5(?:\.(\d+))?(?:$|-)")
 _ONE_SAMPLER = re.compile(r"^claude-(?:opus-4-[1-9]|(?:sonnet|haiku)-4-[5-9]|[a-z]+-[5-9])")
 _THINKING_DOCS = (
     "Please consult our documentation at "
@@ -65,64 +70,6 @@ class Problem(NamedTuple):
     message: str
     param: str | None = None
     code: str | None = None
-
-
-class OpenAIModel(NamedTuple):
-    """What an OpenAI model name takes: whether it reasons, its efforts, its default one."""
-
-    reasoning: bool
-    efforts: tuple[str, ...] = ()
-    default_effort: str | None = None
-
-
-_O_EFFORTS = ("low", "medium", "high")
-_GPT5_EFFORTS = ("minimal", "low", "medium", "high")
-_GPT51_EFFORTS = ("none", "low", "medium", "high")
-_GPT52_EFFORTS = ("none", "low", "medium", "high", "xhigh")
-_GPT56_EFFORTS = ("none", "low", "medium", "high", "xhigh", "max")
-_RESPONSES_ONLY = re.compile(r"^gpt-5(?:\.\d+)?-(?:pro|codex)(?:$|-)")
-
-
-def openai_model(model: str) -> OpenAIModel | None:
-    """The profile of an OpenAI model name; None for a name OpenAI does not use."""
-    name = model.rsplit("/", 1)[-1]
-    if _CHAT_NAME.search(name):
-        return OpenAIModel(reasoning=False)
-    if _O_SERIES.match(name):
-        return OpenAIModel(True, _O_EFFORTS, "medium")
-    gpt5 = _GPT5.match(name)
-    if gpt5 is None:
-        return None
-    minor = int(gpt5.group(1) or 0)
-    if minor == 0:
-        if name.startswith("gpt-5-pro"):
-            return OpenAIModel(True, ("high",), "high")
-        return OpenAIModel(True, _GPT5_EFFORTS, "medium")
-    if minor == 1 and "codex-max" not in name:
-        return OpenAIModel(True, _GPT51_EFFORTS, "none")
-    if minor >= 6:
-        return OpenAIModel(True, _GPT56_EFFORTS, "none")
-    return OpenAIModel(True, _GPT52_EFFORTS, "none")
-
-
-def responses_only(model: str) -> bool:
-    """Whether OpenAI serves the model through the Responses API only (pro, codex)."""
-    return bool(_RESPONSES_ONLY.match(model.rsplit("/", 1)[-1]))
-
-
-def takes_cache_options(model: str) -> bool:
-    """Whether the model takes `prompt_cache_options` and reports cache writes (gpt-5.6+)."""
-    if not model.rsplit("/", 1)[-1].startswith("gpt-"):
-        return False  # a persona or open model (and no import of the judge client)
-    from tasks.judging.prompt_cache import takes_cache_options as vendor_fact
-
-    return vendor_fact(model)
-
-
-def is_reasoning_model(model: str) -> bool:
-    """Whether the model name is an OpenAI reasoning model's (o-series, gpt-5)."""
-    profile = openai_model(model)
-    return profile is not None and profile.reasoning
 
 
 def _values(efforts: tuple[str, ...]) -> str:

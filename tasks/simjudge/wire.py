@@ -6,6 +6,7 @@ import base64
 import hashlib
 import json
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from starlette.responses import JSONResponse, Response
@@ -17,6 +18,8 @@ __all__ = [
     "anthropic_error",
     "anthropic_reply",
     "azure_error",
+    "credential",
+    "log_fields",
     "messages_digest",
     "messages_of",
     "openai_error",
@@ -27,6 +30,27 @@ __all__ = [
 
 CACHE_FIELDS = ("prompt_cache_key", "prompt_cache_retention", "cache_control")
 """Request fields that steer the provider's prompt cache and never the reply."""
+
+
+_PROMPT_FIELDS = ("messages", "system", "input", "instructions")
+
+
+def log_fields(body: Any) -> dict[str, Any] | None:
+    """A request body's fields but its prompt (messages, system, input, instructions)."""
+    if not isinstance(body, dict):
+        return None
+    return {k: v for k, v in body.items() if k not in _PROMPT_FIELDS}
+
+
+def credential(headers: Mapping[str, str], api: str) -> str | None:
+    """The key a request presents the way its API reads keys (None: none)."""
+    if api == "anthropic" and ("x-api-key" in headers or "anthropic-version" not in headers):
+        # x-api-key wins; a bearer key counts from clients that name an API version.
+        return headers.get("x-api-key")
+    if api == "azure" and "api-key" in headers:
+        return headers["api-key"]
+    bearer = headers.get("authorization", "")
+    return bearer[len("Bearer ") :] if bearer.startswith("Bearer ") else None
 
 
 def messages_of(body: Any, anthropic: bool) -> tuple[list[dict[str, Any]] | None, str | None]:

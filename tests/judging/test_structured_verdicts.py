@@ -19,8 +19,8 @@ from support import stage_demo_plan
 
 from schemas.judge import JudgeSpec
 from tasks.errors import InputError
+from tasks.judge_preflight import check_judges
 from tasks.judging.cache import read_replies
-from tasks.judging.preflight import check_judges
 from tasks.judging.prices import price_of
 from tasks.judging.request import JudgeRequest
 from tasks.judging.stage import run_judge_stage, unstored_call_keys

@@ -195,7 +195,7 @@ def test_batches_are_cut_within_the_api_limits() -> None:
 
 
 def test_batch_needs_an_openai_or_anthropic_profile() -> None:
-    with pytest.raises(ValueError, match="batch: true needs profile openai or anthropic"):
+    with pytest.raises(ValueError, match="batch: true needs profile openai, openai-responses or"):
         JudgeSpec(
             name="j", profile="openai_compatible", base_url="http://x/v1", model="m", batch=True
         )

@@ -42,10 +42,10 @@ class Verdict(pydantic.BaseModel):
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[SimJudgeServer]:
-    personas = [
-        Persona(name=m, skill=0.9)
-        for m in ("gpt-5.6-terra", "gpt-5.2-pro", "gpt-5.1-codex", "claude-sonnet-4-5", "strong")
-    ] + [Persona(name="refuser", refusal_rate=1.0)]
+    models = ("gpt-5.6-terra", "gpt-5.2-pro", "gpt-5.1-codex", "claude-sonnet-4-5", "strong",
+              "gemini-2.5-flash")  # fmt: skip
+    personas = [Persona(name=m, skill=0.9) for m in models]
+    personas.append(Persona(name="refuser", refusal_rate=1.0))
     with SimJudgeServer(personas, api_key=KEY, require_anthropic_version=True) as srv:
         yield srv
 
@@ -192,6 +192,15 @@ def test_judgeline_sends_what_the_openai_sdk_sends(server: SimJudgeServer) -> No
         theirs = _sdk(server, lambda: azure.responses.create(
             model="gpt-5.1-codex", instructions=SYSTEM, input=USER, max_output_tokens=4096,
             store=False,
+        ))  # fmt: skip
+    _same(ours, theirs)
+    gemini = {"name": "gemini", "profile": "gemini", "model": "gemini-2.5-flash",
+              "base_url": f"{root}/v1beta/openai/", "reasoning_effort": "low"}  # fmt: skip
+    ours = _judgeline(server, gemini)
+    with openai.OpenAI(base_url=f"{root}/v1beta/openai/", api_key=KEY, max_retries=0) as google:
+        theirs = _sdk(server, lambda: google.chat.completions.create(
+            model="gemini-2.5-flash", messages=list(PROMPT.messages), temperature=0.0,
+            max_tokens=1024, reasoning_effort="low",
         ))  # fmt: skip
     _same(ours, theirs)
     chat = {"name": "chat", "base_url": server.base_url, "model": "strong", "verdict": "json"}

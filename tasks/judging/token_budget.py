@@ -11,7 +11,8 @@ that does not fit puts the bucket in debt and waits until the debt is paid, by t
 by what answered requests give back.
 
 The bucket is a small JSON file per judge (its endpoint, model and key name) in the user's
-cache folder (`tasks.usercache`, files 0600), updated under an exclusive `flock`: every run
+cache folder (`tasks.usercache`; `$JUDGELINE_TOKEN_BUDGETS` if set; files 0600, folder 0700),
+updated under an exclusive `flock`: every run
 on this machine that sends to the same judge shares one budget. When the provider announces
 what is left (`x-ratelimit-remaining-tokens`, `anthropic-ratelimit-tokens-remaining`) and
 the budget thinks more is left, it believes the provider (other machines, other tools).
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from schemas.judge import JudgeSpec
+from tasks.errors import InputError
 from tasks.usercache import user_cache_dir
 
 __all__ = ["TokenBudget", "budget_for", "input_tokens", "remaining_tokens"]
@@ -135,4 +137,10 @@ def budget_for(spec: JudgeSpec, folder: Path | None = None) -> TokenBudget | Non
     ident = json.dumps([spec.base_url, spec.model, spec.api_key_env or spec.api_key_secret])
     name = hashlib.sha256(ident.encode()).hexdigest()[:24]
     root = folder or Path(os.environ.get("JUDGELINE_TOKEN_BUDGETS") or user_cache_dir() / "tokens")
-    return TokenBudget(root / f"{name}.json", spec.tokens_per_minute)
+    try:
+        return TokenBudget(root / f"{name}.json", spec.tokens_per_minute)
+    except OSError as exc:
+        raise InputError(
+            f"judge {spec.name!r}: tokens_per_minute keeps its budget in {root}, which cannot "
+            f"be created ({exc.strerror}); set JUDGELINE_TOKEN_BUDGETS to a writable folder"
+        ) from None

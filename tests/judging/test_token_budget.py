@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from schemas.judge import JudgeSpec
+from tasks.errors import InputError
 from tasks.judging.client import JudgeClient
 from tasks.judging.providers import CallRequest
 from tasks.judging.token_budget import TokenBudget, budget_for, remaining_tokens
@@ -35,6 +36,14 @@ def test_one_budget_file_is_shared_and_goes_into_debt(tmp_path: Path) -> None:
     assert 15 <= second._update(0.0) <= 30
     second.observe_left(3)  # the provider says fewer are left: believed
     assert second._update(0.0) < 5
+
+
+def test_a_budget_folder_that_cannot_be_made_is_one_paragraph(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    spec = JudgeSpec(name="a", base_url="https://x/v1", model="m", tokens_per_minute=9)
+    with pytest.raises(InputError, match="judge 'a': tokens_per_minute keeps its budget"):
+        budget_for(spec, blocker / "tokens")
 
 
 def test_budgets_are_per_judge_and_headers_are_read() -> None:

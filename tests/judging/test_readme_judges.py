@@ -162,6 +162,10 @@ def test_every_readme_judge_config_passes_the_model_profiles() -> None:
                 assert problem is None, (name, spec.name, config.name, problem)
                 checked += 1
     assert checked >= 14
+    from tasks.judge_preflight import check_judges
+
+    check_judges([JudgeSpec.model_validate(j) for js in {**BLOCKS, **OTHER_BLOCKS}.values()
+                  for j in js])  # fmt: skip
 
 
 @pytest.fixture(scope="module")

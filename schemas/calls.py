@@ -36,8 +36,9 @@ class CallRecord(BaseModel):
     error_category: ErrorCategory | None = None
 
 
-TRUNCATED_FINISH_REASONS: frozenset[str] = frozenset({"length", "max_tokens"})
-"""Finish reasons of a reply cut by the token limit: OpenAI `length`, Anthropic `max_tokens`."""
+TRUNCATED_FINISH_REASONS: frozenset[str] = frozenset({"length", "max_tokens", "max_output_tokens"})
+"""Finish reasons of a reply cut by the token limit: OpenAI `length`, Anthropic `max_tokens`,
+the Responses API's `max_output_tokens` (its `incomplete_details.reason`)."""
 
 
 class ReplyRecord(BaseModel):

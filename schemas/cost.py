@@ -24,10 +24,10 @@ class Price(BaseModel):
     `cached_input` prices prompt tokens the provider read from its prompt cache (default:
     `input`); `cache_write` prices prompt tokens written to it with the default lifetime and
     `cache_write_1h` those written for an hour (defaults: `input` and `cache_write`: OpenAI
-    bills no writes apart, Anthropic states both); `reasoning` prices reasoning tokens
-    (default: `output`, as OpenAI and Anthropic bill them). `batch_discount` is the fraction
-    taken off by a provider's batch API (0.5 = half price); calls sent one by one pay the
-    list price.
+    bills no writes apart before gpt-5.6, Anthropic states both); `reasoning` prices
+    reasoning tokens (default: `output`, as OpenAI and Anthropic bill them).
+    `batch_discount` is the fraction taken off by a provider's batch API (0.5 = half price);
+    calls sent one by one pay the list price.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -156,6 +156,13 @@ def check_decoding(
                 f"{where}: {', '.join(sampling)}: removed in Messages API version "
                 f"{NO_SAMPLING_VERSION} (anthropic_version {version}); set it to null"
             )
+    elif provider == "openai-responses" and (
+        bad := [f for f in ("seed", "stop") if fields.get(f) is not None]
+    ):
+        raise ValueError(
+            f"{where}: {', '.join(bad)}: not a Responses API field (it takes neither a seed nor "
+            "stop sequences); set it to null"
+        )
     elif fields.get("thinking") is not None and profile != "openai_compatible":
         raise ValueError(f"{where}: thinking: an Anthropic field (OpenAI: reasoning_effort)")
     budget = (fields.get("thinking") or {}).get("budget_tokens")

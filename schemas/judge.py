@@ -56,7 +56,7 @@ Secret block that holds one (`api_key_env`/`api_key_secret`, and `{env: NAME}` o
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import (
@@ -70,9 +70,7 @@ from pydantic import (
 
 from schemas.cost import Price
 from schemas.decoding import (
-    ANTHROPIC_VERSION,
     DECODING_FIELDS,
-    NO_SAMPLING_VERSION,
     RESERVED_HEADERS,
     Decoding,
     ReasoningConfig,
@@ -80,81 +78,19 @@ from schemas.decoding import (
     check_decoding,
     thinking_on,
 )
-
-Provider = Literal["openai", "anthropic"]
-
-PromptCache = Literal["auto", "off", "1h"]
-"""How a judge uses its provider's prompt cache across the K repeats of a prompt
-(`tasks.judging.prompt_cache`): `auto` sends each prompt's first call before its repeats and
-marks the prompt for the cache (OpenAI `prompt_cache_key`, Anthropic `cache_control` with the
-default 5-minute lifetime); `1h` (Anthropic) does so with the 1-hour lifetime; `off` sends
-nothing of the kind and the calls in any order."""
-"""The API dialect a judge speaks: OpenAI chat completions or Anthropic Messages."""
-
-Profile = Literal["openai", "azure", "openai_compatible", "anthropic"]
-"""The kind of endpoint, which decides URLs, headers and default decoding fields:
-
-- `openai`: the OpenAI platform's chat completions (`{base_url}/chat/completions`, bearer
-  key); the plan's seed is sent; `reasoning: true` marks a reasoning model.
-- `azure`: Azure OpenAI, either a deployment URL (`.../openai/deployments/D`, with an
-  `api-version` query parameter) or the v1 API (`.../openai/v1`); the key goes in `api-key`.
-  Defaults as for `openai`.
-- `openai_compatible`: any other chat completions server (vLLM, Ollama, llama.cpp,
-  OpenRouter, a LiteLLM route to another vendor; a LiteLLM route to OpenAI is `openai`);
-  bearer key; no seed unless `seed` is set; no prompt-cache field.
-- `anthropic`: the Messages API; `base_url` as the Anthropic SDK writes it
-  (`https://api.anthropic.com`) or ending in `/v1`; key in `x-api-key`; never a seed.
-
-Without `profile`, it is the provider's name; without `provider`, the profile's dialect.
-"""
-
-
-def _defaults(
-    provider: str, profile: str, reasoning: bool, thinking: Any, version: str | None = None
-) -> dict[str, Any]:
-    """Judge-level values of the fields a judge leaves out, per profile (and, for Claude,
-    per `anthropic_version`: from `NO_SAMPLING_VERSION` on, no temperature)."""
-    budget = thinking.get("budget_tokens") if isinstance(thinking, dict) else None
-    quiet = reasoning or (isinstance(thinking, dict) and thinking_on(thinking))
-    no_sampling = provider == "anthropic" and (version or ANTHROPIC_VERSION) >= NO_SAMPLING_VERSION
-    max_tokens = 1024
-    if quiet:
-        max_tokens = budget + 1024 if isinstance(budget, int) else 4096
-    return {
-        "profile": "anthropic" if provider == "anthropic" else "openai",
-        "reasoning": False,
-        "temperature": None if quiet or no_sampling else 0.0,
-        "max_tokens": max_tokens,
-        "seed": "plan" if profile in ("openai", "azure") else None,
-        "system_role": None if provider == "anthropic" else "system",
-        "anthropic_version": ANTHROPIC_VERSION if provider == "anthropic" else None,
-        "anthropic_beta": [],
-        "headers": {},
-        "query": {},
-        "simulated": False,
-        "price": None,
-        "batch": False,
-        "prompt_cache": "auto",
-    }
-
-
-TIMEOUT_FLOOR_S = 120.0
-"""The shortest default timeout (the old fixed default): enough for a 1,024-token reply."""
-TIMEOUT_BASE_S = 60.0
-"""Queueing and the prompt, before the first output token."""
-TIMEOUT_S_PER_TOKEN = 3600 / 128_000
-"""Seconds per output token the Anthropic SDK itself allows a non-streaming request (an hour
-for 128,000 tokens, `_calculate_nonstreaming_timeout`): 16,000 tokens wait 60 + 450 s."""
-TIMEOUT_UNBOUNDED_S = 600.0
-"""A request with no `max_tokens`: the OpenAI and Anthropic SDKs' default, 10 minutes."""
-
-_NEW = frozenset(
-    {"profile", "reasoning", "seed", "stop", "response_format", "reasoning_effort", "thinking",
-     "system_role", "anthropic_version", "anthropic_beta", "headers", "query", "simulated",
-     "price", "batch", "prompt_cache"}
-)  # fmt: skip
-"""Fields a judge dump holds only when they differ from the profile's default (the dumps of
-earlier runs have none of them)."""
+from schemas.profiles import (
+    NEW_FIELDS,
+    TIMEOUT_BASE_S,
+    TIMEOUT_FLOOR_S,
+    TIMEOUT_S_PER_TOKEN,
+    TIMEOUT_UNBOUNDED_S,
+    Profile,
+    PromptCache,
+    Provider,
+    Verdict,
+    profile_defaults,
+    provider_of,
+)
 
 
 class JudgeSpec(Decoding):
@@ -227,6 +163,16 @@ class JudgeSpec(Decoding):
         description="The provider's prompt cache across repeats (see `PromptCache`): `auto`, "
         "`off`, or `1h` (Anthropic's 1-hour lifetime); not part of the call key.",
     )
+    verdict: Verdict = Field(
+        default="text",
+        description="`text`: the verdict in the template's own format; `json`: a structured "
+        "verdict held to a JSON schema of the template's labels (keyed).",
+    )
+    store: bool = Field(
+        default=False,
+        description="Responses API: let the vendor keep the judged answers (`store: true`); "
+        "judgeline sends `store: false` unless this is set (not keyed).",
+    )
     extra: dict[str, Any] = Field(
         default_factory=dict, description="Request parameters passed through unchanged."
     )
@@ -250,6 +196,12 @@ class JudgeSpec(Decoding):
     requests_per_minute: float | None = Field(
         default=None, gt=0, description="Client-side rate limit; None for no limit."
     )
+    tokens_per_minute: float | None = Field(
+        default=None,
+        gt=0,
+        description="The provider's tokens-per-minute limit: requests wait for budget before "
+        "they are sent, shared by every run on this machine (`tasks.judging.token_budget`).",
+    )
     max_retries: int = Field(default=4, ge=0, description="Retries after the first attempt.")
 
     @model_validator(mode="before")
@@ -260,12 +212,14 @@ class JudgeSpec(Decoding):
             return data
         data = dict(data)
         profile = data.get("profile")
-        if "provider" not in data and profile in ("anthropic", "azure", "openai_compatible"):
-            data["provider"] = "anthropic" if profile == "anthropic" else "openai"
+        implied = provider_of(profile)
+        if "provider" not in data and implied is not None:
+            data["provider"] = implied
         provider = data.get("provider", "openai")
         if profile is None:
-            data["profile"] = "anthropic" if provider == "anthropic" else "openai"
-        defaults = _defaults(
+            own = provider in ("anthropic", "openai-responses")
+            data["profile"] = provider if own else "openai"
+        defaults = profile_defaults(
             provider,
             data["profile"],
             bool(data.get("reasoning")),
@@ -281,10 +235,10 @@ class JudgeSpec(Decoding):
         # Fields at their profile defaults are left out: a judge configured as before these
         # fields existed dumps as it did then, and reads back the same.
         data: dict[str, Any] = handler(self)
-        defaults = _defaults(
+        defaults = profile_defaults(
             self.provider, self.profile or "", self.reasoning, self.thinking, self.anthropic_version
         )
-        return {k: v for k, v in data.items() if k not in _NEW or v != defaults.get(k)}
+        return {k: v for k, v in data.items() if k not in NEW_FIELDS or v != defaults.get(k)}
 
     @model_validator(mode="after")
     def _check(self) -> JudgeSpec:
@@ -298,7 +252,7 @@ class JudgeSpec(Decoding):
         if not self.base_url.startswith(("http://", "https://")):
             raise ValueError(f"{who}: base_url must start with http:// or https://")
         anthropic = self.provider == "anthropic"
-        if anthropic != (self.profile == "anthropic"):
+        if (provider_of(self.profile) or self.profile) != self.provider:
             raise ValueError(f"{who}: profile {self.profile!r} needs another provider")
         if anthropic and self.reasoning:
             raise ValueError(f"{who}: reasoning is for OpenAI-dialect judges; Claude: thinking")
@@ -307,17 +261,18 @@ class JudgeSpec(Decoding):
         for header in self.headers:
             if header.lower() in RESERVED_HEADERS:
                 raise ValueError(f"{who}: headers.{header} is set by judgeline, not headers")
-        if self.profile == "azure":
+        if self.profile in ("azure", "azure-responses"):
             self._check_azure()
+        self._check_new_fields(who)
         if self.prompt_cache == "1h" and not anthropic:
             raise ValueError(
                 f"{who}: prompt_cache: 1h is Anthropic's 1-hour cache lifetime; an OpenAI-dialect "
                 "judge takes auto or off (its provider decides how long a prefix stays cached)"
             )
-        if self.batch and self.profile not in ("openai", "anthropic"):
+        if self.batch and self.profile not in ("openai", "anthropic", "openai-responses"):
             raise ValueError(
-                f"{who}: batch: true needs profile openai or anthropic (the OpenAI Batch or "
-                f"Anthropic Message Batches API), not {self.profile}"
+                f"{who}: batch: true needs profile openai, openai-responses or anthropic (the "
+                f"OpenAI Batch or Anthropic Message Batches API), not {self.profile}"
             )
         for config in (None, *self.configs):
             check_decoding(
@@ -329,9 +284,45 @@ class JudgeSpec(Decoding):
             )
         return self
 
+    def _check_new_fields(self, who: str) -> None:
+        """`verdict`, `store` and `extra` against the profile."""
+        extras = [("extra", self.extra)] + [
+            (f"config {c.name!r} extra", c.extra) for c in self.configs
+        ]
+        for where, extra in extras:
+            if "store" in extra:
+                raise ValueError(
+                    f"{who}: {where}.store: whether the vendor keeps the judged answers is the "
+                    "judge's `store:` field (Responses API judges send store: false unless it is "
+                    "true); remove it from extra"
+                )
+        if self.store and self.provider != "openai-responses":
+            raise ValueError(
+                f"{who}: store: true is for the Responses API profiles (openai-responses, "
+                f"azure-responses), not {self.profile}"
+            )
+        if self.verdict == "json":
+            if self.profile == "openai_compatible":
+                raise ValueError(
+                    f"{who}: verdict: json needs an API that holds a reply to a JSON schema; "
+                    "profile openai_compatible cannot be assumed to (use verdict: text, or a "
+                    "profile naming the vendor)"
+                )
+            set_format = [c.name for c in self.configs if self.decoding(c).get("response_format")]
+            if set_format:
+                raise ValueError(
+                    f"{who}: verdict: json sets the reply format itself; configs {set_format} "
+                    "also set response_format (remove one)"
+                )
+
     def _check_azure(self) -> None:
         path = urlsplit(self.base_url).path.rstrip("/")
         query = dict(parse_qsl(urlsplit(self.base_url).query)) | self.query
+        if self.profile == "azure-responses" and not path.endswith("/openai/v1"):
+            raise ValueError(
+                f"judge {self.name!r}: an azure-responses base_url ends in /openai/v1 (Azure "
+                "OpenAI's v1 API serves the Responses API)"
+            )
         if "/openai/deployments/" in path:
             if "api-version" not in query:
                 raise ValueError(

@@ -15,6 +15,7 @@ from typing import Any
 from schemas.calls import TRUNCATED_FINISH_REASONS
 from schemas.vocabulary import SlotLabel, Strength
 from tasks.templates import get_template
+from tasks.verdicts import is_structured, parse_structured
 
 __all__ = [
     "EMPTY_REPLY",
@@ -28,9 +29,10 @@ __all__ = [
 TRUNCATED_NOTE = "truncated: "
 """How the note of a reply cut by the token limit starts (the run's reasons count them)."""
 
-PARSER_VERSION = "2"
+PARSER_VERSION = "3"
 """Stored with every parsed label; bump it whenever the label of a stored reply that was not
-cut by the token limit changes (labelling cut replies Invalid did not bump it)."""
+cut by the token limit changes (labelling cut replies Invalid did not bump it; 3 reads
+structured verdicts, `tasks.verdicts`)."""
 
 
 @dataclass(frozen=True)
@@ -266,7 +268,9 @@ def parse_reply(template_id: str, text: str, finish_reason: str | None = None) -
 
     A reply cut by the token limit (`finish_reason` `length` or `max_tokens`) is Invalid
     with a `truncated` note, even if its text already holds a verdict: what was cut could
-    have changed or contradicted it. Other replies parse as before, whatever their finish.
+    have changed or contradicted it. A structured verdict (`verdict: json`: a JSON object of
+    exactly `reasoning` and `verdict`) is read against the template's labels
+    (`tasks.verdicts`); other replies parse as before, whatever their finish.
     """
     get_template(template_id)
     if finish_reason in TRUNCATED_FINISH_REASONS:
@@ -274,6 +278,9 @@ def parse_reply(template_id: str, text: str, finish_reason: str | None = None) -
             f"{TRUNCATED_NOTE}the reply was cut by the token limit (finish_reason "
             f"{finish_reason!r}); raise the judge's max_tokens"
         )
+    if is_structured(text):
+        label, strength, note = parse_structured(template_id, text)
+        return ParsedReply(label=label, strength=strength, note=note)
     return _PARSERS[template_id](text)
 
 

@@ -72,7 +72,7 @@ def load_run_config(path: str | Path) -> RunConfig:
     if not isinstance(raw, dict):
         raise InputError("a run configuration is a YAML mapping", file=str(source))
     try:
-        return _relative_to(RunConfig.model_validate(raw), source.resolve().parent)
+        config = _relative_to(RunConfig.model_validate(raw), source.resolve().parent)
     except ValidationError as exc:
         problems = []
         for err in exc.errors():
@@ -83,6 +83,13 @@ def load_run_config(path: str | Path) -> RunConfig:
             problems.append(f"{where}: {msg}")
         problem = "invalid run configuration: " + "; ".join(problems)
         raise InputError(problem, file=str(source)) from None
+    from tasks.judge_preflight import check_judges
+
+    try:
+        check_judges(config.judges)
+    except InputError as exc:
+        raise InputError(exc.problem, file=str(source)) from None
+    return config
 
 
 def _relative_to(config: RunConfig, folder: Path) -> RunConfig:

@@ -128,3 +128,18 @@ def test_paths_are_relative_to_the_config_file_and_work_dir_flag_wins(
     assert url == "s3://bucket/prefix" and note is not None and url in note
     stored = cfg.model_copy(update={"work_dir": "gs://bucket/work"})
     assert choose_work_dir(stored, None) == ("gs://bucket/work", None)
+
+
+def test_a_judge_its_model_refuses_is_named_with_the_file(tmp_path: Path) -> None:
+    """An effort the model does not take: one paragraph naming the file, before any call."""
+    text = (
+        "datasets: [{kind: demo}]\njudges:\n"
+        "  - {name: g, base_url: 'https://api.openai.com/v1', model: gpt-5.2, reasoning: true,\n"
+        "     configs: [{name: m, reasoning_effort: minimal}]}\n"
+    )
+    path = _write(tmp_path, text)
+    with pytest.raises(InputError, match=r"run.yaml: judge 'g' config 'm': reasoning_effort"):
+        load_run_config(path)
+    store = text.replace("reasoning: true,", "reasoning: true, extra: {store: true},")
+    with pytest.raises(InputError, match="extra.store"):
+        load_run_config(_write(tmp_path, store.replace("minimal", "low")))

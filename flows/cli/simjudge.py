@@ -153,6 +153,14 @@ def serve_judge(
         float,
         typer.Option("--batch-delay-s", min=0, help="Seconds until a provider batch ends."),
     ] = 0.0,
+    tokens_per_minute: Annotated[
+        float | None,
+        typer.Option(
+            "--tokens-per-minute",
+            min=1,
+            help="Enforce a tokens-per-minute limit (429 past it; token headers say what is left).",
+        ),
+    ] = None,
     batch_expire_after: Annotated[
         int | None,
         typer.Option(
@@ -229,6 +237,7 @@ def serve_judge(
         manifest=table,
         api_key=api_key,
         require_anthropic_version=require_anthropic_version,
+        tokens_per_minute=tokens_per_minute,
     )
     judge.batches.settings.delay_s = batch_delay_s
     judge.batches.settings.expire_after = batch_expire_after

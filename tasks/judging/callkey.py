@@ -28,10 +28,21 @@ CALL_KEY_FORMAT = "judgeline-call-v1"
 
 def _max_tokens_name(spec: JudgeSpec) -> str:
     """The body field of the reply length limit: `max_completion_tokens` for OpenAI and Azure
-    reasoning models, `max_tokens` for everything else."""
+    reasoning models, `max_output_tokens` for the Responses API, `max_tokens` for everything
+    else."""
+    if spec.provider == "openai-responses":
+        return "max_output_tokens"
     if spec.reasoning and spec.profile in ("openai", "azure"):
         return "max_completion_tokens"
     return "max_tokens"
+
+
+def _responses_format(value: Any) -> Any:
+    """A chat completions `response_format` as the Responses API's `text.format` (a JSON
+    schema's name, schema and strictness sit beside its type there)."""
+    if isinstance(value, dict) and isinstance(value.get("json_schema"), dict):
+        return {"type": value.get("type", "json_schema"), **value["json_schema"]}
+    return value
 
 
 def decoding_params(spec: JudgeSpec, config: ReasoningConfig, seed: int) -> dict[str, Any]:
@@ -40,9 +51,12 @@ def decoding_params(spec: JudgeSpec, config: ReasoningConfig, seed: int) -> dict
     The decoding fields present (the config's win, `None` is left out), the judge's `extra`,
     then the config's `extra`; `seed: plan` sends the planned call's `seed`. The Anthropic
     dialect drops any seed from the body (`tasks.judging.endpoints`), but not from the key.
+    The Responses API takes `reasoning: {effort}` and `text: {format}` for `reasoning_effort`
+    and `response_format`.
     """
     fields = spec.decoding(config)
     anthropic = spec.provider == "anthropic"
+    responses = spec.provider == "openai-responses"
     params: dict[str, Any] = {}
     for name, value in fields.items():
         if value is None or name == "system_role":
@@ -53,6 +67,10 @@ def decoding_params(spec: JudgeSpec, config: ReasoningConfig, seed: int) -> dict
             value = seed
         elif name == "stop" and anthropic:
             name, value = "stop_sequences", [value] if isinstance(value, str) else value
+        elif name == "reasoning_effort" and responses:
+            name, value = "reasoning", {"effort": value}
+        elif name == "response_format" and responses:
+            name, value = "text", {"format": _responses_format(value)}
         params[name] = value
     params.update(spec.extra)
     params.update(config.extra)
@@ -77,6 +95,9 @@ def _key_params(spec: JudgeSpec, config: ReasoningConfig, seed: int) -> dict[str
         params["anthropic-version"] = spec.anthropic_version
     if spec.anthropic_beta:
         params["anthropic-beta"] = list(spec.anthropic_beta)
+    if spec.verdict != "text":
+        # The schema sent is the template's (`tasks.verdicts`), which the key holds by hash.
+        params["verdict"] = spec.verdict
     return params
 
 

@@ -44,6 +44,7 @@ from tasks.judging.providers import PROVIDERS, CallRequest, Provider, Reply
 from tasks.judging.shards import PooledClients
 from tasks.judging.sharing import Claims
 from tasks.judging.stopping import StopRequest
+from tasks.judging.token_budget import budget_for, input_tokens
 
 __all__ = [
     "CallRequest",
@@ -165,6 +166,7 @@ class JudgeClient:
         self.provider: Provider = provider_cls(spec, self.http, api_key)
         self._slots = AdaptiveSlots(spec.max_concurrency)
         self._limiter = RateLimiter(spec.requests_per_minute) if spec.requests_per_minute else None
+        self._budget = budget_for(spec)
         self._breakers: dict[str, Breaker] = {}
         self._flying: Counter[str] = Counter()
         """Requests in flight per config (what a breaker's stop leaves to answer)."""
@@ -237,6 +239,10 @@ class JudgeClient:
                     return state
             if self._limiter is not None:
                 await self._limiter.wait()
+            reserved = 0
+            if self._budget is not None:
+                reserved = _tokens_asked(self.spec, request)
+                await self._budget.reserve(reserved)
             self._flying[breaker.config] += 1
             try:
                 if self._stop is None:
@@ -245,6 +251,8 @@ class JudgeClient:
                     outcome = await self._stop.guard(self.provider.call(request))
             finally:
                 self._flying[breaker.config] -= 1
+                if self._budget is not None:
+                    self._settle(reserved, outcome)
             if outcome is None:
                 return None  # abandoned in flight at the stop's deadline
             self._record(breaker, outcome)
@@ -252,6 +260,18 @@ class JudgeClient:
         finally:
             throttled = isinstance(outcome, CallFailure) and outcome.category in THROTTLING
             self._slots.release(epoch, throttled=throttled)
+
+    def _settle(self, reserved: int, outcome: Reply | CallFailure | None) -> None:
+        """Settle a reservation to what the reply used (a failure used nothing, a request
+        abandoned in flight its whole reservation), then believe what the provider says is
+        left."""
+        assert self._budget is not None
+        used = reserved if outcome is None else 0
+        if isinstance(outcome, Reply):
+            used = (outcome.prompt_tokens or 0) + (outcome.completion_tokens or 0)
+        self._budget.settle(reserved, used)
+        if outcome is not None and outcome.remaining_tokens is not None:
+            self._budget.observe_left(outcome.remaining_tokens)
 
     async def send(self, request: CallRequest) -> CallResult:
         """Send one call with retries; every attempt is recorded, the key never is."""
@@ -303,3 +323,10 @@ class JudgeClient:
                 await asyncio.sleep(pause_s)
             else:
                 await self._stop.guard(asyncio.sleep(pause_s))
+
+
+def _tokens_asked(spec: JudgeSpec, request: CallRequest) -> int:
+    """What a request counts against a tokens-per-minute limit on arrival: its prompt
+    (estimated as the estimate does) and its reply limit."""
+    limit = spec.decoding(request.config).get("max_tokens")
+    return input_tokens(request.messages) + (limit if isinstance(limit, int) else 0)

@@ -40,6 +40,7 @@ from tasks.judging.cache import read_replies, stored_keys
 from tasks.judging.planned import PlannedCall, plan_calls
 from tasks.judging.prices import price_of
 from tasks.judging.prompt_cache import hit_tokens, write_tokens
+from tasks.judging.token_budget import input_tokens
 from tasks.plan.designs import make_plan
 from tasks.runcheck import readable
 from tasks.runfolder import RunFolder, is_run_id
@@ -78,11 +79,6 @@ ESTIMATE_NOTE = (
     "batch discount (price as of); pu: live paired unanimity. Nothing was sent or written."
 )
 """The caption of a printed estimate: how its figures are made."""
-
-
-def input_tokens(messages: Sequence[dict[str, str]]) -> int:
-    """Estimated prompt tokens of one call (`INPUT_TOKEN_RULE`)."""
-    return sum(len(m.get("content") or "") for m in messages) // 4
 
 
 def _config_pairs(cfg: RunConfig) -> list[Pair]:

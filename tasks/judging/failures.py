@@ -59,6 +59,7 @@ _QUOTA_CODES = frozenset(
 _AUTH_CODES = frozenset(
     {
         "no_db_connection",  # LiteLLM proxy without a database: the key is not its master key
+        "api_key_invalid",  # Google (Gemini): a wrong key is a 400 INVALID_ARGUMENT
     }
 )
 _QUOTA_PHRASES = (
@@ -86,6 +87,8 @@ class CallFailure:
     http_status: int | None = None
     retry_after: float | None = None
     """Seconds the server asked us to wait before sending again (a floor), if it said."""
+    remaining_tokens: int | None = None
+    """Tokens the provider said were left of its per-minute limit (`token_budget`)."""
 
 
 def scrub(text: str, secret: str | None) -> str:
@@ -138,6 +141,8 @@ def retry_after(headers: httpx.Headers, now: dt.datetime | None = None) -> float
 
 
 def _error_object(data: Any) -> dict[str, Any]:
+    if isinstance(data, list) and len(data) == 1:
+        data = data[0]  # Google's OpenAI-compatible endpoint wraps its error in a list
     if isinstance(data, dict):
         error = data.get("error")
         if isinstance(error, dict):
@@ -177,12 +182,15 @@ def _quoted_error(message: str) -> Any:
 
 def _codes_of(data: Any) -> set[str]:
     """An error body's type and code strings, lowercased (`error.type`, `error.code`,
-    `error.details.error_code`, a top-level `type`)."""
+    `error.status`, `error.details.error_code` or Google's `error.details[].reason`, a
+    top-level `type`)."""
     error = _error_object(data)
     details = error.get("details")
-    values = [error.get("type"), error.get("code")]
+    values = [error.get("type"), error.get("code"), error.get("status")]
     if isinstance(details, dict):
         values.append(details.get("error_code"))
+    elif isinstance(details, list):  # Google: ErrorInfo entries with a `reason`
+        values += [d.get("reason") for d in details if isinstance(d, dict)]
     if isinstance(data, dict) and data.get("type") != "error":
         values.append(data.get("type"))
     return {v.lower() for v in values if isinstance(v, str)}

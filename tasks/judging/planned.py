@@ -70,6 +70,7 @@ class PlannedCall:
             config=self.config,
             attempts_before=self.attempts_before,
             digest=self.digest or None,
+            template_id=self.template_id,
         )
 
     @property

@@ -2,16 +2,22 @@
 
 A judge's own `price:` always wins. These figures were read from the vendors' own model and
 price pages (the URL next to each entry, kept as the price's `source`) on `AS_OF`; prices
-change, so check them and set `price:` on every judge whose bill matters. The table applies
-to the vendors' own endpoints (profiles `openai`, `azure`, `anthropic`) only: an
+change, so check them and set `price:` on every judge whose bill matters. The Gemini entries
+were not read from Google's page but from third-party tables quoting it (their `source` says
+so). The table applies to the vendors' own endpoints (every profile but
+`openai_compatible`) only: an
 OpenAI-compatible server or the simulated judge has no default price. A model the table does
 not list (or whose cached-input price its vendor page did not state) has no default price.
 
 Each vendor page states that its batch API (OpenAI Batch, Anthropic Message Batches) bills
 half the standard rates, hence `batch_discount=0.5`. Anthropic states cache-write prices
-(1.25x the input price for the default 5-minute lifetime, 2x for 1 hour, read 0.1x); OpenAI
-bills no cache writes apart, so its entries have none. Long-prompt surcharges (OpenAI above
-272K input tokens) are not modelled.
+(1.25x the input price for the default 5-minute lifetime, 2x for 1 hour, read 0.1x). OpenAI
+billed no cache writes apart before gpt-5.6; gpt-5.6 and later (the gpt-6 models below
+included) report the prompt tokens a call writes (`cache_write_tokens`), and reports of
+billed usage put their price at 1.25x the input price. OpenAI's model pages read for this
+table state no write price, so the entries have none (writes priced as input): set
+`price.cache_write` on such a judge (e.g. 1.25x its `input`) where it matters. Long-prompt
+surcharges (OpenAI above 272K input tokens) are not modelled.
 """
 
 from __future__ import annotations
@@ -40,6 +46,15 @@ _TABLE: dict[str, tuple[float, float, float, str]] = {
     "claude-sonnet-4-5": (3.00, 0.30, 15.00, _ANTHROPIC),
     "claude-haiku-4-5": (1.00, 0.10, 5.00, _ANTHROPIC),
 }
+
+_GEMINI = "https://ai.google.dev/gemini-api/docs/pricing (as quoted by third-party price tables)"
+# Gemini (profile `gemini`): prompts up to 200K tokens; the cached price is implicit caching's.
+_TABLE.update(
+    {
+        "gemini-2.5-pro": (1.25, 0.125, 10.00, _GEMINI),
+        "gemini-2.5-flash": (0.30, 0.03, 2.50, _GEMINI),
+    }
+)
 
 # model: USD per million prompt tokens written to the cache for 5 minutes and for 1 hour
 # (Anthropic's prompt-caching price table, https://platform.claude.com/docs/en/build-with-

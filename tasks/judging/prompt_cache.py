@@ -5,9 +5,12 @@ The K calls of one (presentation, judge, config) send the same prompt and differ
 `seed` (or not at all): every vendor discounts a prompt prefix it has seen recently. A judge's
 `prompt_cache` (`schemas.judge.PromptCache`) decides what its requests carry:
 
-- OpenAI (profile `openai`): caching is automatic from `OPENAI_MIN_TOKENS`; `auto` adds a
-  `prompt_cache_key` derived from the presentation's rendered prompt, so the K repeats are
-  routed to the machine that holds it.
+- OpenAI (profiles `openai`, `openai-responses`): caching is automatic from
+  `OPENAI_MIN_TOKENS`; `auto` adds a `prompt_cache_key` derived from the presentation's
+  rendered prompt, so the K repeats are routed to the machine that holds it, and for the
+  models that take it (gpt-5.6 and later, `takes_cache_options`) `prompt_cache_options`
+  with the implicit breakpoint and its 30-minute lifetime; those models report and bill the
+  prompt tokens a call writes to the cache.
 - Anthropic: only what a request marks is cached; `auto` puts one `cache_control` breakpoint
   (5-minute lifetime) on the last block of the prompt, `1h` one with the 1-hour lifetime.
   The whole prompt is the repeats' shared prefix (the Messages API has no seed). A batch
@@ -27,6 +30,7 @@ import datetime as dt
 from typing import Any
 
 from schemas.judge import JudgeSpec
+from tasks.model_profiles import takes_cache_options
 
 __all__ = [
     "ANTHROPIC_DEFAULT_MIN_TOKENS",
@@ -36,11 +40,13 @@ __all__ = [
     "OPENAI_MIN_TOKENS",
     "apply_prompt_cache",
     "cache_breakpoint",
+    "OPENAI_CACHE_OPTIONS",
     "caches",
     "hit_tokens",
     "min_cacheable_tokens",
     "ordered",
     "prompt_cache_key",
+    "takes_cache_options",
     "write_tokens",
 ]
 
@@ -81,6 +87,11 @@ judge's)."""
 
 _KEY_PREFIX = "judgeline-"
 
+OPENAI_CACHE_OPTIONS = {"mode": "implicit", "ttl": "30m"}
+"""`prompt_cache_options` of an OpenAI judge whose model takes them: OpenAI's one implicit
+breakpoint at the end of the prompt (the K repeats share all of it) and the lifetime it
+keeps at least (`30m`, the only value the API takes today)."""
+
 
 def caches(spec: JudgeSpec) -> bool:
     """Whether the judge marks its requests for the provider's prompt cache.
@@ -88,9 +99,10 @@ def caches(spec: JudgeSpec) -> bool:
     Not an Anthropic batch judge's under `auto`: a batch's requests run together, so each
     writes the prompt (billed, at 1.25x or 2x the input price) and none reads another's
     (measured: 80 of 80 batch replies wrote, none read). `1h` still marks them, as asked;
-    the estimate then counts a write per call. OpenAI bills no write: its key rides along.
+    the estimate then counts a write per call.
     """
-    if spec.prompt_cache == "off" or spec.profile not in ("openai", "anthropic"):
+    vendor = spec.profile in ("openai", "openai-responses", "anthropic")
+    if spec.prompt_cache == "off" or not vendor:
         return False
     return not (spec.batch and spec.provider == "anthropic" and spec.prompt_cache == "auto")
 
@@ -127,8 +139,11 @@ def apply_prompt_cache(spec: JudgeSpec, body: dict[str, Any], messages_sha256: s
             mark = cache_breakpoint(spec)
             block = {"type": "text", "text": last["content"], "cache_control": mark}
             body["messages"] = [*messages[:-1], {**last, "content": [block]}]
-    elif "prompt_cache_key" not in body:
-        body["prompt_cache_key"] = prompt_cache_key(messages_sha256)
+    else:
+        if "prompt_cache_key" not in body:
+            body["prompt_cache_key"] = prompt_cache_key(messages_sha256)
+        if takes_cache_options(spec.model) and "prompt_cache_options" not in body:
+            body["prompt_cache_options"] = dict(OPENAI_CACHE_OPTIONS)
 
 
 def min_cacheable_tokens(spec: JudgeSpec) -> int | None:
@@ -155,5 +170,7 @@ def hit_tokens(spec: JudgeSpec, prompt_tokens: int) -> int:
 
 def write_tokens(spec: JudgeSpec, prompt_tokens: int) -> int:
     """Prompt tokens the first call of a prompt writes to a cache that bills writes apart
-    (Anthropic: the marked prefix, if long enough; OpenAI bills none)."""
-    return hit_tokens(spec, prompt_tokens) if spec.provider == "anthropic" else 0
+    (Anthropic: the marked prefix, if long enough; OpenAI from gpt-5.6 on: the prefix its
+    repeats read; earlier OpenAI models bill none)."""
+    billed = spec.provider == "anthropic" or takes_cache_options(spec.model)
+    return hit_tokens(spec, prompt_tokens) if billed else 0

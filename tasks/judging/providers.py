@@ -2,7 +2,8 @@
 
 One seam: `Provider.call(request) -> Reply | CallFailure` makes exactly one HTTP attempt.
 Retries, limits and records are the client's job (`tasks.judging.client`). Providers register by
-name in `PROVIDERS`; `openai` speaks chat completions, `anthropic` the Messages API.
+name in `PROVIDERS`; `openai` speaks chat completions, `anthropic` the Messages API,
+`openai-responses` OpenAI's Responses API.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import json
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Protocol
 
 import httpx
@@ -19,8 +20,15 @@ import httpx
 from schemas.decoding import ReasoningConfig
 from schemas.judge import JudgeSpec
 from schemas.vocabulary import ErrorCategory
-from tasks.judging.endpoints import anthropic_body, auth_headers, endpoint, openai_body
+from tasks.judging.endpoints import (
+    anthropic_body,
+    auth_headers,
+    endpoint,
+    openai_body,
+    responses_body,
+)
 from tasks.judging.failures import CallFailure, classify_status, scrub
+from tasks.judging.token_budget import remaining_tokens
 
 __all__ = [
     "CALL_KEY_HEADER",
@@ -30,6 +38,7 @@ __all__ = [
     "CallRequest",
     "OpenAIProvider",
     "Provider",
+    "ResponsesProvider",
     "Reply",
     "register",
     "scrub",
@@ -51,6 +60,9 @@ class CallRequest:
     """Attempts at this call key already in the attempts log: numbering continues after."""
     digest: str | None = None
     """SHA-256 of the messages (the plan's), for the prompt-cache fields; computed if None."""
+    template_id: str | None = None
+    """The template that rendered the messages (a `verdict: json` judge sends its schema);
+    None: the one whose system text the messages carry."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +80,8 @@ class Reply:
     reasoning_tokens: int | None = None
     cache_write_tokens: int | None = None
     cache_write_1h_tokens: int | None = None
+    remaining_tokens: int | None = None
+    """Tokens the provider said were left of its per-minute limit (`token_budget`)."""
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -131,7 +145,7 @@ class Provider(ABC):
         return CallFailure(category, scrub(detail, self._key), latency_ms, **kw)
 
     async def call(self, request: CallRequest) -> Reply | CallFailure:
-        """One HTTP attempt, classified."""
+        """One HTTP attempt, classified, with the tokens the provider says are left."""
         headers = self.headers()
         if self.spec.simulated:
             headers[CALL_KEY_HEADER] = request.call_key
@@ -163,6 +177,11 @@ class Provider(ABC):
             ms = (time.perf_counter() - started) * 1000
             return self._fail("transport", f"{type(exc).__name__}: {exc}", ms)
         ms = (time.perf_counter() - started) * 1000
+        left = remaining_tokens(response.headers)
+        outcome = self._answer(response, ms)
+        return outcome if left is None else replace(outcome, remaining_tokens=left)
+
+    def _answer(self, response: httpx.Response, ms: float) -> Reply | CallFailure:
         status = response.status_code
         if status != 200:
             return self._classify_status(response, ms)
@@ -208,7 +227,12 @@ class OpenAIProvider(Provider):
 
     def body(self, request: CallRequest) -> dict[str, Any]:
         return openai_body(
-            self.spec, request.config, request.messages, request.seed, request.digest
+            self.spec,
+            request.config,
+            request.messages,
+            request.seed,
+            request.digest,
+            request.template_id,
         )
 
     def parse(self, data: Any, latency_ms: float) -> Reply | CallFailure:
@@ -234,6 +258,7 @@ class OpenAIProvider(Provider):
             latency_ms=latency_ms,
             cached_prompt_tokens=_detail(usage, "prompt_tokens_details", "cached_tokens"),
             reasoning_tokens=_detail(usage, "completion_tokens_details", "reasoning_tokens"),
+            cache_write_tokens=_detail(usage, "prompt_tokens_details", "cache_write_tokens"),
         )
 
 
@@ -243,7 +268,12 @@ class AnthropicProvider(Provider):
 
     def body(self, request: CallRequest) -> dict[str, Any]:
         return anthropic_body(
-            self.spec, request.config, request.messages, request.seed, request.digest
+            self.spec,
+            request.config,
+            request.messages,
+            request.seed,
+            request.digest,
+            request.template_id,
         )
 
     def parse(self, data: Any, latency_ms: float) -> Reply | CallFailure:
@@ -275,4 +305,68 @@ class AnthropicProvider(Provider):
             cached_prompt_tokens=_int_or_none(cache_read),
             cache_write_tokens=_int_or_none(cache_write),
             cache_write_1h_tokens=_detail(usage, "cache_creation", "ephemeral_1h_input_tokens"),
+        )
+
+
+@register("openai-responses")
+class ResponsesProvider(Provider):
+    """OpenAI's Responses API (`POST {base_url}/responses`): OpenAI and Azure OpenAI's v1 API.
+
+    The reply is the text of the `message` items of `output` (`reasoning` items carry no
+    text); a `refusal` content part is a refusal. `status: incomplete` with
+    `incomplete_details.reason: max_output_tokens` is a reply cut by the limit (finish reason
+    `max_output_tokens`), `content_filter` a refusal; `failed` a server error.
+    """
+
+    def body(self, request: CallRequest) -> dict[str, Any]:
+        return responses_body(
+            self.spec,
+            request.config,
+            request.messages,
+            request.seed,
+            request.digest,
+            request.template_id,
+        )
+
+    def parse(self, data: Any, latency_ms: float) -> Reply | CallFailure:
+        status = data.get("status")
+        reason = (data.get("incomplete_details") or {}).get("reason")
+        if status == "failed":
+            error = data.get("error") or {}
+            return self._fail(
+                "server_error",
+                f"response failed: {error.get('code')}: {error.get('message')}",
+                latency_ms,
+                http_status=200,
+            )
+        texts: list[str] = []
+        refusals: list[str] = []
+        for item in data["output"]:
+            if item.get("type") != "message":
+                continue
+            for part in item.get("content") or []:
+                if part.get("type") == "output_text":
+                    texts.append(part["text"])
+                elif part.get("type") == "refusal":
+                    refusals.append(str(part.get("refusal")))
+        if refusals or (status == "incomplete" and reason == "content_filter"):
+            why = refusals[0] if refusals else "incomplete_details.reason content_filter"
+            return self._fail("refused", f"refused: {why}", latency_ms, http_status=200)
+        finish = reason if status == "incomplete" else status
+        if not texts and finish == "max_output_tokens":
+            texts = [""]  # the limit was spent on reasoning: a paid reply
+        if not texts or not all(isinstance(t, str) for t in texts):
+            return self._fail(
+                "malformed_response", "reply has no output_text", latency_ms, http_status=200
+            )
+        usage = data.get("usage") or {}
+        return Reply(
+            text="".join(texts),
+            finish_reason=finish,
+            prompt_tokens=_int_or_none(usage.get("input_tokens")),
+            completion_tokens=_int_or_none(usage.get("output_tokens")),
+            latency_ms=latency_ms,
+            cached_prompt_tokens=_detail(usage, "input_tokens_details", "cached_tokens"),
+            reasoning_tokens=_detail(usage, "output_tokens_details", "reasoning_tokens"),
+            cache_write_tokens=_detail(usage, "input_tokens_details", "cache_write_tokens"),
         )

@@ -49,6 +49,9 @@ class JudgeRequest:
         if len(set(names)) != len(names):
             raise InputError(f"judge names must be unique, got {names}")
         get_template(self.template_id)
+        from tasks.judge_preflight import check_judges
+
+        check_judges(self.judges)
 
 
 RemoteSender = Callable[["JudgeRequest", list["PlannedCall"], "Tally"], Awaitable[list[Any]]]

@@ -23,13 +23,14 @@ from typing import Any
 import pyarrow as pa
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from tasks.simjudge.admin import admin_routes
 from tasks.simjudge.batches import BatchEndpoints
 from tasks.simjudge.caching import CacheUse, PromptCache, cache_control_problem
-from tasks.simjudge.compose import anthropic_payload, openai_payload
+from tasks.simjudge.compose import anthropic_payload, asks_for_schema, openai_payload
 from tasks.simjudge.failures import (
     ERRORS,
     ID_HEADERS,
@@ -38,24 +39,34 @@ from tasks.simjudge.failures import (
     TruncatedResponse,
     fault_response,
 )
-from tasks.simjudge.limits import Api, RateWindow, request_id
+from tasks.simjudge.limits import Api, RateWindow, TokenBucket, request_id
 from tasks.simjudge.persona import (
     PRESETS,
+    REFUSAL,
     Faults,
     Persona,
     choose_fault,
     index_manifest,
     preferred_slot,
+    refuses,
     rng_for,
     simulate_reply,
 )
-from tasks.simjudge.rules import anthropic_problem, is_reasoning_model, openai_problem
+from tasks.simjudge.responses import chat_view, response_of
+from tasks.simjudge.rules import (
+    anthropic_problem,
+    is_reasoning_model,
+    openai_problem,
+    reply_limit,
+    takes_cache_options,
+)
 from tasks.simjudge.wire import (
     anthropic_error,
     azure_error,
+    credential,
+    log_fields,
     messages_digest,
     messages_of,
-    openai_error,
     reply_identity,
 )
 from tasks.templates import message_text
@@ -63,7 +74,13 @@ from tasks.templates import message_text
 __all__ = ["CALL_KEY_HEADER", "SimJudge"]
 
 CALL_KEY_HEADER = "x-judgeline-call-key"
-_HOT_PATHS: dict[str, Api] = {"/v1/chat/completions": "openai", "/v1/messages": "anthropic"}
+_HOT_PATHS: dict[str, tuple[Api, bool]] = {
+    "/v1/chat/completions": ("openai", False),
+    "/v1/messages": ("anthropic", False),
+    "/v1/responses": ("openai", True),
+    "/openai/v1/responses": ("azure", True),
+}
+"""Judge-call paths: (API, whether it is the Responses API)."""
 
 
 class SimJudge:
@@ -77,9 +94,11 @@ class SimJudge:
         api_key: str | None = None,
         require_anthropic_version: bool = False,
         clock: Callable[[], float] = time.monotonic,
+        tokens_per_minute: float | None = None,
     ) -> None:
         """`require_anthropic_version`: refuse Messages requests without the header (400);
-        `clock`: seconds, for the prompt cache's lifetimes (`tasks.simjudge.caching`)."""
+        `clock`: seconds, for the prompt cache's lifetimes (`tasks.simjudge.caching`);
+        `tokens_per_minute`: a token limit, enforced (`tasks.simjudge.limits.TokenBucket`)."""
         names = [p.name for p in personas]
         if not names or len(set(names)) != len(names):
             raise ValueError(f"persona names must be present and unique: {names}")
@@ -89,6 +108,7 @@ class SimJudge:
         self._api_key = api_key
         self._require_version = require_anthropic_version
         self._window = RateWindow()
+        self.token_limit = TokenBucket(tokens_per_minute) if tokens_per_minute else None
         self._log: list[dict[str, Any]] = []
         self._attempts: dict[str, int] = {}
         self._faulted: dict[str, int] = {}
@@ -108,11 +128,9 @@ class SimJudge:
                 Route("/openai/v1/chat/completions", self._azure_v1, methods=["POST"]),
                 # OpenRouter's path shape (its API root is /api/v1).
                 Route("/api/v1/chat/completions", self._openai, methods=["POST"]),
-                Route("/v1/models", self._models, methods=["GET"]),
-                Route("/_judgeline/health", self._health, methods=["GET"]),
-                Route("/_judgeline/log", self._get_log, methods=["GET"]),
-                Route("/_judgeline/log", self._delete_log, methods=["DELETE"]),
-                Route("/_judgeline/faults", self._set_faults, methods=["POST"]),
+                # Google's OpenAI-compatible endpoint (Gemini) has its root at /v1beta/openai.
+                Route("/v1beta/openai/chat/completions", self._openai, methods=["POST"]),
+                *admin_routes(self),
                 *self.batches.routes(),
             ]
         )
@@ -126,7 +144,7 @@ class SimJudge:
         if scope["type"] == "http" and scope["method"] == "POST":
             hot = _HOT_PATHS.get(scope["path"])
             if hot is not None:
-                response = await self._handle(Request(scope, receive), hot)
+                response = await self._handle(Request(scope, receive), hot[0], responses=hot[1])
                 await response(scope, receive, send)
                 return
         await self.starlette(scope, receive, send)
@@ -144,9 +162,9 @@ class SimJudge:
         """Log an event other than a judge call (a batch submitted)."""
         self._log.append({"time": dt.datetime.now(dt.UTC).isoformat(), **entry})
 
-    async def respond(self, request: Request, api: Api) -> Response:
+    async def respond(self, request: Request, api: Api, responses: bool = False) -> Response:
         """Answer one judge call as its endpoint would (a request of a batch)."""
-        return await self._handle(request, api)
+        return await self._handle(request, api, responses=responses)
 
     def authorized(self, request: Request, api: Api) -> bool:
         """Whether the request presents the judge's key (always, when it has none)."""
@@ -180,9 +198,7 @@ class SimJudge:
                 "query": request.url.query,
                 "headers": sorted(request.headers.keys()),
                 "anthropic_version": request.headers.get("anthropic-version"),
-                "fields": {k: v for k, v in body.items() if k not in ("messages", "system")}
-                if isinstance(body, dict)
-                else None,
+                "fields": log_fields(body),
                 "messages_sha256": messages_digest(body),
                 "model": model if isinstance(model, str) else None,
                 "status": status,
@@ -195,19 +211,8 @@ class SimJudge:
             }
         )
 
-    def _credential(self, request: Request, api: Api) -> str | None:
-        """The key the request presents the way this API reads keys (None: none)."""
-        headers = request.headers
-        if api == "anthropic" and ("x-api-key" in headers or "anthropic-version" not in headers):
-            # x-api-key wins; a bearer key counts from clients that name an API version.
-            return headers.get("x-api-key")
-        if api == "azure" and "api-key" in headers:
-            return headers["api-key"]
-        bearer = headers.get("authorization", "")
-        return bearer[len("Bearer ") :] if bearer.startswith("Bearer ") else None
-
     def _authorized(self, request: Request, api: Api) -> bool:
-        return self._api_key is None or self._credential(request, api) == self._api_key
+        return self._api_key is None or credential(request.headers, api) == self._api_key
 
     async def _sleep(self, seconds: float) -> None:
         """Sleep, but wake early when the server is shutting down."""
@@ -225,9 +230,13 @@ class SimJudge:
             response.headers[name] = rid
         if response.status_code != 401:
             response.headers.update(self._window.headers(api, tokens, limited_for))
+            if self.token_limit is not None:
+                response.headers.update(self.token_limit.headers(api))
         return response
 
-    async def _handle(self, request: Request, api: Api, deployment: str | None = None) -> Response:
+    async def _handle(
+        self, request: Request, api: Api, deployment: str | None = None, responses: bool = False
+    ) -> Response:
         started = time.perf_counter()
         anthropic = api == "anthropic"
         rid = request_id(api)
@@ -242,7 +251,7 @@ class SimJudge:
             return self._finish(err(status, *args, **kwargs), api, rid)
 
         if not self._authorized(request, api):
-            missing = self._credential(request, api) is None
+            missing = credential(request.headers, api) is None
             return refuse(401, None, "authentication", UNAUTHORIZED[api][0 if missing else 1])
         raw = await request.body()
         try:
@@ -257,25 +266,41 @@ class SimJudge:
                               "does not exist.", code="DeploymentNotFound")  # fmt: skip
             return refuse(404, model, "not_found", f"The model `{model}` does not exist",
                           param="model")  # fmt: skip
-        messages, problem = messages_of(body, anthropic)
+        view: dict[str, Any] = body
+        if responses:
+            converted, wrong = chat_view(body)
+            if wrong is not None or converted is None:
+                assert wrong is not None
+                return refuse(wrong.status, model, wrong.kind, wrong.message, wrong.param,
+                              wrong.code)  # fmt: skip
+            view = converted
+        messages, problem = messages_of(view, anthropic)
         if problem is not None or messages is None:
             return refuse(400, model, "invalid_request", problem or "no messages")
         rule = (
             anthropic_problem(body, request.headers, require_version=self._require_version)
             if anthropic
-            else openai_problem(body, model)
+            else openai_problem(view, model, responses=responses)
         )
         if rule is None and anthropic:
             rule = cache_control_problem(body)
         if rule is not None:
             return refuse(rule.status, model, rule.kind, rule.message, rule.param, rule.code)
-        effort = body.get("reasoning_effort")
+        effort = view.get("reasoning_effort")
         if effort is not None:
             try:
                 persona.shifted(str(effort))
             except ValueError as exc:
                 return refuse(400, model, "invalid_request", str(exc), "reasoning_effort",
                               "invalid_value")  # fmt: skip
+
+        prompt_tokens = sum(len(message_text(m.get("content")) or "") for m in messages) // 4
+        counted = prompt_tokens + (reply_limit(view) or 0)
+        if self.token_limit is not None:
+            limited = self.token_limit.refusal(counted, model, err)
+            if limited is not None:
+                self._record(request, model, 429, "token_limit", started, None, body)
+                return self._finish(limited, api, rid)
 
         # The request's identity is its exact body (model, messages, seed, temperature and
         # every extra parameter); re-encoding it canonically would cost more than the rest
@@ -296,7 +321,7 @@ class SimJudge:
         # Looked up on arrival, stored once the answer is ready: requests sent together miss.
         arrived = self.prompt_cache.clock()
         cache = self.prompt_cache.look_up(
-            body, anthropic, persona.cache_min_tokens, persona.cache_lifetime_s
+            view, anthropic, persona.cache_min_tokens, persona.cache_lifetime_s
         )
         rng = rng_for(persona.name, digest)
         if persona.latency_ms or persona.latency_jitter_ms:
@@ -313,23 +338,29 @@ class SimJudge:
             await self._sleep(faults.stall_s)
 
         template_id, preferred = preferred_slot(messages, digest, self._key_of)
-        text, _ = simulate_reply(persona, template_id, preferred, effort, rng)
-        prompt_tokens = sum(len(message_text(m.get("content")) or "") for m in messages) // 4
+        text, _ = simulate_reply(
+            persona, template_id, preferred, effort, rng, structured=asks_for_schema(view)
+        )
+        refusal = REFUSAL if refuses(persona, digest, attempt) else None
         self.prompt_cache.store(cache, arrived)
         payload = (
-            anthropic_payload(digest, model, text, prompt_tokens, body, cache)
+            anthropic_payload(digest, model, text, prompt_tokens, body, cache, refusal)
             if anthropic
             else openai_payload(
                 digest,
                 model,
                 text,
                 prompt_tokens,
-                body,
+                view,
                 reasoning=is_reasoning_model(model),
                 effort=effort,
                 cache=cache,
+                reports_writes=takes_cache_options(model),
+                refusal=refusal,
             )  # fmt: skip
         )
+        if responses:
+            payload = response_of(payload, body)
         data = json.dumps(payload).encode("ascii")
         if fault != "stall":
             self._record(request, model, 200, fault, started, attempt, body, cache)
@@ -337,6 +368,9 @@ class SimJudge:
         tokens = (
             usage["input_tokens"] + usage["output_tokens"] if anthropic else usage["total_tokens"]
         )
+        if self.token_limit is not None:
+            out = usage["output_tokens"] if anthropic or responses else usage["completion_tokens"]
+            self.token_limit.give(max(0, counted - prompt_tokens - out))
         if fault == "malformed":
             response = Response(
                 data[: len(data) // 2] + b"<!-- upstream", media_type="application/json"
@@ -362,33 +396,3 @@ class SimJudge:
 
     async def _azure_v1(self, request: Request) -> Response:
         return await self._handle(request, "azure")
-
-    async def _models(self, request: Request) -> Response:
-        if not (self._authorized(request, "openai") or self._authorized(request, "anthropic")):
-            return openai_error(401, "authentication", "invalid or missing API key")
-        data = [
-            {"id": name, "object": "model", "created": 0, "owned_by": "judgeline-simjudge"}
-            for name in self.personas
-        ]
-        return JSONResponse({"object": "list", "data": data})
-
-    async def _health(self, request: Request) -> Response:
-        return JSONResponse({"ok": True, "personas": sorted(self.personas)})
-
-    async def _get_log(self, request: Request) -> Response:
-        return JSONResponse(self.request_log())
-
-    async def _delete_log(self, request: Request) -> Response:
-        self.clear_log()
-        return JSONResponse({"cleared": True})
-
-    async def _set_faults(self, request: Request) -> Response:
-        try:
-            rates = json.loads(await request.body())
-            if not isinstance(rates, dict):
-                raise ValueError("expected a JSON object of fault settings")
-            persona = rates.pop("persona", None)
-            faults = self.set_faults(persona, **rates)
-        except ValueError as exc:
-            return JSONResponse({"error": str(exc)}, status_code=400)
-        return JSONResponse({name: f.model_dump() for name, f in faults.items()})

@@ -21,6 +21,7 @@ __all__ = [
     "openai_view",
     "ANTHROPIC_MAX_BYTES",
     "ANTHROPIC_MAX_REQUESTS",
+    "OPENAI_ENDPOINTS",
     "OPENAI_MAX_BYTES",
     "OPENAI_MAX_REQUESTS",
     "anthropic_problem",
@@ -59,7 +60,13 @@ def unrun_line(custom_id: str, code: str) -> dict[str, Any]:
     }
 
 
-def openai_problems(lines: list[dict[str, Any]], size: int) -> list[dict[str, Any]]:
+OPENAI_ENDPOINTS = ("/v1/chat/completions", "/v1/responses")
+"""The endpoints a simulated OpenAI batch runs (one per batch, as OpenAI's)."""
+
+
+def openai_problems(
+    lines: list[dict[str, Any]], size: int, endpoint: str = "/v1/chat/completions"
+) -> list[dict[str, Any]]:
     """Why an input file cannot run as a batch (OpenAI's validation), as `errors.data`."""
     problems: list[dict[str, Any]] = []
     if len(lines) > OPENAI_MAX_REQUESTS or size > OPENAI_MAX_BYTES:
@@ -73,12 +80,12 @@ def openai_problems(lines: list[dict[str, Any]], size: int) -> list[dict[str, An
     seen: set[str] = set()
     for number, line in enumerate(lines, 1):
         custom_id = line.get("custom_id")
-        if line.get("url") != "/v1/chat/completions" or line.get("method") != "POST":
+        if line.get("url") != endpoint or line.get("method") != "POST":
             problems.append(
                 {
                     "code": "invalid_url",
                     "line": number,
-                    "message": "each line must POST to /v1/chat/completions",
+                    "message": f"each line must POST to the batch's endpoint {endpoint}",
                 }
             )
         if not isinstance(custom_id, str) or custom_id in seen:
@@ -166,7 +173,7 @@ def openai_view(
     return {
         "id": job.id,
         "object": "batch",
-        "endpoint": "/v1/chat/completions",
+        "endpoint": job.meta.get("endpoint", "/v1/chat/completions"),
         "errors": {"object": "list", "data": job.meta["errors"]} if job.meta["errors"] else None,
         "input_file_id": job.meta["input_file_id"],
         "completion_window": "24h",

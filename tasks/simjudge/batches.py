@@ -24,6 +24,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from tasks.simjudge.batch_wire import (
+    OPENAI_ENDPOINTS,
     BatchJob,
     anthropic_problem,
     anthropic_view,
@@ -41,7 +42,7 @@ class Judge(Protocol):
 
     def note(self, **entry: Any) -> None: ...
 
-    async def respond(self, request: Request, api: Api) -> Response: ...
+    async def respond(self, request: Request, api: Api, responses: bool = False) -> Response: ...
 
     def authorized(self, request: Request, api: Api) -> bool: ...
 
@@ -145,7 +146,7 @@ class BatchEndpoints:
 
     async def _answer(self, job: BatchJob, custom_id: str, body: dict[str, Any]) -> tuple[int, Any]:
         """(status, JSON body) the judge gives one request of the batch."""
-        path = "/v1/messages" if job.api == "anthropic" else "/v1/chat/completions"
+        path = "/v1/messages" if job.api == "anthropic" else job.meta["endpoint"]
         # Encoded as httpx and the SDKs encode a direct request (compact JSON): replies are a
         # function of the body's bytes, so a batched call gets its direct reply.
         raw = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
@@ -166,7 +167,8 @@ class BatchEndpoints:
             return {"type": "http.request", "body": raw, "more_body": False}
 
         api: Api = "anthropic" if job.api == "anthropic" else "openai"
-        response = await self.judge.respond(Request(scope, receive), api)
+        responses = path == "/v1/responses"
+        response = await self.judge.respond(Request(scope, receive), api, responses)
         try:
             if isinstance(response, TruncatedResponse):
                 raise ValueError("cut short")
@@ -231,14 +233,18 @@ class BatchEndpoints:
         file_id = params.get("input_file_id")
         if file_id not in self.files or self.files[file_id]["purpose"] != "batch":
             return openai_error(400, "invalid_request", f"no batch input file {file_id!r}")
-        if params.get("endpoint") != "/v1/chat/completions":
-            return openai_error(400, "invalid_request", "endpoint must be /v1/chat/completions")
+        endpoint = params.get("endpoint")
+        if endpoint not in OPENAI_ENDPOINTS:
+            return openai_error(
+                400, "invalid_request", f"endpoint must be one of {', '.join(OPENAI_ENDPOINTS)}"
+            )
         if params.get("completion_window") != "24h":
             return openai_error(400, "invalid_request", "completion_window must be 24h")
         data = self.contents[file_id]
         lines = [json.loads(t) for t in data.decode().splitlines() if t.strip()]
-        errors = openai_problems(lines, len(data))
-        meta = {"input_file_id": file_id, "metadata": params.get("metadata"), "errors": errors}
+        errors = openai_problems(lines, len(data), endpoint)
+        meta = {"input_file_id": file_id, "metadata": params.get("metadata"), "errors": errors,
+                "endpoint": endpoint}  # fmt: skip
         requests = [] if errors else [(str(x["custom_id"]), x["body"]) for x in lines]
         job = self._submit(request, "openai", requests, meta)
         if errors:

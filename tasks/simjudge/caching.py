@@ -90,6 +90,13 @@ class CacheUse:
     write_1h: int = 0
     writes: list[tuple[tuple[str, str], float]] = field(default_factory=list)
     """(entry, lifetime) to store once the answer is ready."""
+    prefix: int = 0
+    """OpenAI: the longest prefix the request can be cached at, in tokens."""
+
+    @property
+    def openai_write(self) -> int:
+        """OpenAI: prompt tokens written to the cache (its longest prefix, less the read)."""
+        return max(0, self.prefix - self.read)
 
     @property
     def write(self) -> int:
@@ -220,7 +227,7 @@ class PromptCache:
         head, *digests = _prefix_digests(blocks, [min(ROUTE_TOKENS, total), *marks])
         route = _digest("openai", body.get("model"), body.get("prompt_cache_key"), head)
         scope = _digest(route, self._machine(route, now))
-        use = CacheUse()
+        use = CacheUse(prefix=marks[-1] if len(marks) else 0)
         for tokens, digest in zip(marks, digests, strict=True):
             key = (scope, digest)
             if self._live(key, now):

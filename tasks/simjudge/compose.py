@@ -25,6 +25,7 @@ __all__ = [
     "REASONING_TOKENS",
     "THINKING_OVERRUN",
     "anthropic_payload",
+    "asks_for_schema",
     "openai_payload",
 ]
 
@@ -47,8 +48,13 @@ def _tokens(text: str) -> int:
 def openai_payload(
     digest: str, model: str, text: str, prompt_tokens: int, body: Mapping[str, Any],
     *, reasoning: bool, effort: str | None, cache: CacheUse | None = None,
+    reports_writes: bool = False, refusal: str | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """A chat completion of `text` within the request's limit (reasoning models reason first)."""
+    """A chat completion of `text` within the request's limit (reasoning models reason first);
+    `reports_writes`: the model reports the prompt tokens it wrote to the cache (gpt-5.6 and
+    later); a `refusal` is said instead of `text`."""
+    if refusal is not None:
+        text = refusal
     spent = REASONING_TOKENS.get(effort or "medium", REASONING_TOKENS["medium"]) if reasoning else 0
     tokens, finish = _tokens(text), "stop"
     limit = reply_limit(body)
@@ -56,17 +62,25 @@ def openai_payload(
         spent = min(spent, limit)
         tokens = limit - spent
         text, finish = text[: tokens * 4], "length"
+    written = (cache.openai_write if cache else 0) if reports_writes else None
     return openai_reply(
         digest, model, text, (prompt_tokens, spent + tokens), finish,
-        spent if reasoning else None, cache.read if cache else 0,
+        spent if reasoning else None, cache.read if cache else 0, written,
+        text if refusal is not None else None,
     )  # fmt: skip
 
 
 def anthropic_payload(
     digest: str, model: str, text: str, prompt_tokens: int, body: Mapping[str, Any],
-    cache: CacheUse | None = None,
+    cache: CacheUse | None = None, refusal: str | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """A Messages reply of `text` within `max_tokens`, after a thinking block if enabled."""
+    """A Messages reply of `text` within `max_tokens`, after a thinking block if enabled; a
+    `refusal` ends it with `stop_reason: refusal` and no text."""
+    if refusal is not None:
+        used = (cache.read, cache.write_5m, cache.write_1h) if cache else (0, 0, 0)
+        return anthropic_reply(
+            digest, model, None, (prompt_tokens, _tokens(refusal)), "refusal", None, used
+        )
     budget = thinking_budget(body)
     limit = reply_limit(body)
     thought = None if budget is None else _THOUGHTS[int(digest[1], 16) % len(_THOUGHTS)]
@@ -88,3 +102,15 @@ def anthropic_payload(
     return anthropic_reply(
         digest, model, reply, (prompt_tokens, spent + tokens), stop, thought, used
     )
+
+
+def asks_for_schema(body: Mapping[str, Any]) -> bool:
+    """Whether a (chat or Messages) request holds its reply to a JSON schema: the judge then
+    answers with the structured verdict (`tasks.verdicts`)."""
+    fmt = body.get("response_format")
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+        return True
+    config = body.get("output_config") or body.get("output_format")
+    if isinstance(config, dict) and "format" in config:
+        config = config["format"]
+    return isinstance(config, dict) and config.get("type") == "json_schema"

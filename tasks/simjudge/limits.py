@@ -1,20 +1,29 @@
 """Request ids and rate-limit headers, as OpenAI, Azure OpenAI and Anthropic send them.
 
 The simulated judge counts requests and tokens per API in one-minute windows against
-fixed limits; the counts only feed the headers (the judge never refuses a request for
-them; rate-limit faults are injected by personas). A rate-limited reply shows no
-requests remaining until its Retry-After.
+fixed limits; the counts only feed the headers (rate-limit faults are injected by
+personas). A rate-limited reply shows no requests remaining until its Retry-After.
+
+With a tokens-per-minute limit (`TokenBucket`) the judge enforces it as the vendors do: a
+request counts its prompt and its reply limit on arrival against a bucket of that capacity
+refilled continuously; one that does not fit is answered 429 with the seconds until it
+would; the unused part of the reply limit is given back once answered. Its token headers
+(both vendors') then say what the bucket holds.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import math
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Literal
 
-__all__ = ["Api", "RateWindow", "request_id"]
+from starlette.responses import Response
+
+__all__ = ["Api", "RateWindow", "TokenBucket", "request_id"]
 
 Api = Literal["openai", "azure", "anthropic"]
 
@@ -92,4 +101,80 @@ class RateWindow:
             "x-ratelimit-remaining-tokens": str(remaining_tokens),
             "x-ratelimit-reset-requests": _duration(reset_requests),
             "x-ratelimit-reset-tokens": _duration(reset_tokens),
+        }
+
+
+def _at(seconds: float) -> str:
+    """An RFC 3339 UTC time `seconds` from now (Anthropic's reset headers)."""
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    return (now + dt.timedelta(seconds=round(seconds))).isoformat().replace("+00:00", "Z")
+
+
+class TokenBucket:
+    """A tokens-per-minute limit: capacity `tokens_per_minute`, refilled at that rate."""
+
+    def __init__(self, tokens_per_minute: float) -> None:
+        self.capacity = float(tokens_per_minute)
+        self.rate = tokens_per_minute / 60.0
+        self._level = self.capacity
+        self._at = time.monotonic()
+        self._lock = threading.Lock()
+        self.refused = 0
+        """Requests answered 429 for want of tokens."""
+
+    def _refill(self) -> None:
+        now = time.monotonic()
+        self._level = min(self.capacity, self._level + (now - self._at) * self.rate)
+        self._at = now
+
+    def take(self, tokens: int) -> float | None:
+        """Count a request of `tokens`: None if it fits, else the seconds until it would."""
+        with self._lock:
+            self._refill()
+            need = min(float(tokens), self.capacity)
+            if self._level >= need:
+                self._level -= need
+                return None
+            self.refused += 1
+            return (need - self._level) / self.rate
+
+    def refusal(self, tokens: int, model: str, error: Callable[..., Response]) -> Response | None:
+        """Count a request of `tokens`: None if it fits, else the API's 429 (`error`, the
+        API's error body) saying when it would, in OpenAI's words, with Retry-After."""
+        wait = self.take(tokens)
+        if wait is None:
+            return None
+        limited = error(
+            429, "rate_limit",
+            f"Rate limit reached for {model} on tokens per min (TPM): Limit "
+            f"{int(self.capacity)}, Requested {tokens}. Please try again in {wait:.3f}s.",
+            code="rate_limit_exceeded",
+        )  # fmt: skip
+        limited.headers["retry-after"] = str(math.ceil(wait))
+        limited.headers["retry-after-ms"] = str(math.ceil(wait * 1000))
+        return limited
+
+    def give(self, tokens: int) -> None:
+        """Give back tokens a request counted and did not use."""
+        with self._lock:
+            self._refill()
+            self._level = min(self.capacity, self._level + tokens)
+
+    def headers(self, api: Api) -> dict[str, str]:
+        """The token headers of a reply, as the API sends them."""
+        with self._lock:
+            self._refill()
+            left, limit = int(self._level), int(self.capacity)
+            reset = (self.capacity - self._level) / self.rate
+        if api == "anthropic":
+            out: dict[str, str] = {}
+            for prefix in ("tokens", "input-tokens", "output-tokens"):
+                out[f"anthropic-ratelimit-{prefix}-limit"] = str(limit)
+                out[f"anthropic-ratelimit-{prefix}-remaining"] = str(left)
+                out[f"anthropic-ratelimit-{prefix}-reset"] = _at(reset)
+            return out
+        return {
+            "x-ratelimit-limit-tokens": str(limit),
+            "x-ratelimit-remaining-tokens": str(left),
+            "x-ratelimit-reset-tokens": _duration(reset),
         }

@@ -17,12 +17,14 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from schemas import ManifestRow, conform
 from schemas.vocabulary import SlotLabel, Strength
+from tasks.model_profiles import ACCEPTED_EFFORTS
 from tasks.templates import (
     DEFAULT_TEMPLATE,
     format_verdict,
     identify_template,
     slot_texts,
 )
+from tasks.verdicts import structured_reply
 
 __all__ = [
     "ACCEPTED_EFFORTS",
@@ -37,6 +39,8 @@ __all__ = [
     "latent_slot",
     "persona_file_text",
     "preferred_slot",
+    "REFUSAL",
+    "refuses",
     "rng_for",
     "simulate_reply",
 ]
@@ -46,8 +50,6 @@ FaultKind = Literal[
     "rate_limited", "server_error", "stall", "malformed", "truncated", "overloaded", "quota"
 ]
 
-# The `reasoning_effort` values the OpenAI API accepts today, lowest first.
-ACCEPTED_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 # An accepted effort a persona does not configure acts like its nearest configured one.
 _EFFORT_FALLBACK = {"none": "minimal", "minimal": "low", "max": "xhigh", "xhigh": "high"}
 
@@ -124,6 +126,11 @@ class Persona(BaseModel):
     tie_rate: float = Field(default=0.0, ge=0, le=1)
     abstain_rate: float = Field(default=0.0, ge=0, le=1)
     invalid_rate: float = Field(default=0.0, ge=0, le=1)
+    refusal_rate: float = Field(
+        default=0.0, ge=0, le=1,
+        description="Share of attempts refused (a refusal, not a verdict; drawn per attempt, "
+        "so a request sent again may be answered).",
+    )  # fmt: skip
     strong_rate: float = Field(default=0.5, ge=0, le=1, description="Share of `>>` verdicts.")
     latency_ms: float = Field(default=0.0, ge=0, description="Mean think time.")
     latency_jitter_ms: float = Field(default=0.0, ge=0, description="Uniform +- jitter.")
@@ -257,10 +264,17 @@ def simulate_reply(
     preferred: Slot,
     effort: str | None,
     rng: random.Random,
+    structured: bool = False,
 ) -> tuple[str, SlotLabel]:
-    """The persona's reply text for one presentation and the label it means to give."""
+    """The persona's reply text for one presentation and the label it means to give.
+
+    `structured`: the request holds the reply to the template's verdict schema
+    (`tasks.verdicts`): the reply is that JSON, and never off contract (the API enforces it).
+    """
     skill, left_bias = persona.shifted(effort)
     draw = rng.random()
+    if structured:  # a draw among the valid replies only
+        draw = persona.invalid_rate + draw * (1 - persona.invalid_rate)
     if draw < persona.invalid_rate:
         return invalid_reply(template_id, rng), "Invalid"
     draw -= persona.invalid_rate
@@ -279,7 +293,20 @@ def simulate_reply(
             label = "Right" if preferred == "Left" else "Left"
         strength = "strong" if rng.random() < persona.strong_rate else "weak"
     rationale = rng.choice(_REASONS[label])
+    if structured:
+        return structured_reply(template_id, label, strength, rationale), label
     return format_verdict(template_id, label, strength, rationale), label
+
+
+REFUSAL = "I'm sorry, but I can't help with comparing these answers."
+"""The text of a simulated refusal."""
+
+
+def refuses(persona: Persona, request_digest: str, attempt: int) -> bool:
+    """Whether the persona refuses this attempt at this request (fixed per attempt)."""
+    if persona.refusal_rate <= 0:
+        return False
+    return rng_for(request_digest, "refusal", str(attempt)).random() < persona.refusal_rate
 
 
 def choose_fault(faults: Faults, request_digest: str, attempt: int) -> FaultKind | None:

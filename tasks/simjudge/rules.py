@@ -8,8 +8,12 @@ OpenAI's do, read on 2026-11-30 from its reasoning guide and the errors its API 
 - reasoning models refuse `max_tokens` (they take `max_completion_tokens`), and a
   temperature or top_p other than 1, except gpt-5.1 and later at effort `none` (their
   default), and each family takes its own efforts: o-series `low` to `high`, gpt-5 `minimal`
-  to `high`, gpt-5-pro `high` only, gpt-5.1 `none` to `high`, gpt-5.2 and later `none` to
-  `xhigh`;
+  to `high`, gpt-5-pro `high` only, gpt-5.1 `none` to `high`, gpt-5.2 to gpt-5.5 `none` to
+  `xhigh`, gpt-5.6 and later `none` to `max`;
+- the pro and codex models (`gpt-5-pro`, `gpt-5.2-codex`, ...) are served by the Responses
+  API only: chat completions answer 400;
+- gpt-5.6 and later take `prompt_cache_options` and report the prompt tokens written to the
+  cache (`cache_write_tokens`); earlier models refuse the field;
 - any other name (the personas, open models behind compatible servers) takes every field.
 
 The Messages API wants `anthropic-version` and `max_tokens`; from version 2026-10-21 on it
@@ -24,6 +28,14 @@ import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from tasks.model_profiles import (
+    OpenAIModel,
+    is_reasoning_model,
+    openai_model,
+    responses_only,
+    takes_cache_options,
+)
+
 __all__ = [
     "MIN_THINKING_BUDGET",
     "SAMPLING_FREE_VERSION",
@@ -34,6 +46,8 @@ __all__ = [
     "openai_model",
     "openai_problem",
     "reply_limit",
+    "responses_only",
+    "takes_cache_options",
     "thinking_budget",
 ]
 
@@ -41,9 +55,6 @@ MIN_THINKING_BUDGET = 1024
 # The Messages API version that dropped the sampling parameters (SDKs send it by default).
 SAMPLING_FREE_VERSION = "2026-10-21"
 _THINKING_TYPES = ("enabled", "adaptive", "disabled", "between_tools")
-_CHAT_NAME = re.compile(r"^(?:gpt-3\.5|gpt-4|chatgpt-)|-chat(?:$|-)")
-_O_SERIES = re.compile(r"^o\d+(?:$|-)")
-_GPT5 = re.compile(r"^gpt-5(?:\.(\d+))?(?:$|-)")
 _ONE_SAMPLER = re.compile(r"^claude-(?:opus-4-[1-9]|(?:sonnet|haiku)-4-[5-9]|[a-z]+-[5-9])")
 _THINKING_DOCS = (
     "Please consult our documentation at "
@@ -59,46 +70,6 @@ class Problem(NamedTuple):
     message: str
     param: str | None = None
     code: str | None = None
-
-
-class OpenAIModel(NamedTuple):
-    """What an OpenAI model name takes: whether it reasons, its efforts, its default one."""
-
-    reasoning: bool
-    efforts: tuple[str, ...] = ()
-    default_effort: str | None = None
-
-
-_O_EFFORTS = ("low", "medium", "high")
-_GPT5_EFFORTS = ("minimal", "low", "medium", "high")
-_GPT51_EFFORTS = ("none", "low", "medium", "high")
-_GPT52_EFFORTS = ("none", "low", "medium", "high", "xhigh")
-
-
-def openai_model(model: str) -> OpenAIModel | None:
-    """The profile of an OpenAI model name; None for a name OpenAI does not use."""
-    name = model.rsplit("/", 1)[-1]
-    if _CHAT_NAME.search(name):
-        return OpenAIModel(reasoning=False)
-    if _O_SERIES.match(name):
-        return OpenAIModel(True, _O_EFFORTS, "medium")
-    gpt5 = _GPT5.match(name)
-    if gpt5 is None:
-        return None
-    minor = int(gpt5.group(1) or 0)
-    if minor == 0:
-        if name.startswith("gpt-5-pro"):
-            return OpenAIModel(True, ("high",), "high")
-        return OpenAIModel(True, _GPT5_EFFORTS, "medium")
-    if minor == 1 and "codex-max" not in name:
-        return OpenAIModel(True, _GPT51_EFFORTS, "none")
-    return OpenAIModel(True, _GPT52_EFFORTS, "none")
-
-
-def is_reasoning_model(model: str) -> bool:
-    """Whether the model name is an OpenAI reasoning model's (o-series, gpt-5)."""
-    profile = openai_model(model)
-    return profile is not None and profile.reasoning
 
 
 def _values(efforts: tuple[str, ...]) -> str:
@@ -119,12 +90,27 @@ def _positive_int(body: Mapping[str, Any], name: str) -> Problem | None:
     )  # fmt: skip
 
 
-def openai_problem(body: Mapping[str, Any], model: str) -> Problem | None:
-    """What a chat completions request breaks for this model, if anything."""
+def openai_problem(
+    body: Mapping[str, Any], model: str, *, responses: bool = False
+) -> Problem | None:
+    """What a chat completions request (`responses`: the chat view of a Responses request)
+    breaks for this model, if anything."""
     for name in ("max_tokens", "max_completion_tokens"):
         problem = _positive_int(body, name)
         if problem is not None:
             return problem
+    if not responses and responses_only(model):
+        return Problem(
+            400, "invalid_request",
+            "This model is only supported in v1/responses and not in v1/chat/completions.",
+            "model", "unsupported_value",
+        )  # fmt: skip
+    if "prompt_cache_options" in body and not takes_cache_options(model):
+        return Problem(
+            400, "invalid_request",
+            "Unsupported parameter: 'prompt_cache_options' is not supported with this model.",
+            "prompt_cache_options", "unsupported_parameter",
+        )  # fmt: skip
     profile = openai_model(model)
     if profile is None:
         return None
@@ -186,6 +172,13 @@ def anthropic_problem(
         for name in ("temperature", "top_p", "top_k"):
             if name in body:
                 return Problem(400, "invalid_request", f"{name}: Extra inputs are not permitted")
+    beta = headers.get("anthropic-beta") or ""
+    if "output_format" in body and "structured-outputs-2025-11-13" not in beta:
+        return Problem(
+            400, "invalid_request",
+            "output_format: Extra inputs are not permitted (use output_config.format, or the "
+            "structured-outputs-2025-11-13 beta)",
+        )  # fmt: skip
     model = str(body.get("model") or "").rsplit("/", 1)[-1]
     sampled = body.get("temperature") is not None and body.get("top_p") is not None
     if sampled and _ONE_SAMPLER.match(model):

@@ -80,12 +80,14 @@ class SimJudgeServer:
         api_key: str | None = None,
         port: int = 0,
         require_anthropic_version: bool = False,
+        tokens_per_minute: float | None = None,
     ) -> None:
         self.judge = SimJudge(
             personas,
             manifest=manifest,
             api_key=api_key,
             require_anthropic_version=require_anthropic_version,
+            tokens_per_minute=tokens_per_minute,
         )
         self._requested_port = port
         self._server: uvicorn.Server | None = None

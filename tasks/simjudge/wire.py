@@ -6,6 +6,7 @@ import base64
 import hashlib
 import json
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from starlette.responses import JSONResponse, Response
@@ -17,6 +18,8 @@ __all__ = [
     "anthropic_error",
     "anthropic_reply",
     "azure_error",
+    "credential",
+    "log_fields",
     "messages_digest",
     "messages_of",
     "openai_error",
@@ -27,6 +30,27 @@ __all__ = [
 
 CACHE_FIELDS = ("prompt_cache_key", "prompt_cache_retention", "cache_control")
 """Request fields that steer the provider's prompt cache and never the reply."""
+
+
+_PROMPT_FIELDS = ("messages", "system", "input", "instructions")
+
+
+def log_fields(body: Any) -> dict[str, Any] | None:
+    """A request body's fields but its prompt (messages, system, input, instructions)."""
+    if not isinstance(body, dict):
+        return None
+    return {k: v for k, v in body.items() if k not in _PROMPT_FIELDS}
+
+
+def credential(headers: Mapping[str, str], api: str) -> str | None:
+    """The key a request presents the way its API reads keys (None: none)."""
+    if api == "anthropic" and ("x-api-key" in headers or "anthropic-version" not in headers):
+        # x-api-key wins; a bearer key counts from clients that name an API version.
+        return headers.get("x-api-key")
+    if api == "azure" and "api-key" in headers:
+        return headers["api-key"]
+    bearer = headers.get("authorization", "")
+    return bearer[len("Bearer ") :] if bearer.startswith("Bearer ") else None
 
 
 def messages_of(body: Any, anthropic: bool) -> tuple[list[dict[str, Any]] | None, str | None]:
@@ -99,6 +123,10 @@ def reply_identity(raw: bytes, body: dict[str, Any]) -> bytes:
 def messages_digest(body: Any) -> str | None:
     """SHA-256 of a request's prompt as text: its `system` (Anthropic), then each message's
     role and text, whatever content shape carried them (None: no messages list)."""
+    if isinstance(body, dict) and "input" in body and "messages" not in body:
+        from tasks.simjudge.responses import chat_view  # a Responses request
+
+        body, _ = chat_view(body)
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
         return None
     parts = [] if body.get("system") is None else [["system", message_text(body["system"])]]
@@ -163,10 +191,12 @@ def anthropic_error(
 def openai_reply(
     digest: str, model: str, text: str, usage: tuple[int, int],
     finish_reason: str = "stop", reasoning_tokens: int | None = None, cached_tokens: int = 0,
+    cache_write_tokens: int | None = None, refusal: str | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """A chat completion; `reasoning_tokens` (reasoning models) adds the usage details;
-    `cached_tokens` of the prompt tokens came from the prompt cache."""
-    message = {"role": "assistant", "content": text, "refusal": None}
+    `cached_tokens` of the prompt tokens came from the prompt cache, `cache_write_tokens`
+    (models that report writes) were written to it; a `refusal` replaces the text."""
+    message = {"role": "assistant", "content": None if refusal else text, "refusal": refusal}
     choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}
     reply: dict[str, Any] = {
         "id": f"chatcmpl-sim{digest[:24]}",
@@ -182,6 +212,8 @@ def openai_reply(
             "prompt_tokens_details": {"cached_tokens": cached_tokens},
         },
     }
+    if cache_write_tokens is not None:
+        reply["usage"]["prompt_tokens_details"]["cache_write_tokens"] = cache_write_tokens
     if reasoning_tokens is not None:
         reply["usage"]["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
     return reply

@@ -196,7 +196,7 @@ def test_batches_are_cut_within_the_api_limits() -> None:
 
 
 def test_batch_needs_an_openai_or_anthropic_profile() -> None:
-    with pytest.raises(ValueError, match="batch: true needs profile openai or anthropic"):
+    with pytest.raises(ValueError, match="batch: true needs profile openai, openai-responses or"):
         JudgeSpec(
             name="j", profile="openai_compatible", base_url="http://x/v1", model="m", batch=True
         )
@@ -289,3 +289,26 @@ def test_both_batch_apis_take_the_caching_fields(server: SimJudgeServer, tmp_pat
     for _, body in job.requests:
         [block] = body["messages"][-1]["content"]
         assert block["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+
+
+@pytest.mark.slow
+def test_a_responses_api_judge_batches_responses_lines(
+    staged: StagedPlan, server: SimJudgeServer, tmp_path: Path
+) -> None:
+    """A Responses API judge's batch runs `/v1/responses` lines and stores the replies a
+    direct run stores."""
+    direct, batched = _stage(staged, tmp_path, "direct"), _stage(staged, tmp_path, "batch")
+    judge = JudgeSpec(
+        name="responses", profile="openai-responses", base_url=server.base_url, model="strong",
+        simulated=True, api_key_env="JUDGELINE_BATCH_KEY", verdict="json",
+    )  # fmt: skip
+    counts_direct = _run(direct, (judge,))
+    server.clear_log()
+    counts = _run(batched, (judge.model_copy(update={"batch": True}),))
+    assert counts["stored"] == counts_direct["stored"] == counts["planned"] > 0
+    assert _replies(batched.work) == _replies(direct.work)
+    assert len([e for e in server.request_log() if e["path"] == "/v1/batches"]) == 1
+    # The batch's endpoint is /v1/responses: its lines must POST there, and are answered so.
+    answered = [e for e in server.request_log() if e.get("call_key")]
+    assert {e["path"] for e in answered} == {"/v1/responses"}
+    assert {e["fields"]["store"] for e in answered} == {False}

@@ -254,7 +254,7 @@ def test_retry_policy_numbers() -> None:
 
 
 def test_public_surface_is_pinned() -> None:
-    assert set(PROVIDERS) == {"openai", "anthropic"}
+    assert set(PROVIDERS) == {"openai", "anthropic", "openai-responses"}
     # Pacing (retries, rate limit, breaker) has its own module: the two keep the surface.
     assert set(client_module.__all__) | {
         "BREAKER_TRIP_AFTER",

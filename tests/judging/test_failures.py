@@ -153,6 +153,28 @@ CASES: dict[str, tuple[str, Answer, str]] = {
         "refused",
     ),
     "not-json": ("openai", Answer(200, "<html>proxy says hi</html>"), "malformed_response"),
+    # Google's OpenAI-compatible endpoint (Gemini): its error object in a one-item list, a
+    # wrong key as 400 INVALID_ARGUMENT with the reason API_KEY_INVALID.
+    "gemini-key": (
+        "openai",
+        Answer(400, [{"error": {"code": 400, "message": "API key not valid. Please pass a valid "
+                                "API key.", "status": "INVALID_ARGUMENT",
+                     "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                                  "reason": "API_KEY_INVALID"}]}}]),
+        "auth",
+    ),
+    "gemini-429": (
+        "openai",
+        Answer(429, [{"error": {"code": 429, "message": "Resource has been exhausted (e.g. check "
+                                "quota).", "status": "RESOURCE_EXHAUSTED"}}]),
+        "rate_limited",
+    ),
+    "gemini-400": (
+        "openai",
+        Answer(400, [{"error": {"code": 400, "message": "Invalid value at 'reasoning_effort'",
+                                "status": "INVALID_ARGUMENT"}}]),
+        "bad_request",
+    ),
 }  # fmt: skip
 
 
@@ -166,8 +188,9 @@ def test_every_category_from_the_providers_own_bodies(judge: ScriptedJudge, case
     assert result.failure.http_status == answer.status
     [attempt] = result.attempts
     assert attempt.error_category == category and attempt.http_status == answer.status
-    if isinstance(answer.body, dict):  # the provider's message, in its own words
-        assert error_message(json.dumps(answer.body)) in (attempt.detail or "")
+    if isinstance(answer.body, dict | list):  # the provider's message, in its own words
+        message = error_message(json.dumps(answer.body))
+        assert message in (attempt.detail or "") and not message.startswith(("{", "["))
     if provider == "anthropic" and answer.status != 200:
         assert len(judge.log) == 1
 

@@ -56,7 +56,9 @@ def judgebench(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> S
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[SimJudgeServer]:
-    personas = [Persona(name="strong", skill=0.9), Persona(name="thinks", latency_ms=40)]
+    personas = [Persona(name="strong", skill=0.9), Persona(name="thinks", latency_ms=40),
+                Persona(name="gpt-5.6-terra", latency_ms=40),
+                Persona(name="gpt-5.6-luna", latency_ms=40)]  # fmt: skip
     with SimJudgeServer(personas) as srv:
         yield srv
 
@@ -272,3 +274,46 @@ def test_the_readmes_batch_judges_pay_no_cache_write() -> None:
     assert {j.provider for j in batch} == {"openai", "anthropic"} and all(j.batch for j in batch)
     for spec in batch:
         assert write_tokens(spec, 5000) == 0, spec.name
+
+
+GPT56_PRICE = Price(
+    input=5.0, cached_input=0.5, cache_write=6.25, output=0.0, as_of=dt.date(2026, 12, 2)
+)
+
+
+@pytest.mark.slow
+def test_gpt_5_6_cache_writes_are_read_priced_and_estimated(
+    judgebench: StagedPlan, server: SimJudgeServer, tmp_path: Path
+) -> None:
+    """A gpt-5.6-style judge (chat completions and the Responses API): its requests carry
+    `prompt_cache_options`, each prompt's first call reports the tokens it wrote, the spend
+    prices them at the write price, and the estimate agrees within 10%."""
+    staged = judgebench.copy_to(WorkDir(tmp_path / "work"))
+    common = {"simulated": True, "reasoning": True, "base_url": server.base_url,
+              "price": GPT56_PRICE}  # fmt: skip
+    # Two models: one model's cache would serve the other judge's identical prompts.
+    judges = [
+        JudgeSpec.model_validate({"name": "chat", "model": "gpt-5.6-terra", **common}),
+        JudgeSpec.model_validate(
+            {"name": "responses", "profile": "openai-responses", "model": "gpt-5.6-luna",
+             **common}
+        ),
+    ]  # fmt: skip
+    for call in _planned(staged, judges)[:2]:
+        assert _body(call)["prompt_cache_options"] == {"mode": "implicit", "ttl": "30m"}
+    ahead = {e.judge: e for e in estimate_plan(staged.work, staged.plan_id, judges, TEMPLATE)}
+    counts = _run(staged, judges)
+    assert counts["stored"] == counts["planned"]
+    spend = {s.judge: s for s in run_spend(staged.work, "r1")}
+    for spec in judges:
+        row, est = spend[spec.name], ahead[spec.name]
+        assert row.cache_write_tokens > 0 and row.usd is not None
+        without_premium = GPT56_PRICE.model_copy(update={"cache_write": None})
+        plain = without_premium.usd(
+            row.prompt_tokens, 0, cached_tokens=row.cached_prompt_tokens,
+            cache_write_tokens=row.cache_write_tokens,
+        )  # fmt: skip
+        premium = row.cache_write_tokens * (6.25 - 5.0) / 1e6
+        assert row.usd == pytest.approx(plain + premium, rel=1e-9), spec.name
+        assert est.cache_write_tokens == pytest.approx(row.cache_write_tokens, rel=0.10)
+        assert est.usd_low == pytest.approx(row.usd, rel=0.10), spec.name

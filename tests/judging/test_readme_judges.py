@@ -100,6 +100,26 @@ EXPECTED: dict[str, dict[str, Any]] = {
         # The proxy forwards it to OpenAI: without it, half the cache hits.
         "seeded": True, "cache_key": True,
     },
+    "openai-responses": {
+        "path": "/v1/responses", "query": "", "headers": {"authorization"},
+        "fields": {"store": False, "temperature": None, "seed": None, "max_tokens": None},
+        "seeded": False, "format": "text",
+        "efforts": {("high", 4096), ("xhigh", 16000)},
+    },
+    "azure-responses": {
+        "path": "/openai/v1/responses", "query": "", "headers": {"api-key"},
+        "fields": {"store": False, "max_output_tokens": 4096, "temperature": None},
+        "seeded": False,
+    },
+    "anthropic-structured": {
+        "path": "/v1/messages", "query": "", "headers": {"x-api-key", "anthropic-version"},
+        "fields": {"seed": None, "max_tokens": 1024}, "format": "output_config",
+    },
+    "gemini": {
+        "path": "/v1beta/openai/chat/completions", "query": "", "headers": {"authorization"},
+        "fields": {"temperature": 0.0, "max_tokens": 1024, "reasoning_effort": "low"},
+        "seeded": False,
+    },
     "litellm-anthropic": {
         "path": "/v1/messages", "query": "", "headers": {"x-api-key", "anthropic-version"},
         "fields": {"model": "claude-sonnet-4-5", "temperature": 0.0, "max_tokens": 1024},
@@ -110,7 +130,8 @@ EXPECTED: dict[str, dict[str, Any]] = {
 def test_the_readme_has_one_block_per_profile() -> None:
     assert set(BLOCKS) == set(EXPECTED)
     profiles = {JudgeSpec.model_validate(j).profile for js in BLOCKS.values() for j in js}
-    assert profiles == {"openai", "anthropic", "azure", "openai_compatible"}
+    assert profiles == {"openai", "anthropic", "azure", "openai_compatible",
+                        "openai-responses", "azure-responses", "gemini"}  # fmt: skip
     assert set(OTHER_BLOCKS) == {
         "a-run-configuration", "provider-prompt-caching", "provider-batch-apis-half-price",
     }  # fmt: skip
@@ -119,7 +140,8 @@ def test_the_readme_has_one_block_per_profile() -> None:
 def test_every_readme_judge_config_passes_the_model_profiles() -> None:
     """The body each config of each README judge sends is one its vendor accepts (the
     README's first judge once sent `reasoning_effort` to gpt-4o-mini: OpenAI answers 400)."""
-    from tasks.judging.endpoints import anthropic_body, openai_body
+    from tasks.judging.endpoints import anthropic_body, openai_body, responses_body
+    from tasks.simjudge.responses import chat_view
     from tasks.simjudge.rules import anthropic_problem, openai_problem
     from tasks.templates import render
 
@@ -133,11 +155,19 @@ def test_every_readme_judge_config_passes_the_model_profiles() -> None:
                 if spec.provider == "anthropic":
                     body = anthropic_body(spec, config, messages, 0)
                     problem = anthropic_problem(body, headers, require_version=True)
+                elif spec.provider == "openai-responses":
+                    view, problem = chat_view(responses_body(spec, config, messages, 0))
+                    if problem is None and view is not None:
+                        problem = openai_problem(view, spec.model, responses=True)
                 else:
                     problem = openai_problem(openai_body(spec, config, messages, 0), spec.model)
                 assert problem is None, (name, spec.name, config.name, problem)
                 checked += 1
     assert checked >= 14
+    from tasks.judge_preflight import check_judges
+
+    check_judges([JudgeSpec.model_validate(j) for js in {**BLOCKS, **OTHER_BLOCKS}.values()
+                  for j in js])  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -209,10 +239,20 @@ def test_readme_judge_against_the_simulated_judge(
     if name == "anthropic-thinking":
         assert {e["anthropic_version"] for e in log} == {"2023-06-01"}
     if "efforts" in want:
+        responses = want["path"].endswith("/responses")
         sent = {
-            (e["fields"]["reasoning_effort"], e["fields"]["max_completion_tokens"]) for e in log
+            (e["fields"]["reasoning"]["effort"], e["fields"]["max_output_tokens"])
+            if responses
+            else (e["fields"]["reasoning_effort"], e["fields"]["max_completion_tokens"])
+            for e in log
         }
         assert sent == want["efforts"]
+    if "format" in want:
+        # verdict: json: the template's labels as a strict JSON schema, reasoning first
+        fmt = log[0]["fields"][want["format"]]
+        schema = fmt["format"]["schema"]
+        assert list(schema["properties"]) == ["reasoning", "verdict"]
+        assert schema["properties"]["verdict"]["enum"][:2] == ["A>>B", "A>B"]
 
 
 @pytest.mark.slow

@@ -2,7 +2,8 @@
 
 OpenAI Chat Completions: `reasoning_effort` on a model that does not reason is an
 unrecognized argument; each reasoning family takes its own efforts (o-series low to high,
-gpt-5 minimal to high, gpt-5.1 none to high, gpt-5.2 none to xhigh); a reasoning model takes
+gpt-5 minimal to high, gpt-5.1 none to high, gpt-5.2 none to xhigh, gpt-5.6 none to max; the
+pro and codex models through the Responses API only); a reasoning model takes
 no temperature or top_p but 1, except gpt-5.1 and later at effort none. Anthropic: Claude
 Opus 4.1, Sonnet and Haiku 4.5 and later refuse `temperature` with `top_p`. Names the judge
 does not know (personas, open models) keep every field.
@@ -16,14 +17,14 @@ import httpx
 import pytest
 
 from tasks.simjudge.persona import Persona
-from tasks.simjudge.rules import anthropic_problem, openai_problem
+from tasks.simjudge.rules import anthropic_problem, openai_problem, responses_only
 from tasks.simjudge.server import SimJudgeServer
 
 VERSION = {"anthropic-version": "2023-06-01"}
 
 
 def _openai(model: str, **fields: Any) -> tuple[str | None, str | None, str | None]:
-    problem = openai_problem(fields, model)
+    problem = openai_problem(fields, model, responses=responses_only(model))
     return (None, None, None) if problem is None else (problem.message, problem.param,
                                                         problem.code)  # fmt: skip
 
@@ -48,6 +49,8 @@ def test_a_model_that_does_not_reason_refuses_reasoning_effort(model: str) -> No
         ("gpt-5.1", ("none", "low", "medium", "high"), ("minimal", "xhigh")),
         ("gpt-5.2", ("none", "low", "medium", "high", "xhigh"), ("minimal",)),
         ("gpt-5-pro", ("high",), ("low", "medium")),
+        ("gpt-5.6-terra", ("none", "low", "medium", "high", "xhigh", "max"), ("minimal",)),
+        ("gpt-5.6-pro", ("none", "low", "medium", "high", "xhigh", "max"), ("minimal",)),
     ],
 )
 def test_each_reasoning_family_takes_its_own_efforts(
@@ -119,3 +122,20 @@ def test_the_old_readme_example_is_refused_over_http() -> None:
     error = response.json()["error"]
     assert error["message"] == "Unrecognized request argument supplied: reasoning_effort"
     assert (error["type"], error["param"], error["code"]) == ("invalid_request_error", None, None)
+
+
+@pytest.mark.parametrize(
+    "model", ["gpt-5-pro", "gpt-5.2-pro", "gpt-5.1-codex", "gpt-5.6-codex-max"]
+)
+def test_pro_and_codex_models_are_served_by_the_responses_api_only(model: str) -> None:
+    assert _openai(model) == (None, None, None)
+    problem = openai_problem({}, model)
+    assert problem is not None and "only supported in v1/responses" in problem.message
+    assert openai_problem({}, "gpt-5.2") is None
+
+
+def test_prompt_cache_options_from_gpt_5_6_on() -> None:
+    options = {"prompt_cache_options": {"mode": "implicit", "ttl": "30m"}}
+    assert openai_problem(options, "gpt-5.6-terra") is None
+    refused = openai_problem(options, "gpt-5.2")
+    assert refused is not None and refused.param == "prompt_cache_options"

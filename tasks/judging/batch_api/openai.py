@@ -1,7 +1,8 @@
 """The OpenAI Batch API: a JSONL file (purpose `batch`), `/v1/batches`, output and error files.
 
 Limits per batch: 50,000 requests and a 200 MB input file. Each line is
-`{"custom_id", "method": "POST", "url": "/v1/chat/completions", "body"}`; output and error
+`{"custom_id", "method": "POST", "url": "/v1/chat/completions", "body"}` (`/v1/responses` for
+a Responses API judge, the batch's endpoint); output and error
 file lines are `{"id", "custom_id", "response": {"status_code", "request_id", "body"} | null,
 "error": {"code", "message"} | null}`. A request the batch never ran has an error line coded
 `batch_expired` or `batch_cancelled`.
@@ -26,6 +27,7 @@ _NOT_RUN: dict[str, ErrorCategory] = {
     "request_timeout": "timeout",
 }
 CHAT_COMPLETIONS = "/v1/chat/completions"
+RESPONSES = "/v1/responses"
 METADATA_KEY = "judgeline_batch"
 
 
@@ -35,9 +37,14 @@ class OpenAIBatches(BatchApi):
     max_requests = 50_000
     max_bytes = 200 * 1024 * 1024
 
+    @property
+    def endpoint(self) -> str:
+        """The batch's endpoint: the judge's API."""
+        return RESPONSES if self.provider.spec.provider == "openai-responses" else CHAT_COMPLETIONS
+
     def line(self, call: PlannedCall) -> dict[str, Any]:
         body = self.provider.body(call.request())
-        return {"custom_id": call.call_key, "method": "POST", "url": CHAT_COMPLETIONS, "body": body}
+        return {"custom_id": call.call_key, "method": "POST", "url": self.endpoint, "body": body}
 
     async def submit(self, local_id: str, lines: list[dict[str, Any]]) -> str:
         data = "".join(json.dumps(line) + "\n" for line in lines).encode("utf-8")
@@ -52,7 +59,7 @@ class OpenAIBatches(BatchApi):
             "batches",
             json={
                 "input_file_id": uploaded["id"],
-                "endpoint": CHAT_COMPLETIONS,
+                "endpoint": self.endpoint,
                 "completion_window": "24h",
                 "metadata": {METADATA_KEY: local_id},
             },

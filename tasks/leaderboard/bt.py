@@ -19,10 +19,10 @@ weighted wins over its weighted losses against the baseline.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import sparse
 
 __all__ = ["BOUND", "Fit", "closed_form", "fit", "fit_replicates", "star_columns"]
 
@@ -77,9 +77,11 @@ def closed_form(x: Floats, wins: Floats, losses: Floats) -> Floats:
     return np.clip(theta, -BOUND, BOUND)
 
 
-def _outer_rows(x: sparse.csr_matrix) -> sparse.csr_matrix:
+def _outer_rows(x: Any) -> Any:
     """Row m of the result is the flattened outer product x[m] x[m]^T (rows x params^2):
     a batch's Hessians are then one sparse product with the rows' curvatures."""
+    from scipy import sparse
+
     counts = np.diff(x.indptr)
     row_of = np.repeat(np.arange(x.shape[0]), counts)
     reps = counts[row_of]
@@ -101,6 +103,8 @@ def _newton(
     params). Returns the maximisers and the iterations the slowest replicate took. The
     design is sparse (two systems per row, plus any covariates): logits, gradients and
     Hessians are sparse products."""
+    from scipy import sparse  # imported where used: a report without systems never pays
+
     design = sparse.csr_matrix(x)
     outer = _outer_rows(design).T.tocsr()
     design_t = design.T.tocsr()

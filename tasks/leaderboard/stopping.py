@@ -25,7 +25,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
-from scipy.signal import fftconvolve
 
 from tasks.leaderboard.battles import Battles
 
@@ -38,6 +37,8 @@ def _distributions(wins: NDArray[np.float64], ties: NDArray[np.float64]) -> NDAr
     halves (index = 2 x score). The pairs' polynomials (1 - a - n) + n z + a z^2 are
     multiplied as a balanced tree, every system at once, each level one batched FFT
     convolution."""
+    from scipy.signal import fftconvolve  # seconds to import: only where it is used
+
     polys = np.stack([np.clip(1.0 - wins - ties, 0.0, 1.0), ties, wins], axis=-1)
     while polys.shape[1] > 1:
         if polys.shape[1] % 2:

@@ -313,3 +313,45 @@ def bare_record(
         code=CodeVersion(commit=None, dirty=None, packages={}),
         started_at=started_at,
     )
+
+
+class CountingListener:
+    """A loopback listener of another process's making (a judge endpoint a hostile run
+    names, or a port taken after a server died): counts the connections made to it and
+    the bytes received. Port 0 binds a free one."""
+
+    def __init__(self, port: int = 0) -> None:
+        import socket
+        import threading
+
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", port))
+        self.sock.listen(16)
+        self.sock.settimeout(0.1)
+        self.port = int(self.sock.getsockname()[1])
+        self.connections = 0
+        self.received = b""
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            self.connections += 1
+            conn.settimeout(1.0)
+            try:
+                while chunk := conn.recv(65536):
+                    self.received += chunk
+            except OSError:
+                pass
+            conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sock.close()

@@ -8,7 +8,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 import httpx
 import pyarrow.parquet as pq
 import pytest
+from support import CountingListener
 
 from schemas import OutcomeRow, rows_to_table
 from schemas.run import RunRecord
@@ -123,36 +123,6 @@ def _synthetic_run(work: WorkDir, config_path: Path) -> str:
     return run_id
 
 
-class Listener:
-    """A loopback socket that counts the connections made to it (a judge endpoint a run's
-    parameters might point the owner's runner at)."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.sock.settimeout(0.2)
-        self.port = int(self.sock.getsockname()[1])
-        self.connections = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._accept, daemon=True)
-        self._thread.start()
-
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except TimeoutError:
-                continue
-            self.connections += 1
-            conn.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.sock.close()
-
-
 def _create_run(client: httpx.Client, deployment: dict[str, Any], params: dict[str, Any]) -> str:
     deadline = time.monotonic() + 180
     while True:
@@ -196,7 +166,7 @@ def test_deployments_round_trip(prefect_server: str, tmp_path: Path) -> None:
         "JUDGELINE_WORK_DIR": str(work.root),
     }
     env["OPENAI_API_KEY"] = "sk-owner-secret"
-    listener = Listener()
+    listener = CountingListener()
     log_path = tmp_path / "serve.log"
     with open(log_path, "wb") as log:
         served = subprocess.Popen(

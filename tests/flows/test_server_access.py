@@ -13,11 +13,9 @@ import base64
 import json
 import os
 import signal
-import socket
 import stat
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -25,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support import CountingListener
 
 from flows.localserver import GATE_PATH, ServerFiles, ServerInfo, ensure_server, stop_server
 from flows.serveraccess import ServerError, lock_file, private_home, serves_port
@@ -240,47 +239,11 @@ def test_a_lock_wait_is_bounded_and_names_the_holder(tmp_path: Path) -> None:
         holder.wait()
 
 
-class Squatter:
-    """Another process's listener on a port: counts connections and bytes received."""
-
-    def __init__(self, port: int) -> None:
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", port))
-        self.sock.listen(16)
-        self.sock.settimeout(0.1)
-        self.connections = 0
-        self.received = b""
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except TimeoutError:
-                continue
-            self.connections += 1
-            conn.settimeout(1.0)
-            try:
-                while chunk := conn.recv(65536):
-                    self.received += chunk
-            except OSError:
-                pass
-            conn.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.sock.close()
-
-
-def _bind_when_free(port: int, within_s: float = 20) -> Squatter:
+def _bind_when_free(port: int, within_s: float = 20) -> CountingListener:
     deadline = time.monotonic() + within_s
     while True:
         try:
-            return Squatter(port)
+            return CountingListener(port)
         except OSError:
             assert time.monotonic() < deadline, f"port {port} never came free"
             time.sleep(0.1)
@@ -297,7 +260,7 @@ def test_a_restarted_server_is_never_reached_on_a_port_another_process_holds(
     monkeypatch.setenv("JUDGELINE_SERVER_IDLE_SECONDS", "120")
     home = tmp_path / "home"
     local = LocalServer(home)
-    squatter: Squatter | None = None
+    squatter: CountingListener | None = None
     try:
         first = local.ready()
         auth = os.environ["PREFECT_API_AUTH_STRING"]
@@ -307,9 +270,9 @@ def test_a_restarted_server_is_never_reached_on_a_port_another_process_holds(
         # A live server's process, but its port held by another process (the state file
         # named a port the server no longer holds): the relay connects, finds the socket
         # is not the server's, and sends nothing.
-        decoy = Squatter(0)
+        decoy = CountingListener(0)
         try:
-            fake = ServerInfo(first.pid, decoy.sock.getsockname()[1], "", 0, 0)
+            fake = ServerInfo(first.pid, decoy.port, "", 0, 0)
             assert not serves_port(first.pid, fake.port) and serves_port(first.pid, first.port)
             relay = Relay(lambda: fake)
             with pytest.raises((urllib.error.URLError, ConnectionError, OSError)):

@@ -15,7 +15,7 @@ WORK/
 A work dir may also be an object store URL (`s3://bucket/prefix`, `gs://`, `az://`): the same
 layout lives in the store, `root` is this machine's read-through copy of it under the scratch
 dir (`tasks.store`), and claims, locks and journals are objects with leases instead of locked
-files. `.gates/`, `warehouse.duckdb` and Prefect's home are this machine's own (`local`).
+files. `.gates/` and `warehouse.duckdb` are this machine's own (`local`).
 """
 
 from __future__ import annotations

@@ -76,7 +76,7 @@ class ObjectStore(Store):
 
         self.url = url.rstrip("/")
         self.state = state
-        """This machine's folder for the store: the copy, its index, Prefect's home."""
+        """This machine's folder for the store: the copy and its index."""
         self.root = state / "work"
         self.root.mkdir(parents=True, exist_ok=True)
         self.patience_s = store_patience()

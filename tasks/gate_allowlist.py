@@ -70,8 +70,8 @@ def read_head(line: bytes) -> tuple[str, list[tuple[str, dict[str, Any]]], set[s
     if not isinstance(head, dict) or set(head) != {"stage", "expectations", "objects"}:
         raise GateRequestError("a gate request names stage, expectations and objects only")
     stage, wanted, objects = head["stage"], head["expectations"], head["objects"]
-    if not (isinstance(stage, str) and stage.replace("-", "").replace("_", "").isalnum()):
-        raise GateRequestError("a gate's stage is a plain name")
+    if not (isinstance(stage, str) and 0 < len(stage) <= 200 and stage.isprintable()):
+        raise GateRequestError("a gate's stage is a name of at most 200 printable characters")
     if not isinstance(objects, list) or not all(_column(name) for name in objects):
         raise GateRequestError("a gate's object columns are a list of names")
     if not isinstance(wanted, list) or not 0 < len(wanted) <= 100:

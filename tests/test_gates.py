@@ -244,8 +244,8 @@ def test_only_judgelines_expectations_can_be_made() -> None:
         with pytest.raises(GateRequestError):
             read_head(json.dumps(head).encode())
     for head in ({"stage": "s", "expectations": [], "objects": []},
-                 {"stage": "s; rm", "expectations": [["ExpectColumnValuesToBeUnique",
-                                                      {"column": "a"}]], "objects": []},
+                 {"stage": "s\n", "expectations": [["ExpectColumnValuesToBeUnique",
+                                                     {"column": "a"}]], "objects": []},
                  {"stage": "s", "expectations": [], "objects": [], "extra": 1}):  # fmt: skip
         with pytest.raises(GateRequestError):
             read_head(json.dumps(head).encode())

@@ -294,3 +294,28 @@ def test_a_restarted_server_is_never_reached_on_a_port_another_process_holds(
         if squatter is not None:
             squatter.close()
         stop_server(home)
+
+
+def test_every_gate_judgeline_runs_is_answered_by_the_server(
+    started: tuple[Path, ServerInfo], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stage names and expectations of judgeline's own gates pass the server's checks: a
+    refusal would silently gate in the command, which then imports great-expectations."""
+    import pandas as pd
+
+    from tasks import gates
+    from tasks.remap.gate import STAGE
+
+    home, info = started
+    monkeypatch.setenv(gates.GATE_URL_ENV, f"{info.url}{GATE_PATH}")
+    monkeypatch.setenv(gates.GATE_AUTH_ENV, ServerFiles(home).auth_string())
+    df = pd.DataFrame({"pair_id": ["p1", "p2"], "seed": [0, 1], "order": ["AB", "BA"]})
+    checks = [
+        gates.Expect("ExpectColumnValuesToBeUnique", column="pair_id"),
+        gates.Expect("ExpectColumnValuesToBeBetween", column="seed", min_value=0, max_value=3),
+        gates.Expect("ExpectCompoundColumnsToBeUnique", column_list=["pair_id", "seed"]),
+        gates.Expect("ExpectColumnValuesToBeInSet", column="order", value_set=["AB", "BA"]),
+    ]
+    for stage in ("manifest", "plan 0123456789abcdef", STAGE):
+        answered = gates._remote_results(stage, df, checks)
+        assert answered is not None and all(r["success"] for r in answered), stage

@@ -48,6 +48,7 @@ from flows.serveraccess import (
     ServerError,
     authorized,
     basic_auth,
+    code_stamp,
     lock_file,
     private_home,
     read_or_make_secret,
@@ -56,7 +57,9 @@ from flows.serveraccess import (
 )
 from tasks.errors import InputError
 
-__all__ = ["ServerError", "authorized", "basic_auth", "private_home", "serves_port"]
+__all__ = [
+    "ServerError", "authorized", "basic_auth", "code_stamp", "private_home", "serves_port",
+]  # fmt: skip
 
 IDLE_SECONDS = 600.0
 """How long a server with no client waits before it stops (JUDGELINE_SERVER_IDLE_SECONDS).
@@ -106,6 +109,9 @@ class ServerInfo:
     prefect_version: str
     idle_seconds: float
     started_at: float
+    code: str = ""
+    """`code_stamp()` when the server started: a server whose code changed since (an upgrade,
+    an edit) is replaced, not kept answering with the old gate route until it idles out."""
 
     @property
     def url(self) -> str:
@@ -220,12 +226,15 @@ def _healthy(info: ServerInfo, *, tries: int = 1, timeout: float = 5.0) -> bool:
 
 
 def live_server(files: ServerFiles) -> ServerInfo | None:
-    """The server the state file names, if it runs this Prefect, holds its port and answers."""
+    """The server the state file names, if it runs this Prefect and this judgeline code,
+    holds its port and answers."""
     info = files.read()
     if info is None or not process_alive(info.pid) or not serves_port(info.pid, info.port):
         return None
+    if info.prefect_version != prefect_version() or info.code != code_stamp():
+        return None
     # A busy machine can be slow to answer: a live server is never replaced on one miss.
-    if info.prefect_version != prefect_version() or not _healthy(info, tries=3):
+    if not _healthy(info, tries=3):
         return None
     return info
 

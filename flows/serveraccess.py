@@ -1,6 +1,7 @@
 """Who may use the local Prefect server's files and sockets (`flows.localserver`): a home
 only its user can enter, the processes holding a lock named, the listening socket checked
-to be the server's own, the secret's header, and the server's reduced environment.
+to be the server's own, the secret's header, the server's reduced environment, and the stamp
+of the code it runs.
 
 Nothing here imports Prefect."""
 
@@ -180,3 +181,25 @@ def server_environment(home: Path, auth_string: str, environ: dict[str, str]) ->
     keep["PREFECT_LOGGING_LEVEL"] = "WARNING"
     keep["PREFECT_SERVER_API_AUTH_STRING"] = auth_string
     return keep
+
+
+SERVER_CODE = ("flows/serverd.py", "flows/serveraccess.py", "flows/localserver.py",
+               "tasks/gates.py", "tasks/gate_allowlist.py")  # fmt: skip
+"""The modules whose code the server runs for judgeline (its process and the gate route)."""
+
+
+def code_stamp() -> str:
+    """The size and modification time of each SERVER_CODE module, hashed: it changes when
+    judgeline is upgraded or edited. Taken by the server before it imports anything heavy,
+    so an edit made while it starts makes it stale, never current."""
+    import hashlib
+
+    root = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for name in SERVER_CODE:
+        try:
+            st = (root / name).stat()
+            digest.update(f"{name}:{st.st_size}:{st.st_mtime_ns};".encode())
+        except OSError:
+            digest.update(f"{name}:-;".encode())
+    return digest.hexdigest()[:16]

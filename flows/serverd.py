@@ -29,6 +29,7 @@ from flows.localserver import (
     ServerFiles,
     ServerInfo,
     authorized,
+    code_stamp,
     prefect_version,
     private_home,
 )
@@ -247,6 +248,7 @@ def _keep_empty(database: Path, empty: Path) -> None:
 def serve(home: Path, idle_s: float, port: int = 0) -> None:
     """Serve Prefect's application for this home on `port` (0: a free one) until idle or
     signalled."""
+    code = code_stamp()  # before the imports: an edit made meanwhile leaves this one stale
     import uvicorn
     from prefect.server.api.server import create_app
 
@@ -275,6 +277,7 @@ def serve(home: Path, idle_s: float, port: int = 0) -> None:
         prefect_version=prefect_version(),
         idle_seconds=idle_s,
         started_at=time.time(),
+        code=code,
     )
 
     async def main() -> None:

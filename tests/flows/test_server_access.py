@@ -319,3 +319,24 @@ def test_every_gate_judgeline_runs_is_answered_by_the_server(
     for stage in ("manifest", "plan 0123456789abcdef", STAGE):
         answered = gates._remote_results(stage, df, checks)
         assert answered is not None and all(r["success"] for r in answered), stage
+
+
+def test_a_server_running_other_code_is_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server started by another version of judgeline's server code (an upgrade, an edit)
+    is not reused: it would answer with its own gate route until it idled out."""
+    import flows.localserver as localserver
+    from flows.localserver import live_server, process_alive
+
+    home = tmp_path / "home"
+    first = ensure_server(home, idle_s=120)
+    try:
+        assert first.code == localserver.code_stamp()
+        assert live_server(ServerFiles(home)) == first
+        monkeypatch.setattr(localserver, "code_stamp", lambda: "other code")
+        assert live_server(ServerFiles(home)) is None
+        second = ensure_server(home, idle_s=120)
+        assert second.pid != first.pid and not process_alive(first.pid)
+    finally:
+        stop_server(home)

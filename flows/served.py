@@ -35,14 +35,19 @@ def _refuse(deployment_name: str, changed: list[str]) -> None:
         )
 
 
+def _deployment_id() -> Any:
+    """The deployment that made the current flow run (None: no deployment did)."""
+    from prefect.context import FlowRunContext
+
+    return getattr(getattr(FlowRunContext.get(), "flow_run", None), "deployment_id", None)
+
+
 async def refuse_overrides(given: dict[str, Any]) -> None:
     """In a flow: refuse a deployment run whose FIXED parameters are not the deployment's.
     Does nothing for a flow run that no deployment made."""
     from prefect.client.orchestration import get_client
-    from prefect.context import FlowRunContext
 
-    ctx = FlowRunContext.get()
-    deployment_id = getattr(getattr(ctx, "flow_run", None), "deployment_id", None)
+    deployment_id = _deployment_id()
     if deployment_id is None:
         return
     async with get_client() as client:
@@ -53,10 +58,8 @@ async def refuse_overrides(given: dict[str, Any]) -> None:
 def refuse_overrides_sync(given: dict[str, Any]) -> None:
     """`refuse_overrides` for a synchronous flow."""
     from prefect.client.orchestration import get_client
-    from prefect.context import FlowRunContext
 
-    ctx = FlowRunContext.get()
-    deployment_id = getattr(getattr(ctx, "flow_run", None), "deployment_id", None)
+    deployment_id = _deployment_id()
     if deployment_id is None:
         return
     with get_client(sync_client=True) as client:

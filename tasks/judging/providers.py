@@ -127,9 +127,20 @@ class Provider(ABC):
         """Authentication and version headers (the judge's own headers are the client's)."""
         return auth_headers(self.spec, self._key)
 
-    @abstractmethod
+    build: ClassVar[Callable[..., dict[str, Any]]]
+    """The API's body builder (`tasks.judging.endpoints`): spec, config, messages, seed,
+    digest, template id."""
+
     def body(self, request: CallRequest) -> dict[str, Any]:
         """The JSON request body."""
+        return type(self).build(
+            self.spec,
+            request.config,
+            request.messages,
+            request.seed,
+            request.digest,
+            request.template_id,
+        )
 
     @abstractmethod
     def parse(self, data: Any, latency_ms: float) -> Reply | CallFailure:
@@ -225,15 +236,7 @@ class OpenAIProvider(Provider):
     """Chat completions (`POST {base_url}/chat/completions`): OpenAI, Azure OpenAI and
     OpenAI-compatible servers."""
 
-    def body(self, request: CallRequest) -> dict[str, Any]:
-        return openai_body(
-            self.spec,
-            request.config,
-            request.messages,
-            request.seed,
-            request.digest,
-            request.template_id,
-        )
+    build = staticmethod(openai_body)
 
     def parse(self, data: Any, latency_ms: float) -> Reply | CallFailure:
         choice = data["choices"][0]
@@ -266,15 +269,7 @@ class OpenAIProvider(Provider):
 class AnthropicProvider(Provider):
     """Anthropic Messages API (`POST {base_url}/v1/messages`): system prompt split out."""
 
-    def body(self, request: CallRequest) -> dict[str, Any]:
-        return anthropic_body(
-            self.spec,
-            request.config,
-            request.messages,
-            request.seed,
-            request.digest,
-            request.template_id,
-        )
+    build = staticmethod(anthropic_body)
 
     def parse(self, data: Any, latency_ms: float) -> Reply | CallFailure:
         if data.get("type") == "error":
@@ -318,15 +313,7 @@ class ResponsesProvider(Provider):
     `max_output_tokens`), `content_filter` a refusal; `failed` a server error.
     """
 
-    def body(self, request: CallRequest) -> dict[str, Any]:
-        return responses_body(
-            self.spec,
-            request.config,
-            request.messages,
-            request.seed,
-            request.digest,
-            request.template_id,
-        )
+    build = staticmethod(responses_body)
 
     def parse(self, data: Any, latency_ms: float) -> Reply | CallFailure:
         status = data.get("status")

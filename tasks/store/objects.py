@@ -25,10 +25,10 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import obstore
 from obstore.exceptions import AlreadyExistsError, BaseError, PreconditionError
@@ -42,11 +42,9 @@ from tasks.store.patience import (
     PATIENCE_ENV,
     UNANSWERED,
     retry_config,
+    retry_pause_cap,
     store_patience,
 )
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["FRESH_S", "PATIENCE_ENV", "ObjectStore", "StoreObject", "store_patience"]
 
@@ -56,6 +54,8 @@ caller asks for the newest listing: what others wrote in the last second may be 
 if the read had happened a second earlier."""
 
 DOWNLOAD_THREADS = 8
+
+T = TypeVar("T")
 
 
 class StoreObject:
@@ -109,23 +109,44 @@ class ObjectStore(Store):
             return self._hasty
         return self._patient if self.answered else self._first
 
-    @contextlib.contextmanager
-    def requests(self, what: str) -> Iterator[None]:
-        """Requests to the store: its refusals and failures become a StoreError naming the
-        store, the request and the reason (absent objects and failed conditions are answers,
-        not errors, and pass through); a request left unanswered for the whole patience is
-        a `StoreUnreachable`, and the store is `down` until a request is answered."""
-        try:
-            yield
-        except (FileNotFoundError, AlreadyExistsError, PreconditionError):
+    def ask(self, what: str, request: Callable[[], T]) -> T:
+        """`request()` to the store, retried until it is answered or the patience has passed.
+
+        obstore retries a request it could not send, but not a write whose answer was lost
+        (a connection reset after the request went out): that is retried here, so a short
+        outage never fails a write at once. A retried write whose first try landed meets its
+        own object (a failed condition); claims and leases, their only conditional writers,
+        read it back and find their own name in it. Refusals become a StoreError naming the
+        store, the request and the reason; absent objects and failed conditions are answers,
+        not errors, and pass through. A request left unanswered for the whole patience is a
+        `StoreUnreachable`, and the store is `down` until a request is answered."""
+        started, pause = time.monotonic(), 0.1
+        while True:
+            try:
+                result = request()
+            except (FileNotFoundError, AlreadyExistsError, PreconditionError):
+                self.down, self.answered = None, True
+                raise
+            except (BaseError, OSError, ValueError) as exc:
+                error = self.failed(what, exc)
+                if not isinstance(error, StoreUnreachable):
+                    raise error from exc
+                if time.monotonic() - started + pause < self._window():
+                    time.sleep(pause)
+                    pause = min(2 * pause, retry_pause_cap(self.patience_s))
+                    continue
+                if self.answered:
+                    self.down = self.down or error
+                raise error from exc
             self.down, self.answered = None, True
-            raise
-        except (BaseError, OSError, ValueError) as exc:
-            error = self.failed(what, exc)
-            if isinstance(error, StoreUnreachable) and self.answered:
-                self.down = self.down or error
-            raise error from exc
-        self.down, self.answered = None, True
+            return result
+
+    def _window(self) -> float:
+        """How long an unanswered request is retried: the patience once the store has
+        answered, briefly before, and not at all while it is `down`."""
+        if self.down is not None:
+            return 0.0
+        return self.patience_s if self.answered else min(FIRST_PATIENCE_S, self.patience_s)
 
     def failed(self, what: str, exc: BaseException) -> StoreError:
         """A failed request as a StoreError: the store, the request, its reason (the store's
@@ -160,8 +181,10 @@ class ObjectStore(Store):
     def create(self, key: str, data: bytes) -> str | None:
         """Put `data` at `key` unless an object is there: its entity tag, or None if one was."""
         try:
-            with self.requests(f"creating {key}"):
-                put = obstore.put(self.objects, key, data, mode="create", use_multipart=False)
+            put = self.ask(
+                f"creating {key}",
+                lambda: obstore.put(self.objects, key, data, mode="create", use_multipart=False),
+            )
             return put["e_tag"] or ""
         except AlreadyExistsError:
             return None
@@ -171,8 +194,10 @@ class ObjectStore(Store):
         it changed or vanished meanwhile)."""
         mode: Any = "overwrite" if etag is None else {"e_tag": etag}
         try:
-            with self.requests(f"writing {key}"):
-                put = obstore.put(self.objects, key, data, mode=mode, use_multipart=False)
+            put = self.ask(
+                f"writing {key}",
+                lambda: obstore.put(self.objects, key, data, mode=mode, use_multipart=False),
+            )
             return put["e_tag"] or ""
         except (PreconditionError, FileNotFoundError):
             return None
@@ -180,23 +205,26 @@ class ObjectStore(Store):
     def read(self, key: str) -> StoreObject | None:
         """The object at `key`, or None if there is none."""
         try:
-            with self.requests(f"reading {key}"):
-                result = obstore.get(self.objects, key)
-                data = bytes(result.bytes())
+            return self.ask(f"reading {key}", lambda: self._get(key))
         except FileNotFoundError:
             return None
-        return StoreObject(data, result.meta.get("e_tag"))
+
+    def _get(self, key: str) -> StoreObject:
+        result = obstore.get(self.objects, key)
+        return StoreObject(bytes(result.bytes()), result.meta.get("e_tag"))
 
     def delete(self, keys: str | list[str]) -> None:
         """Delete objects (absent ones are no error); many in few requests."""
         if keys:
-            with contextlib.suppress(FileNotFoundError), self.requests("deleting objects"):
-                obstore.delete(self.objects, keys)
+            with contextlib.suppress(FileNotFoundError):
+                self.ask("deleting objects", lambda: obstore.delete(self.objects, keys))
 
     def list_objects(self, prefix: str) -> list[dict[str, Any]]:
         """Every object under `prefix` (a folder key ending in '/'), with path, size, e_tag."""
-        with self.requests(f"listing {prefix}"):
-            return [dict(meta) for chunk in obstore.list(self.objects, prefix) for meta in chunk]
+        return self.ask(
+            f"listing {prefix}",
+            lambda: [dict(m) for chunk in obstore.list(self.objects, prefix) for m in chunk],
+        )
 
     # --- files ------------------------------------------------------------------------------
 
@@ -204,23 +232,24 @@ class ObjectStore(Store):
         key = self.key(path)
         if _hidden(key):
             return super().publish(tmp, path, overwrite=overwrite)  # staging: this machine's
+        mode: Any = "overwrite" if overwrite else "create"
+        multipart = None if overwrite else False
+
+        def put() -> Any:
+            # A single PUT up to 5 GB, else (overwriting) a multipart upload: either way the
+            # object appears whole when the upload completes.
+            with tmp.open("rb") as handle:
+                return obstore.put(self.objects, key, handle, mode=mode, use_multipart=multipart)
+
         try:
-            with tmp.open("rb") as handle, self.requests(f"writing {key}"):
-                if overwrite:
-                    # A single PUT up to 5 GB, else a multipart upload: either way the object
-                    # appears whole when the upload completes.
-                    etag = obstore.put(self.objects, key, handle, mode="overwrite")["e_tag"]
-                else:
-                    try:
-                        etag = obstore.put(
-                            self.objects, key, handle, mode="create", use_multipart=False
-                        )["e_tag"]
-                    except AlreadyExistsError:
-                        # Another writer's, or ours: a retried put whose first try landed
-                        # but whose answer was lost. Either way the copy gets the store's.
-                        fetched = self._fetch({"path": key})
-                        self._index.put([fetched] if fetched is not None else [])
-                        return False
+            try:
+                etag = self.ask(f"writing {key}", put)["e_tag"]
+            except AlreadyExistsError:
+                # Another writer's, or ours: a retried put whose first try landed but whose
+                # answer was lost. Either way the copy gets the store's.
+                fetched = self._fetch({"path": key})
+                self._index.put([fetched] if fetched is not None else [])
+                return False
             os.replace(tmp, path)
             self._index.put([(key, etag or "", path)])
             return True
@@ -264,8 +293,7 @@ class ObjectStore(Store):
     def move(self, path: Path, target: Path) -> bool:
         source, key = self.key(path), self.key(target)
         try:
-            with self.requests(f"copying {source} to {key}"):
-                obstore.copy(self.objects, source, key)
+            self.ask(f"copying {source} to {key}", lambda: obstore.copy(self.objects, source, key))
         except FileNotFoundError:
             return False
         self.delete(source)
@@ -344,10 +372,9 @@ class ObjectStore(Store):
         key = f".judgeline-write-check/{os.getpid()}-{time.time_ns()}"
         what = "writing, reading and deleting a probe object"
         try:
-            with self.requests(what):
-                obstore.put(self.objects, key, b"", use_multipart=False)
-                obstore.get(self.objects, key).bytes()
-                obstore.delete(self.objects, key)
+            self.ask(what, lambda: obstore.put(self.objects, key, b"", use_multipart=False))
+            self.ask(what, lambda: obstore.get(self.objects, key).bytes())
+            self.ask(what, lambda: obstore.delete(self.objects, key))
         except FileNotFoundError as exc:  # not the object just put: its bucket
             raise self.failed(what, exc) from exc
 

@@ -30,6 +30,11 @@ def store_patience() -> float:
     return min(MAX_PATIENCE_S, max(1.0, chosen))
 
 
+def retry_pause_cap(patience_s: float) -> float:
+    """The longest pause between two tries of a request: a tenth of the patience, 1 to 15 s."""
+    return min(15.0, max(1.0, patience_s / 10))
+
+
 def retry_config(patience_s: float) -> RetryConfig:
     """obstore's retry configuration: retries until `patience_s` has passed, backing off
     from 0.1 s up to a tenth of the patience (1 to 15 s) between attempts."""
@@ -38,7 +43,7 @@ def retry_config(patience_s: float) -> RetryConfig:
         "retry_timeout": dt.timedelta(seconds=patience_s),
         "backoff": {
             "init_backoff": dt.timedelta(milliseconds=100),
-            "max_backoff": dt.timedelta(seconds=min(15.0, max(1.0, patience_s / 10))),
+            "max_backoff": dt.timedelta(seconds=retry_pause_cap(patience_s)),
         },
     }
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import struct
 import threading
 
 
@@ -16,7 +17,9 @@ def _free_port() -> int:
 class Link:
     """A TCP relay on loopback between clients and the S3 server: `cut()` drops every
     connection and refuses new ones (the link to the store is down), `restore()` listens
-    again on the same port. The server keeps its objects meanwhile."""
+    again on the same port; `drop_requests(n)` lets the next `n` requests reach the server,
+    then resets their connections before the answer comes back (the answer is lost). The
+    server keeps its objects meanwhile."""
 
     def __init__(self, target: str) -> None:
         host, port = target.rsplit("//", 1)[1].split(":")
@@ -26,7 +29,12 @@ class Link:
         self._lock = threading.Lock()
         self._open: list[socket.socket] = []
         self._listener: socket.socket | None = None
+        self._drops = 0
         self.restore()
+
+    def drop_requests(self, count: int) -> None:
+        with self._lock:
+            self._drops = count
 
     def restore(self) -> None:
         listener = socket.socket()
@@ -66,8 +74,27 @@ class Link:
                     upstream.close()
                     return
                 self._open += [client, upstream]
+                drop, self._drops = self._drops > 0, max(0, self._drops - 1)
+            if drop:
+                threading.Thread(target=self._drop, args=(client, upstream), daemon=True).start()
+                continue
             for a, b in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _drop(client: socket.socket, upstream: socket.socket) -> None:
+        """Pass the request on, wait for the server's answer, then reset the client's
+        connection instead of passing the answer back."""
+        try:
+            client.settimeout(10)
+            upstream.sendall(client.recv(1 << 20))
+            upstream.settimeout(10)
+            upstream.recv(1)
+        except OSError:
+            pass
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        client.close()
+        upstream.close()
 
     @staticmethod
     def _pump(source: socket.socket, sink: socket.socket) -> None:

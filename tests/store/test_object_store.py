@@ -29,7 +29,9 @@ from tasks.plan import read_plan
 from tasks.runfolder import RunFolder
 from tasks.storage import write_parquet_atomic
 from tasks.store.leases import LEASE_ENV
+from tasks.store.objects import PATIENCE_ENV, ObjectStore
 from tasks.workdir import WorkDir
+from tests.store.link import Link
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -249,3 +251,36 @@ def test_a_store_that_refuses_is_one_paragraph_naming_it(s3_server: object) -> N
     assert "Traceback" not in listed.stderr
     assert listed.stderr.startswith(f"error: object store {url}: listing runs/ failed")
     assert "The bucket does not exist" in listed.stderr and "create it" in listed.stderr
+
+
+def test_a_write_whose_answer_was_lost_is_retried_and_a_claim_stays_mine(
+    s3_server: object, bucket_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The link resets a connection after the request reached the store: obstore does not
+    retry such a write (it may have landed), and a run on a link that blinked stopped at once
+    saying the store 'did not answer for 60 s'. Each write is retried within the patience;
+    a create or a conditional write whose first try landed finds its own object."""
+    link = Link(str(getattr(s3_server, "endpoint")))
+    monkeypatch.setenv("AWS_ENDPOINT_URL", link.endpoint)
+    monkeypatch.setenv(PATIENCE_ENV, "30")
+    work = WorkDir.at(bucket_url, scratch=tmp_path / "scratch")
+    store = work.store
+    assert isinstance(store, ObjectStore)
+    assert store.create("probe", b"first answer") is not None  # the store has answered
+    for write in (
+        lambda: store.create("made", b"x"),
+        lambda: store.replace("made", b"y"),
+        lambda: store.delete("made"),
+    ):
+        link.drop_requests(2)
+        started = time.monotonic()
+        write()
+        assert time.monotonic() - started < 10
+    assert store.read("made") is None
+    claims = call_claims(work)
+    link.drop_requests(1)  # the claim is created, its answer lost, the retry refused
+    assert claims.take("k") is Claim.MINE
+    found = store.read("cache/claims/k")
+    assert found is not None and claims.claimant.encode() in found.data
+    claims.close()
+    link.cut()

@@ -41,7 +41,8 @@ class Relay:
 
     def __init__(self, upstream: Callable[[], ServerInfo | None]) -> None:
         self._upstream = upstream
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # TCP named, so asyncio turns Nagle's algorithm off on every connection it accepts.
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         self._sock.bind(("127.0.0.1", 0))
         self._sock.listen(256)
         self.port = int(self._sock.getsockname()[1])
@@ -72,15 +73,11 @@ class Relay:
             except OSError:
                 continue
             if await asyncio.to_thread(serves_port, info.pid, info.port):
-                writer.get_extra_info("socket").setsockopt(
-                    socket.IPPROTO_TCP, socket.TCP_NODELAY, 1
-                )
                 return reader, writer
             _close(writer)  # not the server's socket: nothing was sent
         return None
 
     async def _carry(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         upstream = await self._connect()
         if upstream is None:
             _close(writer)

@@ -262,7 +262,10 @@ def serve(home: Path, idle_s: float, port: int = 0) -> None:
     builds = empty is not None and not database.exists()
     builds = builds and not _start_from_empty(database, empty)
     builds = builds and not _start_from_empty(database, installed_empty_database())
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # IPPROTO_TCP named: asyncio turns Nagle's algorithm off only on sockets that say they
+    # are TCP, and without that every reply (head and body written apart) waited 40 ms for
+    # the client's delayed ACK, 44 ms a request instead of 0.6 ms.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
     port = sock.getsockname()[1]

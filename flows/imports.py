@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefect import flow
-
+from flows.flowkind import flow
 from flows.nightly import report_task
 from flows.remap import remap_stage
 from flows.replay import replay_stage

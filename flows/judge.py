@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefect import flow, get_run_logger, task
+from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from flows.dask import dask_sender
+from flows.flowkind import flow
 from schemas.judge import JudgeSpec
 from tasks.judging.batch_api import await_batch, batch_sender
 from tasks.judging.batches import judge_batch

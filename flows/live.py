@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefect import flow, get_run_logger, task
+from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
+from flows.flowkind import flow
 from flows.judge import HOOKS
 from schemas.judge import JudgeSpec
 from tasks.judging.request import JudgeRequest

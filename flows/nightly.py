@@ -12,10 +12,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from prefect import flow, get_run_logger, task
+from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.context import SyncClientContext
 
+from flows.flowkind import flow
 from flows.history import alarms_task, emit_alarms, probe_task
 from flows.judge import judge_flow, rerun_failed_flow
 from flows.live import live_flow

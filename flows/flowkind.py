@@ -1,0 +1,45 @@
+"""judgeline's Prefect flows: `flow` is Prefect's decorator for a flow whose parameters are
+recorded with pydantic's JSON encoding.
+
+Prefect records a flow run's parameters with FastAPI's `jsonable_encoder`, importing FastAPI
+for it on the first run of a command (0.2 s of a 4 s command). judgeline's parameters are
+strings, numbers, lists, dicts and pydantic models, which pydantic encodes to the same JSON
+values; anything else is recorded as Prefect records what it cannot encode, a placeholder
+naming its type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
+
+from prefect.flows import Flow
+from prefect.futures import PrefectFuture
+from prefect.states import State
+from pydantic_core import to_jsonable_python
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class JudgelineFlow(Flow[P, R]):
+    def serialize_parameters(self, parameters: dict[str, Any]) -> dict[str, Any]:
+        serialized: dict[str, Any] = {}
+        for key, value in parameters.items():
+            if isinstance(value, PrefectFuture | State):
+                serialized[key] = f"<{type(value).__name__}>"
+                continue
+            try:
+                serialized[key] = to_jsonable_python(value)
+            except Exception:  # what pydantic cannot encode, as Prefect records it
+                serialized[key] = f"<{type(value).__name__}>"
+        return serialized
+
+
+def flow(**options: Any) -> Callable[[Callable[P, R]], JudgelineFlow[P, R]]:
+    """Prefect's `@flow(...)` with these options, as a `JudgelineFlow`."""
+
+    def decorate(fn: Callable[P, R]) -> JudgelineFlow[P, R]:
+        return JudgelineFlow(fn=fn, **options)
+
+    return decorate

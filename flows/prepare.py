@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from prefect import flow, get_run_logger, task
+from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
+from flows.flowkind import flow
 from tasks.errors import InputError
 from tasks.ingest.sources import load_source_dict, source_label
 from tasks.plan.orders import draw_rng_seed

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefect import flow, get_run_logger, task
+from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
+from flows.flowkind import flow
 from tasks.remap.outcomes import RemapResult, remap_run, write_remap
 from tasks.workdir import WorkDir
 

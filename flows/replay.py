@@ -6,9 +6,10 @@ group by group (`tasks.replay.stream.replay_file`), so memory stays bounded on l
 
 from __future__ import annotations
 
-from prefect import flow, get_run_logger, task
+from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
+from flows.flowkind import flow
 from schemas.vocabulary import CORE_POLICIES, DESIGNS
 from tasks.replay.stream import replay_file
 

@@ -14,7 +14,7 @@ import logging
 import os
 import re
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
@@ -92,6 +92,9 @@ VIEWS: tuple[View, ...] = (
 
 log = logging.getLogger(__name__)
 
+RunScope = frozenset[str] | None
+"""The runs a read holds (None: every run, the warehouse)."""
+
 _GLOB_CHARS = re.compile(r"[*?\[]")
 _SOURCE = "{{source}}"
 
@@ -138,10 +141,14 @@ def _foreign(view: View, path: Path) -> bool:
     return view.pattern[0] == "runs" and not is_run_id(path.parent.name)
 
 
-def refresh_tables(work: WorkDir) -> None:
-    """Bring every view's files into the local copy of an object store (each folder listed
-    once; nothing to do on a local disk)."""
+def refresh_tables(work: WorkDir, runs: RunScope = None) -> None:
+    """Bring every view's files (or only those of `runs`) into the local copy of an object
+    store (each folder listed once; nothing to do on a local disk)."""
     if not work.store.remote:
+        return
+    if runs is not None:
+        for run_id in runs:
+            work.fresh("runs", run_id)
         return
     folders: dict[tuple[str, ...], None] = {}
     for view in VIEWS:
@@ -155,19 +162,30 @@ def refresh_tables(work: WorkDir) -> None:
         work.fresh(*folder)
 
 
-def _listing(work: WorkDir) -> dict[View, list[TableFile]]:
-    """Every view's files as they are now, each checked (footers only). Every file of a run
-    that cannot be read (`tasks.runcheck`) counts as damaged, with one warning naming the
-    run; another damaged file, with a warning naming it. Damaged files are left out, and so
-    are the files of foreign folders (`_foreign`)."""
-    refresh_tables(work)
+def _views(runs: RunScope) -> tuple[View, ...]:
+    """Every view, or for a read of some runs only the tables of runs."""
+    return VIEWS if runs is None else tuple(v for v in VIEWS if v.pattern[0] == "runs")
+
+
+def _view_files(work: WorkDir, view: View, runs: RunScope) -> list[TableFile]:
+    if runs is None:
+        return list_table_files(work.root, view.pattern, view.model)
+    # the runs' own folders: ("runs", "*", file) with each run id in place of the glob
+    found = (list_table_files(work.root, (view.pattern[0], r, *view.pattern[2:]), view.model)
+             for r in sorted(runs))  # fmt: skip
+    return [f for files in found for f in files]
+
+
+def _listing(work: WorkDir, runs: RunScope = None) -> dict[View, list[TableFile]]:
+    """Every view's files as they are now (or the files of `runs` in their tables), each
+    checked (footers only). Every file of a run that cannot be read (`tasks.runcheck`)
+    counts as damaged, with one warning naming the run; another damaged file, with a warning
+    naming it. Damaged files are left out, and so are the files of foreign folders
+    (`_foreign`)."""
+    refresh_tables(work, runs)
     listing = {
-        view: [
-            f
-            for f in list_table_files(work.root, view.pattern, view.model)
-            if not _foreign(view, f.path)
-        ]
-        for view in VIEWS
+        view: [f for f in _view_files(work, view, runs) if not _foreign(view, f.path)]
+        for view in _views(runs)
     }
     damaged: dict[str, list[str]] = {}
     for view, files in listing.items():
@@ -178,8 +196,9 @@ def _listing(work: WorkDir) -> dict[View, list[TableFile]]:
                 damaged.setdefault(f.path.parent.name, []).append(f"{f.path} ({f.problem})")
             else:
                 log.warning("%s is damaged and left out of the warehouse: %s", f.path, f.problem)
-    runs = work.root / "runs"
-    for path in sorted(runs.iterdir()) if runs.is_dir() else []:
+    folder = work.root / "runs"
+    paths = sorted(folder.iterdir()) if folder.is_dir() else []
+    for path in paths if runs is None else [folder / r for r in sorted(runs)]:
         ok = path.is_dir() and is_run_id(path.name)  # a foreign folder is not read at all
         problems = json_damage(RunFolder(work, path.name)) if ok else []
         if problems:
@@ -224,6 +243,29 @@ def _empty(view: View) -> pa.Table:
     return schema.empty_table()
 
 
+def _check_root(work: WorkDir) -> None:
+    if _GLOB_CHARS.search(str(work.root)):
+        # DuckDB expands glob characters in every parquet path, even a listed file, and has
+        # no escape: such a folder would silently read its neighbours' files.
+        raise InputError(
+            f"work dir {work.root} contains a glob character (*, ? or [); DuckDB would read "
+            "other folders' files through it. Use a work dir path without them."
+        )
+
+
+def _create_views(con: duckdb.DuckDBPyConnection, listing: dict[View, list[TableFile]]) -> None:
+    """One view per stage table over its readable files; a stage with none becomes an empty
+    table of its schema."""
+    for view, files in listing.items():
+        source = _source(files)
+        if source is None:
+            con.register("empty_stage", _empty(view))
+            con.execute(f'CREATE TABLE "{view.name}" AS SELECT * FROM empty_stage')
+            con.unregister("empty_stage")
+        else:
+            con.execute(_view_sql(view, source))
+
+
 def build_warehouse(work: WorkDir) -> Path:
     """(Re)build the warehouse from scratch: one view per stage table; returns its path
     (`work.warehouse`: a private one for a work dir this process cannot write).
@@ -233,13 +275,7 @@ def build_warehouse(work: WorkDir) -> Path:
     (rebuild after the stage has run to see its rows). A damaged file (`tasks.tablefiles`)
     is left out with a warning naming it: one damaged run never hides the others.
     """
-    if _GLOB_CHARS.search(str(work.root)):
-        # DuckDB expands glob characters in every parquet path, even a listed file, and has
-        # no escape: such a folder would silently read its neighbours' files.
-        raise InputError(
-            f"work dir {work.root} contains a glob character (*, ? or [); DuckDB would read "
-            "other folders' files through it. Use a work dir path without them."
-        )
+    _check_root(work)
     target = work.warehouse
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -260,14 +296,7 @@ def build_warehouse(work: WorkDir) -> Path:
             signatures = [_signature(f) for files in listing.values() for f in files]
             if signatures:  # one statement: executemany inserts a row at a time (~0.5 ms)
                 con.execute(_INSERT_FILES, [list(c) for c in zip(*signatures, strict=True)])
-            for view, files in listing.items():
-                source = _source(files)
-                if source is None:
-                    con.register("empty_stage", _empty(view))
-                    con.execute(f'CREATE TABLE "{view.name}" AS SELECT * FROM empty_stage')
-                    con.unregister("empty_stage")
-                else:
-                    con.execute(_view_sql(view, source))
+            _create_views(con, listing)
         finally:
             con.close()
         os.replace(tmp, target)
@@ -275,6 +304,20 @@ def build_warehouse(work: WorkDir) -> Path:
         tmp.unlink(missing_ok=True)
         Path(f"{tmp}.wal").unlink(missing_ok=True)
     return target
+
+
+def _runs_connection(work: WorkDir, runs: frozenset[str]) -> duckdb.DuckDBPyConnection:
+    """An in-memory database with the views of the run tables over the files of `runs`
+    only, checked as the warehouse checks them: what a read of these runs needs, without
+    listing, checking and binding every run's files (or writing the warehouse)."""
+    _check_root(work)
+    con = duckdb.connect()
+    try:
+        _create_views(con, _listing(work, runs))
+    except BaseException:
+        con.close()
+        raise
+    return con
 
 
 GROUP_KEYS = ["judge", "config", "dataset", "design", "policy"]
@@ -344,28 +387,43 @@ def _fresh(work: WorkDir) -> Path:
 
 @dataclass
 class _Read:
-    """One read of the warehouse: its work dir, connection, and the answers given so far."""
+    """One read of the warehouse: its work dir, the runs it holds (None: all), connection,
+    and the answers given so far."""
 
     root: Path
+    runs: frozenset[str] | None
     con: duckdb.DuckDBPyConnection
     answers: dict[str, pd.DataFrame]
+
+    def covers(self, work: WorkDir, runs: frozenset[str] | None) -> bool:
+        if self.root != work.root:
+            return False
+        return self.runs is None or (runs is not None and runs <= self.runs)
 
 
 _reading: ContextVar[_Read | None] = ContextVar("warehouse_reading", default=None)
 
 
 @contextmanager
-def warehouse_reads(work: WorkDir) -> Iterator[None]:
+def warehouse_reads(work: WorkDir, runs: Iterable[str] | None = None) -> Iterator[None]:
     """Queries inside read the warehouse as checked once on entry, over one connection, and
     the same query with the same parameters is answered once (a report and its artifacts
-    ask for the scores twice; their bootstrap is not drawn again). Nested reads of the same
-    work dir are the outer read."""
+    ask for the scores twice; their bootstrap is not drawn again). Nested reads the outer
+    read holds are the outer read.
+
+    With `runs`, queries inside ask about those runs only (a run's report and summary): they
+    read the views of the run tables over those runs' files alone (`_runs_connection`), as
+    the warehouse would answer them, and the warehouse is neither checked nor rebuilt."""
+    scope = None if runs is None else frozenset(runs)
     outer = _reading.get()
-    if outer is not None and outer.root == work.root:
+    if outer is not None and outer.covers(work, scope):
         yield
         return
-    con = duckdb.connect(str(_fresh(work)), read_only=True)
-    token = _reading.set(_Read(work.root, con, {}))
+    if scope is None:
+        con = duckdb.connect(str(_fresh(work)), read_only=True)
+    else:
+        con = _runs_connection(work, scope)
+    token = _reading.set(_Read(work.root, scope, con, {}))
     try:
         yield
     finally:
@@ -375,11 +433,13 @@ def warehouse_reads(work: WorkDir) -> Iterator[None]:
 
 def query(work: WorkDir, name: str, **params: Any) -> pd.DataFrame:
     """Run the report query `name` (e.g. `report_scores`) with bound parameters, over the
-    warehouse as `_fresh` finds it (inside `warehouse_reads`: as checked on entry)."""
+    warehouse as `_fresh` finds it (inside `warehouse_reads` that holds the run it asks
+    about, or every run: as read there)."""
     if name not in report_names():
         raise InputError(f"no report query {name!r}; known: {', '.join(report_names())}")
     read = _reading.get()
-    if read is not None and read.root == work.root:
+    asked = None if params.get("run_id") is None else frozenset([str(params["run_id"])])
+    if read is not None and read.covers(work, asked):  # a read of some runs: about those
         key = json.dumps([name, params], sort_keys=True, default=str)
         if key not in read.answers:
             read.answers[key] = _run_query(read.con, name, params)

@@ -162,6 +162,8 @@ def listing(work: WorkDir, runs: RunScope = None) -> dict[View, list[TableFile]]
     counts as damaged, with one warning naming the run; another damaged file, with a warning
     naming it. Damaged files are left out, and so are the files of foreign folders
     (`foreign`)."""
+    if runs is not None:  # a name that is no run id has no run folder: never a glob
+        runs = frozenset(r for r in runs if is_run_id(r))
     refresh_tables(work, runs)
     found = {
         view: [f for f in _view_files(work, view, runs) if not foreign(view, f.path)]

@@ -1,23 +1,23 @@
 """The DuckDB warehouse: views over every stage's parquet files and the report queries.
 
 The database file is a rebuildable artifact: `build_warehouse` writes it from scratch from
-the `view_*.sql` files in `tasks/sql/`. For a work dir on an object store the views read the
-local copy of the store's tables (`refresh_tables` brings it up to date first) and the
-database lives in this machine's scratch dir. Report queries are the `report_*.sql` files, run by
-`query(work, name, **params)` with parameters bound, never formatted into the SQL.
+the `view_*.sql` files in `tasks/sql/` (the views and their files: `tasks.warehouseviews`);
+a read of some runs holds the same views over those runs' files in memory. For a work dir
+on an object store the views read the local copy of the store's tables (`refresh_tables`
+brings it up to date first) and the database lives in this machine's scratch dir. Report
+queries are the `report_*.sql` files, run by `query(work, name, **params)` with parameters
+bound, never formatted into the SQL.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import os
-import re
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -25,31 +25,21 @@ from typing import Any
 import duckdb
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-from pydantic import BaseModel
 
-from schemas import (
-    AttemptRecord,
-    CallRecord,
-    ComponentRow,
-    DesignRow,
-    DisclosureRow,
-    DispositionRow,
-    LabelRecord,
-    ManifestRow,
-    OutcomeRow,
-    PresentationRow,
-    ReplayRow,
-    ReplyRecord,
-    SummaryRow,
-    arrow_schema,
-)
-from schemas.advice import AdviceRow
 from tasks.bootstrap import bootstrap_interval
 from tasks.errors import InputError
-from tasks.runcheck import RUN_TABLES, check_readable, json_damage, skip
-from tasks.runfolder import TABLE_FILES, RunFolder, is_run_id
-from tasks.tablefiles import TableFile, list_table_files
+from tasks.runcheck import check_readable
+from tasks.runfolder import RunFolder
+from tasks.tablefiles import TableFile
+from tasks.warehouseviews import (
+    VIEWS,
+    check_root,
+    create_views,
+    foreign,
+    listing,
+    refresh_tables,
+    sql_text,
+)
 from tasks.workdir import WorkDir, cannot_write
 
 __all__ = [
@@ -63,144 +53,11 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class View:
-    """One stage table: where its parquet files live (a glob under the work dir) and its rows."""
-
-    name: str
-    pattern: tuple[str, ...]
-    model: type[BaseModel]
-    run_from_path: bool
-
-
-VIEWS: tuple[View, ...] = (
-    View("manifest", ("manifests", "*", "manifest.parquet"), ManifestRow, False),
-    View("presentations", ("plans", "*", "presentations.parquet"), PresentationRow, False),
-    View("replies", ("cache", "replies", "*.parquet"), ReplyRecord, False),
-    View("attempts", ("cache", "attempts", "*.parquet"), AttemptRecord, False),
-    View("calls", ("runs", "*", TABLE_FILES["calls"]), CallRecord, False),
-    View("labels", ("runs", "*", TABLE_FILES["labels"]), LabelRecord, True),
-    View("outcomes", ("runs", "*", TABLE_FILES["outcomes"]), OutcomeRow, True),
-    View("dispositions", ("runs", "*", TABLE_FILES["dispositions"]), DispositionRow, True),
-    View("disclosure", ("runs", "*", TABLE_FILES["disclosure"]), DisclosureRow, True),
-    View("replay", ("runs", "*", TABLE_FILES["replay"]), ReplayRow, True),
-    View("summary", ("runs", "*", TABLE_FILES["summary"]), SummaryRow, True),
-    View("design", ("runs", "*", TABLE_FILES["design"]), DesignRow, True),
-    View("components", ("runs", "*", TABLE_FILES["components"]), ComponentRow, True),
-    View("advice", ("runs", "*", TABLE_FILES["advice"]), AdviceRow, True),
-)
-
-log = logging.getLogger(__name__)
-
-_GLOB_CHARS = re.compile(r"[*?\[]")
-_SOURCE = "{{source}}"
-
-
-def _view_sql(view: View, source: str) -> str:
-    """A stage's view: its own file if it has one (replies), else the shared template for
-    tables that name their run (`view_stage.sql`) or take it from the path
-    (`view_run_table.sql`). The view name is one of ours, never user input."""
-    own = resources.files("tasks.sql").joinpath(f"view_{view.name}.sql")
-    template = (
-        own.name
-        if own.is_file()
-        else ("view_run_table.sql" if view.run_from_path else "view_stage.sql")
-    )
-    text = _sql(template.removesuffix(".sql"))
-    return text.replace("{{name}}", view.name).replace(_SOURCE, source)
-
-
-def _sql(name: str) -> str:
-    return resources.files("tasks.sql").joinpath(f"{name}.sql").read_text("utf-8")
-
-
 def report_names() -> list[str]:
     """The report queries available to `query`."""
     folder = resources.files("tasks.sql")
     names = (p.name for p in folder.iterdir() if p.name.endswith(".sql"))
     return sorted(n.removesuffix(".sql") for n in names if n.startswith("report_"))
-
-
-def _quote(text: str) -> str:
-    """A SQL string literal; paths are the one thing placed into SQL text (views take no
-    bound parameters), so quotes are doubled and control characters refused."""
-    if any(ord(ch) < 32 for ch in text):
-        raise InputError(f"path {text!r} holds control characters; cannot use it in a view")
-    return "'" + text.replace("'", "''") + "'"
-
-
-def _foreign(view: View, path: Path) -> bool:
-    """A file no command has published, skipped: one under a name starting with a dot (a
-    folder being staged, which its publisher renames away at any moment, or an atomic
-    write's temporary file), or a run table in a folder whose name is not a run id."""
-    if any(part.startswith(".") for part in path.parts[-len(view.pattern) :]):
-        return True
-    return view.pattern[0] == "runs" and not is_run_id(path.parent.name)
-
-
-def refresh_tables(work: WorkDir) -> None:
-    """Bring every view's files into the local copy of an object store (each folder listed
-    once; nothing to do on a local disk)."""
-    if not work.store.remote:
-        return
-    folders: dict[tuple[str, ...], None] = {}
-    for view in VIEWS:
-        fixed = []
-        for part in view.pattern:
-            if _GLOB_CHARS.search(part):
-                break
-            fixed.append(part)
-        folders[tuple(fixed)] = None
-    for folder in folders:
-        work.fresh(*folder)
-
-
-def _listing(work: WorkDir) -> dict[View, list[TableFile]]:
-    """Every view's files as they are now, each checked (footers only). Every file of a run
-    that cannot be read (`tasks.runcheck`) counts as damaged, with one warning naming the
-    run; another damaged file, with a warning naming it. Damaged files are left out, and so
-    are the files of foreign folders (`_foreign`)."""
-    refresh_tables(work)
-    listing = {
-        view: [
-            f
-            for f in list_table_files(work.root, view.pattern, view.model)
-            if not _foreign(view, f.path)
-        ]
-        for view in VIEWS
-    }
-    damaged: dict[str, list[str]] = {}
-    for view, files in listing.items():
-        for f in files:
-            if f.problem is None:
-                continue
-            if view.pattern[0] == "runs" and RUN_TABLES[view.name].results:
-                damaged.setdefault(f.path.parent.name, []).append(f"{f.path} ({f.problem})")
-            else:
-                log.warning("%s is damaged and left out of the warehouse: %s", f.path, f.problem)
-    runs = work.root / "runs"
-    for path in sorted(runs.iterdir()) if runs.is_dir() else []:
-        ok = path.is_dir() and is_run_id(path.name)  # a foreign folder is not read at all
-        problems = json_damage(RunFolder(work, path.name)) if ok else []
-        if problems:
-            damaged.setdefault(path.name, []).extend(problems)
-    for run_id, problems in damaged.items():
-        skip(RunFolder(work, run_id), problems)
-    return {
-        view: [
-            replace(f, problem=f.problem or f"run {f.path.parent.name} cannot be read")
-            if view.pattern[0] == "runs" and f.path.parent.name in damaged
-            else f
-            for f in files
-        ]
-        for view, files in listing.items()
-    }
-
-
-def _source(files: list[TableFile]) -> str | None:
-    """The read_parquet list of a view's readable files; None when it has none."""
-    good = [_quote(str(f.path)) for f in files if f.problem is None]
-    return f"[{', '.join(good)}]" if good else None
 
 
 def check_run_tables(work: WorkDir, run_id: str) -> None:
@@ -216,14 +73,6 @@ def check_run_tables(work: WorkDir, run_id: str) -> None:
     check_readable(RunFolder(work, run_id))
 
 
-def _empty(view: View) -> pa.Table:
-    """A typed empty table for a stage with no files yet, so report queries still bind."""
-    schema = arrow_schema(view.model)
-    if view.run_from_path:
-        schema = pa.schema([pa.field("run_id", pa.string()), *schema])
-    return schema.empty_table()
-
-
 def build_warehouse(work: WorkDir) -> Path:
     """(Re)build the warehouse from scratch: one view per stage table; returns its path
     (`work.warehouse`: a private one for a work dir this process cannot write).
@@ -233,13 +82,7 @@ def build_warehouse(work: WorkDir) -> Path:
     (rebuild after the stage has run to see its rows). A damaged file (`tasks.tablefiles`)
     is left out with a warning naming it: one damaged run never hides the others.
     """
-    if _GLOB_CHARS.search(str(work.root)):
-        # DuckDB expands glob characters in every parquet path, even a listed file, and has
-        # no escape: such a folder would silently read its neighbours' files.
-        raise InputError(
-            f"work dir {work.root} contains a glob character (*, ? or [); DuckDB would read "
-            "other folders' files through it. Use a work dir path without them."
-        )
+    check_root(work)
     target = work.warehouse
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -252,22 +95,15 @@ def build_warehouse(work: WorkDir) -> Path:
     os.close(fd)
     tmp = Path(name)
     tmp.unlink()  # duckdb refuses to open an empty non-database file
-    listing = _listing(work)
+    files_of = listing(work)
     try:
         con = duckdb.connect(str(tmp))
         try:
             con.execute(_FILES_TABLE)
-            signatures = [_signature(f) for files in listing.values() for f in files]
+            signatures = [_signature(f) for files in files_of.values() for f in files]
             if signatures:  # one statement: executemany inserts a row at a time (~0.5 ms)
                 con.execute(_INSERT_FILES, [list(c) for c in zip(*signatures, strict=True)])
-            for view, files in listing.items():
-                source = _source(files)
-                if source is None:
-                    con.register("empty_stage", _empty(view))
-                    con.execute(f'CREATE TABLE "{view.name}" AS SELECT * FROM empty_stage')
-                    con.unregister("empty_stage")
-                else:
-                    con.execute(_view_sql(view, source))
+            create_views(con, files_of)
         finally:
             con.close()
         os.replace(tmp, target)
@@ -277,13 +113,27 @@ def build_warehouse(work: WorkDir) -> Path:
     return target
 
 
+def _runs_connection(work: WorkDir, runs: frozenset[str]) -> duckdb.DuckDBPyConnection:
+    """An in-memory database with the views of the run tables over the files of `runs`
+    only, checked as the warehouse checks them: what a read of these runs needs, without
+    listing, checking and binding every run's files (or writing the warehouse)."""
+    check_root(work)
+    con = duckdb.connect()
+    try:
+        create_views(con, listing(work, runs))
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
 GROUP_KEYS = ["judge", "config", "dataset", "design", "policy"]
 
 
 def _with_bootstrap(
     con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, params: dict[str, Any]
 ) -> pd.DataFrame:
-    pairs = con.execute(_sql("report_score_pairs"), params).df()
+    pairs = con.execute(sql_text("report_score_pairs"), params).df()
     bounds: dict[tuple[Any, ...], tuple[float, float]] = {}
     for key, group in pairs.groupby(GROUP_KEYS, sort=False):
         values = group["expected_score"].to_numpy(dtype=float)
@@ -325,7 +175,7 @@ def _stale(work: WorkDir, path: Path) -> bool:
     now = set()
     for view in VIEWS:
         for file in sorted(work.root.glob("/".join(view.pattern))):
-            if _foreign(view, file):
+            if foreign(view, file):
                 continue
             try:
                 stat = file.stat()
@@ -344,28 +194,43 @@ def _fresh(work: WorkDir) -> Path:
 
 @dataclass
 class _Read:
-    """One read of the warehouse: its work dir, connection, and the answers given so far."""
+    """One read of the warehouse: its work dir, the runs it holds (None: all), connection,
+    and the answers given so far."""
 
     root: Path
+    runs: frozenset[str] | None
     con: duckdb.DuckDBPyConnection
     answers: dict[str, pd.DataFrame]
+
+    def covers(self, work: WorkDir, runs: frozenset[str] | None) -> bool:
+        if self.root != work.root:
+            return False
+        return self.runs is None or (runs is not None and runs <= self.runs)
 
 
 _reading: ContextVar[_Read | None] = ContextVar("warehouse_reading", default=None)
 
 
 @contextmanager
-def warehouse_reads(work: WorkDir) -> Iterator[None]:
+def warehouse_reads(work: WorkDir, runs: Iterable[str] | None = None) -> Iterator[None]:
     """Queries inside read the warehouse as checked once on entry, over one connection, and
     the same query with the same parameters is answered once (a report and its artifacts
-    ask for the scores twice; their bootstrap is not drawn again). Nested reads of the same
-    work dir are the outer read."""
+    ask for the scores twice; their bootstrap is not drawn again). Nested reads the outer
+    read holds are the outer read.
+
+    With `runs`, queries inside ask about those runs only (a run's report and summary): they
+    read the views of the run tables over those runs' files alone (`_runs_connection`), as
+    the warehouse would answer them, and the warehouse is neither checked nor rebuilt."""
+    scope = None if runs is None else frozenset(runs)
     outer = _reading.get()
-    if outer is not None and outer.root == work.root:
+    if outer is not None and outer.covers(work, scope):
         yield
         return
-    con = duckdb.connect(str(_fresh(work)), read_only=True)
-    token = _reading.set(_Read(work.root, con, {}))
+    if scope is None:
+        con = duckdb.connect(str(_fresh(work)), read_only=True)
+    else:
+        con = _runs_connection(work, scope)
+    token = _reading.set(_Read(work.root, scope, con, {}))
     try:
         yield
     finally:
@@ -375,11 +240,13 @@ def warehouse_reads(work: WorkDir) -> Iterator[None]:
 
 def query(work: WorkDir, name: str, **params: Any) -> pd.DataFrame:
     """Run the report query `name` (e.g. `report_scores`) with bound parameters, over the
-    warehouse as `_fresh` finds it (inside `warehouse_reads`: as checked on entry)."""
+    warehouse as `_fresh` finds it (inside `warehouse_reads` that holds the run it asks
+    about, or every run: as read there)."""
     if name not in report_names():
         raise InputError(f"no report query {name!r}; known: {', '.join(report_names())}")
     read = _reading.get()
-    if read is not None and read.root == work.root:
+    asked = None if params.get("run_id") is None else frozenset([str(params["run_id"])])
+    if read is not None and read.covers(work, asked):  # a read of some runs: about those
         key = json.dumps([name, params], sort_keys=True, default=str)
         if key not in read.answers:
             read.answers[key] = _run_query(read.con, name, params)
@@ -393,7 +260,7 @@ def query(work: WorkDir, name: str, **params: Any) -> pd.DataFrame:
 
 def _run_query(con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any]) -> pd.DataFrame:
     try:
-        frame = con.execute(_sql(name), params).df()
+        frame = con.execute(sql_text(name), params).df()
     except duckdb.Error as exc:
         raise InputError(f"report query {name} with parameters {params}: {exc}") from exc
     post = _POST.get(name)

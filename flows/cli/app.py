@@ -245,7 +245,7 @@ def print_summary(run_id: str) -> None:
     record = read_record(work, run_id)
     designs = record.config.get("designs")
     design = str(designs[0]) if isinstance(designs, list) and designs else "balanced"
-    with warehouse_reads(work):
+    with warehouse_reads(work, runs=[run_id]):
         disclosure = query(work, "report_disclosure", run_id=run_id)
         scores = query(work, "report_scores", run_id=run_id).set_index(
             ["judge", "config", "dataset", "design", "policy"]
@@ -314,7 +314,7 @@ def show_json(run_id: str, record: RunRecord) -> dict[str, Any]:
         record.status == "failed" and not record.error
     ):
         check_run_tables(work, run_id)
-        with warehouse_reads(work):
+        with warehouse_reads(work, runs=[run_id]):
             out["scores"] = query(work, "report_scores", run_id=run_id).to_dict("records")
             out["summary"] = query(work, "report_summary", run_id=run_id).to_dict("records")
         out["spend"] = [r.model_dump(mode="json") for r in run_spend(work, run_id)]

@@ -96,16 +96,22 @@ def _live_side(
 
 
 def load_report_data(work: WorkDir, run_id: str) -> ReportData:
-    """Everything the report shows for one run, from the warehouse (rebuilt if its files
-    changed)."""
+    """Everything the report shows for one run: its tables (and a live run's reference
+    run's) read through DuckDB views over those runs' files (`warehouse_reads`)."""
     header = _header(work, run_id)
     check_run_tables(work, run_id)
-    with warehouse_reads(work):
-        return _report_data(work, run_id, header)
-
-
-def _report_data(work: WorkDir, run_id: str, header: dict[str, str]) -> ReportData:
     replayed, realised = _live_side(work, run_id, header)
+    with warehouse_reads(work, runs={run_id, replayed}):
+        return _report_data(work, run_id, replayed, realised, header)
+
+
+def _report_data(
+    work: WorkDir,
+    run_id: str,
+    replayed: str,
+    realised: pd.DataFrame | None,
+    header: dict[str, str],
+) -> ReportData:
     advice = query(work, "report_advice", run_id=run_id)
     return ReportData(
         header=header,

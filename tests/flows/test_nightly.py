@@ -109,6 +109,8 @@ def test_run_artifacts_are_published(two_nights: Any) -> None:
     assert summary.type == "markdown"
     assert "strong" in str(summary.data) and first["report"] in str(summary.data)
     assert artifacts[keys[1]].type == "table"
+    # Sent side by side from threads, each still belongs to the report's task run.
+    assert all(a.task_run_id is not None and a.flow_run_id for a in artifacts.values())
 
 
 def test_runs_show_and_report_commands(two_nights: Any) -> None:

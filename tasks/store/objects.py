@@ -112,14 +112,12 @@ class ObjectStore(Store):
     def ask(self, what: str, request: Callable[[], T]) -> T:
         """`request()` to the store, retried until it is answered or the patience has passed.
 
-        obstore retries a request it could not send, but not a write whose answer was lost
-        (a connection reset after the request went out): that is retried here, so a short
-        outage never fails a write at once. A retried write whose first try landed meets its
-        own object (a failed condition); claims and leases, their only conditional writers,
-        read it back and find their own name in it. Refusals become a StoreError naming the
-        store, the request and the reason; absent objects and failed conditions are answers,
-        not errors, and pass through. A request left unanswered for the whole patience is a
-        `StoreUnreachable`, and the store is `down` until a request is answered."""
+        obstore does not retry a write whose answer was lost (the link reset after it went
+        out); here it is, and if its first try landed it meets its own object, which claims
+        and leases read back. Refusals become a StoreError naming the store, the request and
+        the reason; absent objects and failed conditions pass through. A request left
+        unanswered for the whole patience is a `StoreUnreachable`, and the store is `down`
+        until a request is answered."""
         started, pause = time.monotonic(), 0.1
         while True:
             try:

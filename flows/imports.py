@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from flows.flowkind import flow
-from flows.nightly import report_task
 from flows.remap import remap_stage
 from flows.replay import replay_stage
+from flows.report import report_task
 from schemas.run import RunRecord
 from schemas.vocabulary import DESIGNS, POLICIES
 from tasks.jobrecord import (

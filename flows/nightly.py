@@ -12,8 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from prefect import get_run_logger, task
-from prefect.cache_policies import NO_CACHE
+from prefect import get_run_logger
 from prefect.context import SyncClientContext
 
 from flows.flowkind import flow
@@ -23,6 +22,7 @@ from flows.live import live_flow
 from flows.prepare import freeze_stage, plan_stage
 from flows.remap import remap_stage
 from flows.replay import replay_stage
+from flows.report import report_task
 from flows.served import refuse_overrides, refuse_overrides_sync
 from schemas.config import RunConfig
 from schemas.run import RunRecord
@@ -36,22 +36,6 @@ from tasks.runfolder import RunFolder
 from tasks.runhealth import raise_unless_completed
 from tasks.runrecord import new_run_id, outcome_counts, read_record, write_record
 from tasks.workdir import WorkDir
-
-
-@task(name="write-report", cache_policy=NO_CACHE)
-def report_task(work_dir: str, run_id: str) -> str:
-    """Write the run's HTML report and its Prefect artifacts, both read from the run's
-    tables through DuckDB (`warehouse_reads` of this run: the warehouse of every run is
-    neither checked nor rebuilt)."""
-    from tasks.report.artifacts import publish_artifacts
-    from tasks.report.data import build_report
-    from tasks.warehouse import warehouse_reads
-
-    work = WorkDir.at(work_dir)
-    with warehouse_reads(work, runs=[run_id]):  # the artifacts read what the report read
-        where = work.location(build_report(work, run_id))  # a path, or the store's URL
-        publish_artifacts(work, run_id, where)
-    return where
 
 
 def resolve_config(config: dict[str, Any] | None, config_path: str | None) -> RunConfig:

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from contextvars import copy_context
 from typing import Any
 
 import pandas as pd
@@ -88,33 +85,27 @@ def _leaderboard_rows(work: WorkDir, run_id: str) -> list[dict[str, Any]] | None
 
 
 def publish_artifacts(work: WorkDir, run_id: str, report_path: str | None) -> list[str]:
-    """Create the run's markdown and table artifacts in the current flow run; returns keys.
-
-    Each artifact is one request to the Prefect server, which answers them side by side:
-    they are sent at once (one after another, the three of a small run took ~0.2 s of its
-    report stage). Each thread runs in a copy of this context, so every artifact belongs to
-    the current task run; a failed request raises once all have been answered."""
+    """Create the run's markdown and table artifacts in the current flow run; returns keys."""
     from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
     content = run_artifacts(work, run_id, report_path)
-    made: list[tuple[str, Callable[..., Any], Any, str]] = [
-        ("summary", create_markdown_artifact, content["markdown"], f"judgeline run {run_id}"),
-        ("disclosure", create_table_artifact, content["disclosure"],
-         "Disclosure counts per judge config"),
-        ("policies", create_table_artifact, content["policies"],
-         "Scores, savings and decision changes per policy (balanced design)"),
-    ]  # fmt: skip
+    keys = [artifact_key(run_id, w) for w in ("summary", "disclosure", "policies")]
+    create_markdown_artifact(
+        content["markdown"], key=keys[0], description=f"judgeline run {run_id}"
+    )
+    create_table_artifact(
+        content["disclosure"], key=keys[1], description="Disclosure counts per judge config"
+    )
+    create_table_artifact(
+        content["policies"],
+        key=keys[2],
+        description="Scores, savings and decision changes per policy (balanced design)",
+    )
     if content["leaderboard"] is not None:
-        made.append(
-            ("leaderboard", create_table_artifact, content["leaderboard"],
-             "Systems ranked against the baseline per judge config and counting rule")
-        )  # fmt: skip
-    keys = [artifact_key(run_id, what) for what, *_ in made]
-    with ThreadPoolExecutor(len(made)) as pool:
-        sent = [
-            pool.submit(copy_context().run, create, data, key=key, description=description)
-            for key, (_, create, data, description) in zip(keys, made, strict=True)
-        ]
-    for future in sent:
-        future.result()
+        keys.append(artifact_key(run_id, "leaderboard"))
+        create_table_artifact(
+            content["leaderboard"],
+            key=keys[-1],
+            description="Systems ranked against the baseline per judge config and counting rule",
+        )
     return keys

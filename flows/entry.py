@@ -7,12 +7,19 @@ Once every exit handler registered after this one has run (Prefect's drains of i
 and logs, logging's flush, temporary files' clean-up, with non-daemon threads joined before
 any of them), nothing is left that the process owes anyone: it flushes its streams and
 leaves with the command's exit code.
+
+A command imports a few thousand modules and builds their classes and pydantic models: with
+the interpreter's default thresholds, the cyclic garbage collector ran its passes over all of
+them again and again while they were being made (0.2 s of CPU of a 3 s run). It runs a
+pass every 50,000 allocations instead of 700, which leaves a command's garbage in cycles
+(its only kind the collector frees) a few megabytes at most before a pass.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import logging
 import os
 import sys
@@ -31,8 +38,12 @@ def _leave() -> None:
     os._exit(_exit_code[0])
 
 
+GC_THRESHOLDS = (50_000, 20, 100)
+
+
 def main() -> None:
     atexit.register(_leave)  # before anything else is imported: it runs after their handlers
+    gc.set_threshold(*GC_THRESHOLDS)
     from flows.cli import main as run_command
 
     try:

@@ -122,3 +122,24 @@ def test_small_commands_start_no_prefect_server(tmp_path: Path, work_path: Path)
     assert not _server_traces(_home(work_path)), "a Prefect server was started"
     slow = {name: round(s, 1) for name, s in timings.items() if s >= bound}
     assert not slow, f"CPU seconds at or over a Prefect server's start ({bound:.1f} s): {slow}"
+
+
+def test_a_command_runs_with_the_collectors_raised_thresholds() -> None:
+    """flows.entry raises the cyclic collector's thresholds before anything is imported, and
+    the command and what it imports keep them; a command's exit code is still its own."""
+    code = (
+        "import gc, sys, flows.cli\n"
+        "def command():\n"
+        "    import prefect\n"
+        "    print(gc.get_threshold())\n"
+        "    sys.exit(3)\n"
+        "flows.cli.main = command\n"
+        "from flows.entry import main\n"
+        "main()\n"
+    )
+    done = subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-c", code], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    from flows.entry import GC_THRESHOLDS
+
+    assert done.returncode == 3, done.stderr
+    assert done.stdout.strip() == str(GC_THRESHOLDS)

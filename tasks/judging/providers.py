@@ -107,7 +107,7 @@ class Poster(Protocol):
     """What a provider sends with: an httpx client's `post` (`tasks.judging.shards`)."""
 
     async def post(
-        self, url: str, *, json: Any, headers: dict[str, str], timeout: httpx.Timeout
+        self, url: httpx.URL | str, *, json: Any, headers: dict[str, str], timeout: httpx.Timeout
     ) -> httpx.Response: ...
 
 
@@ -120,8 +120,12 @@ class Provider(ABC):
         self.spec = spec
         self.http = http
         self._key = api_key
-        self.path = endpoint(spec).path
+        where = endpoint(spec)
+        self.path = where.path
         """Request path, relative to the client's root (`tasks.judging.endpoints`)."""
+        self.url = httpx.URL(where.url, params=where.params)
+        """The full request URL with its query, parsed once: httpx parses a relative path
+        and merges it with the client's root and query on every request otherwise."""
 
     def headers(self) -> dict[str, str]:
         """Authentication and version headers (the judge's own headers are the client's)."""
@@ -163,7 +167,7 @@ class Provider(ABC):
         started = time.perf_counter()
         try:
             response = await self.http.post(
-                self.path,
+                self.url,
                 json=self.body(request),
                 headers=headers,
                 timeout=httpx.Timeout(self.spec.request_timeout(request.config)),

@@ -126,6 +126,7 @@ class Provider(ABC):
         self.url = httpx.URL(where.url, params=where.params)
         """The full request URL with its query, parsed once: httpx parses a relative path
         and merges it with the client's root and query on every request otherwise."""
+        self._timeouts: dict[int, tuple[ReasoningConfig, httpx.Timeout]] = {}
 
     def headers(self) -> dict[str, str]:
         """Authentication and version headers (the judge's own headers are the client's)."""
@@ -170,7 +171,7 @@ class Provider(ABC):
                 self.url,
                 json=self.body(request),
                 headers=headers,
-                timeout=httpx.Timeout(self.spec.request_timeout(request.config)),
+                timeout=self._timeout(request.config),
             )
         except httpx.TimeoutException as exc:
             ms = (time.perf_counter() - started) * 1000
@@ -195,6 +196,17 @@ class Provider(ABC):
         left = remaining_tokens(response.headers)
         outcome = self._answer(response, ms)
         return outcome if left is None else replace(outcome, remaining_tokens=left)
+
+    def _timeout(self, config: ReasoningConfig) -> httpx.Timeout:
+        """The request timeout under `config`, worked out once per config (its decoding
+        fields are read for it); the config is kept with it, so its id stays its own."""
+        known = self._timeouts.get(id(config))
+        if known is None or known[0] is not config:
+            if len(self._timeouts) > 64:
+                self._timeouts.clear()  # configs made per call (none today): stay small
+            known = (config, httpx.Timeout(self.spec.request_timeout(config)))
+            self._timeouts[id(config)] = known
+        return known[1]
 
     def _answer(self, response: httpx.Response, ms: float) -> Reply | CallFailure:
         status = response.status_code

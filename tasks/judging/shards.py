@@ -53,18 +53,19 @@ class PooledClients:
         base, extra = divmod(max(connections, 1), count)
         self.sizes = [base + (i < extra) for i in range(count)]
         self.clients = [make(size) for size in self.sizes]
-        self._busy = [0] * count
+        self._free = list(self.sizes)
+        """Connections of each pool not carrying a request."""
 
     async def post(
         self, url: httpx.URL | str, *, json: Any, headers: dict[str, str], timeout: httpx.Timeout
     ) -> httpx.Response:
-        free = [size - busy for size, busy in zip(self.sizes, self._busy, strict=True)]
+        free = self._free
         i = free.index(max(free))
-        self._busy[i] += 1
+        free[i] -= 1
         try:
             return await self.clients[i].post(url, json=json, headers=headers, timeout=timeout)
         finally:
-            self._busy[i] -= 1
+            free[i] += 1
 
     async def aclose(self) -> None:
         for client in self.clients:

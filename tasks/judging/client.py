@@ -41,7 +41,7 @@ from tasks.judging.pacing import (
     RetryPolicy,
 )
 from tasks.judging.providers import PROVIDERS, CallRequest, Provider, Reply
-from tasks.judging.shards import PooledClients, tls_context
+from tasks.judging.shards import PooledClients, lean_cookies, tls_context
 from tasks.judging.sharing import Claims
 from tasks.judging.stopping import StopRequest
 from tasks.judging.token_budget import budget_for, input_tokens
@@ -149,13 +149,14 @@ class JudgeClient:
 
         def pool(size: int) -> httpx.AsyncClient:
             # The query is in the provider's request URL (`Provider.url`).
-            return httpx.AsyncClient(
+            client = httpx.AsyncClient(
                 base_url=where.root,
                 headers=headers,
                 verify=tls_context(),
                 limits=httpx.Limits(max_connections=size, max_keepalive_connections=size),
                 timeout=httpx.Timeout(spec.request_timeout()),
             )
+            return lean_cookies(client)
 
         self.http = PooledClients(pool, spec.max_concurrency)
         try:

@@ -41,6 +41,7 @@ def tls_context() -> ssl.SSLContext:
 
 @functools.cache
 def _tls_context(cert_file: str | None, cert_dir: str | None) -> ssl.SSLContext:
+    """Made once per value of the variables httpx reads (it reads them itself)."""
     return httpx.create_ssl_context()
 
 

@@ -46,17 +46,27 @@ log = logging.getLogger(__name__)
 # --- files ------------------------------------------------------------------------------
 
 
-def _write(rows: Sequence[BaseModel], model: type[BaseModel], folder: Path) -> Path | None:
+def new_file_name() -> str:
+    """A fresh name for a reply or attempts file."""
+    return f"{uuid.uuid4().hex}.parquet"
+
+
+def _write(
+    rows: Sequence[BaseModel], model: type[BaseModel], folder: Path, name: str | None = None
+) -> Path | None:
     if not rows:
         return None
-    path = folder / f"{uuid.uuid4().hex}.parquet"
+    path = folder / (name or new_file_name())
     write_parquet_atomic(rows_to_table(rows, model), path)
     return path
 
 
-def write_replies(work: WorkDir, records: Sequence[ReplyRecord]) -> Path | None:
-    """Store successful replies in a new immutable file; returns its path (None if empty)."""
-    return _write(records, ReplyRecord, work.replies)
+def write_replies(
+    work: WorkDir, records: Sequence[ReplyRecord], name: str | None = None
+) -> Path | None:
+    """Store successful replies in a new immutable file (`name`: one of `new_file_name`);
+    returns its path (None if empty)."""
+    return _write(records, ReplyRecord, work.replies, name)
 
 
 def write_attempts(work: WorkDir, records: Sequence[AttemptRecord]) -> Path | None:

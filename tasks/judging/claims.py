@@ -258,6 +258,12 @@ class StoredKeyView:
             self.keys.update(column.column("call_key").to_pylist())
         return len(self.keys) - before
 
+    def expect(self, name: str) -> None:
+        """A reply file this process is about to publish: not to be read when it appears
+        (its keys come with `add_file`; reading it back cost the judge stage's event loop
+        a parquet read per flush)."""
+        self._seen.add(name)
+
     def add_file(self, path: Path, call_keys: Iterable[str]) -> None:
         """Count a reply file this process just published, without reading it back."""
         self._seen.add(path.name)
@@ -345,6 +351,10 @@ class CallClaims:
             self.release([call_key])
             return Claim.STORED
         return Claim.MINE
+
+    def publishing(self, name: str) -> None:
+        """A writer is about to publish a reply file of this name."""
+        self.view.expect(name)
 
     def published(self, path: Path | None, stored: list[str], settled: set[str]) -> None:
         """A writer published `path` holding the replies of `stored`: let the view see them,

@@ -41,7 +41,7 @@ from tasks.judging.pacing import (
     RetryPolicy,
 )
 from tasks.judging.providers import PROVIDERS, CallRequest, Provider, Reply
-from tasks.judging.shards import PooledClients
+from tasks.judging.shards import PooledClients, lean_cookies, tls_context
 from tasks.judging.sharing import Claims
 from tasks.judging.stopping import StopRequest
 from tasks.judging.token_budget import budget_for, input_tokens
@@ -145,15 +145,18 @@ class JudgeClient:
         self.retry = retry or RetryPolicy(max_retries=spec.max_retries)
         self._key = api_key
         where = endpoint(spec)
+        headers = extra_headers(spec)
 
         def pool(size: int) -> httpx.AsyncClient:
-            return httpx.AsyncClient(
+            # The query is in the provider's request URL (`Provider.url`).
+            client = httpx.AsyncClient(
                 base_url=where.root,
-                params=where.params,
-                headers=extra_headers(spec),
+                headers=headers,
+                verify=tls_context(),
                 limits=httpx.Limits(max_connections=size, max_keepalive_connections=size),
                 timeout=httpx.Timeout(spec.request_timeout()),
             )
+            return lean_cookies(client)
 
         self.http = PooledClients(pool, spec.max_concurrency)
         try:

@@ -107,7 +107,7 @@ class Poster(Protocol):
     """What a provider sends with: an httpx client's `post` (`tasks.judging.shards`)."""
 
     async def post(
-        self, url: str, *, json: Any, headers: dict[str, str], timeout: httpx.Timeout
+        self, url: httpx.URL | str, *, json: Any, headers: dict[str, str], timeout: httpx.Timeout
     ) -> httpx.Response: ...
 
 
@@ -120,8 +120,13 @@ class Provider(ABC):
         self.spec = spec
         self.http = http
         self._key = api_key
-        self.path = endpoint(spec).path
+        where = endpoint(spec)
+        self.path = where.path
         """Request path, relative to the client's root (`tasks.judging.endpoints`)."""
+        self.url = httpx.URL(where.url, params=where.params)
+        """The full request URL with its query, parsed once: httpx parses a relative path
+        and merges it with the client's root and query on every request otherwise."""
+        self._timeouts: dict[int, tuple[ReasoningConfig, httpx.Timeout]] = {}
 
     def headers(self) -> dict[str, str]:
         """Authentication and version headers (the judge's own headers are the client's)."""
@@ -163,10 +168,10 @@ class Provider(ABC):
         started = time.perf_counter()
         try:
             response = await self.http.post(
-                self.path,
+                self.url,
                 json=self.body(request),
                 headers=headers,
-                timeout=httpx.Timeout(self.spec.request_timeout(request.config)),
+                timeout=self._timeout(request.config),
             )
         except httpx.TimeoutException as exc:
             ms = (time.perf_counter() - started) * 1000
@@ -191,6 +196,17 @@ class Provider(ABC):
         left = remaining_tokens(response.headers)
         outcome = self._answer(response, ms)
         return outcome if left is None else replace(outcome, remaining_tokens=left)
+
+    def _timeout(self, config: ReasoningConfig) -> httpx.Timeout:
+        """The request timeout under `config`, worked out once per config (its decoding
+        fields are read for it); the config is kept with it, so its id stays its own."""
+        known = self._timeouts.get(id(config))
+        if known is None or known[0] is not config:
+            if len(self._timeouts) > 64:
+                self._timeouts.clear()  # configs made per call (none today): stay small
+            known = (config, httpx.Timeout(self.spec.request_timeout(config)))
+            self._timeouts[id(config)] = known
+        return known[1]
 
     def _answer(self, response: httpx.Response, ms: float) -> Reply | CallFailure:
         status = response.status_code

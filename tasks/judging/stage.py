@@ -8,11 +8,14 @@ counts), holding the run's lock while it sends. SIGINT or SIGTERM stops it clean
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
+import gc
 import random
 import time
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -54,6 +57,9 @@ __all__ = ["COMPACT_AT", "call_status_counts", "run_judge_stage", "unstored_call
 COMPACT_AT = 256
 """Reply files in the cache above which a run compacts it (reading many small files costs
 a few ms each; one merged file reads in one scan)."""
+
+SENDING_GEN0 = 10_000
+"""The collector's youngest-generation threshold while calls are sent (`_collector_eased`)."""
 
 _SAME_ORIGIN = ("plan_id", "manifest_hash", "template_id", "template_hash", "judges")
 
@@ -171,7 +177,7 @@ async def _judge_planned(
             if sender is not None:
                 await sender(request, to_send, tally)
             else:
-                with stop_on_signals(stop):
+                with stop_on_signals(stop), _collector_eased():
                     run_batch = hooks.run_batch or judge_batch
                     await send_all(request, to_send, tally, fresh, run_batch, stop=stop)
     except (OSError, StoreUnreachable) as exc:
@@ -229,6 +235,27 @@ async def _judge_planned(
     if stop.signum is not None:
         raise Interrupted(request.run_id, stop.signum, counts)
     return counts
+
+
+@contextlib.contextmanager
+def _collector_eased() -> Iterator[None]:
+    """While the calls go out, the cyclic collector runs rarely and leaves the objects made
+    before alone; its objects and thresholds are handed back when the sending ends.
+
+    Each call allocates hundreds of objects (httpx's, asyncio's, the records), so at the
+    default threshold of 700 the youngest generation was collected some 650 times during
+    the demo's 6,960 calls, promoting what was in flight into older generations, and each
+    pass of the oldest walked every object of the process (Prefect, pandas, the plan's
+    calls): 0.7 s of collection in all. With the old objects frozen (`gc.freeze`) and the
+    youngest generation collected every `SENDING_GEN0` allocations: 0.2 s."""
+    threshold = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(SENDING_GEN0, *threshold[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*threshold)
+        gc.unfreeze()
 
 
 def call_status_counts(calls: pa.Table) -> dict[str, Any]:

@@ -51,6 +51,9 @@ class StopRequest:
         request (a StoreUnreachable), that stopped the stage (`disk_full`)."""
         self.cut_off = False
         self._inflight: set[asyncio.Task[object]] = set()
+        """The tasks awaiting a request (or a retry's pause) in `guard`."""
+        self._abandoned: set[asyncio.Task[object]] = set()
+        """Those `_abandon` cancelled, whose cancel `guard` takes back."""
 
     @property
     def requested(self) -> bool:
@@ -82,20 +85,31 @@ class StopRequest:
     def _abandon(self) -> None:
         self.cut_off = True
         for task in list(self._inflight):
+            self._abandoned.add(task)
             task.cancel()
 
     async def guard(self, awaitable: Awaitable[T]) -> T | None:
-        """Await a request in flight; None if it was abandoned at the deadline."""
-        task: asyncio.Task[T] = asyncio.ensure_future(awaitable)
-        self._inflight.add(task)  # type: ignore[arg-type]
-        task.add_done_callback(self._inflight.discard)  # type: ignore[arg-type]
+        """Await a request in flight; None if it was abandoned at the deadline.
+
+        What `_abandon` cancels is the task awaiting here (a task of its own per request cost
+        the event loop a task and its callbacks per call); its cancel is taken back
+        (`Task.uncancel`), so a cancel from anywhere else still ends that task."""
+        task = asyncio.current_task()
+        assert task is not None
+        self._inflight.add(task)
         try:
-            return await task
+            return await awaitable
         except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if self.cut_off and task.cancelled() and not (current and current.cancelling()):
-                return None
+            if task in self._abandoned:
+                self._abandoned.discard(task)
+                if task.uncancel() == 0:
+                    return None
             raise
+        finally:
+            self._inflight.discard(task)
+            if task in self._abandoned:  # the request ended without taking the cancel
+                self._abandoned.discard(task)
+                task.uncancel()
 
 
 @contextlib.contextmanager

@@ -150,6 +150,11 @@ class StoreCallClaims:
             say = log.info if isinstance(exc, StoreUnreachable) else log.warning
             say("claim %s could not be settled: %s", key, exc)
 
+    def publishing(self, name: str) -> None:
+        """A writer is about to publish a reply file of this name."""
+        with self._lock:
+            self.view.expect(name)
+
     def published(self, path: Path | None, stored: list[str], settled: set[str]) -> None:
         """A writer published `path` holding the replies of `stored`: let the view see them,
         then mark those calls stored and give up the claims of the calls that failed."""

@@ -7,10 +7,10 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -45,6 +45,20 @@ def _columns(width: int) -> list[ProgressColumn]:
     ]
 
 
+class _Bar(Progress):
+    """A rich progress bar that takes its numbers from `sync` each time it is drawn (four
+    times a second, on rich's thread) instead of at every call: updating rich's task per
+    call (its lock, its speed samples) cost the stage's event loop more than the bar shows."""
+
+    def __init__(self, *columns: ProgressColumn, sync: Callable[[], None], **kwargs: Any):
+        self._sync = sync  # first: rich draws once while it is made
+        super().__init__(*columns, **kwargs)
+
+    def get_renderables(self) -> Iterable[RenderableType]:
+        self._sync()
+        yield from super().get_renderables()
+
+
 class Tally:
     """Counts and the optional progress bar (on stderr) of one judge stage."""
 
@@ -58,12 +72,15 @@ class Tally:
         self.timed_out = 0
         """Requests abandoned at their timeout (a provider may still bill each)."""
         self.started = time.monotonic()
+        self._failures = 0
+        self._last_sent = self.started
+        """When the latest call was counted (the bar's rate is the rate up to then)."""
         self._progress: Progress | None = None
         self._task: Any = None
         if show:
             console = console or Console(stderr=True)
-            self._progress = Progress(
-                *_columns(console.width), console=console, refresh_per_second=4
+            self._progress = _Bar(
+                *_columns(console.width), sync=self._show, console=console, refresh_per_second=4
             )
             self._task = self._progress.add_task(
                 "calls", total=total, completed=cached, cached=cached, failed=0, rate=""
@@ -77,11 +94,19 @@ class Tally:
             self.stored += 1
         else:
             self.failed[category or "unknown"] += 1
-        if self._progress is not None:
-            rate = self.sent / max(time.monotonic() - self.started, 1e-9)
-            self._progress.update(
-                self._task, advance=1, failed=sum(self.failed.values()), rate=f"{rate:,.0f}/s"
-            )
+            self._failures += 1
+        self._last_sent = time.monotonic()
+
+    def _show(self) -> None:
+        """Bring the bar's task up to the counts (called by the bar as it draws)."""
+        if self._progress is None or self._task is None:
+            return  # drawn while it is being made: nothing counted yet
+        fields: dict[str, Any] = {"cached": self.cached + self.skipped, "failed": self._failures}
+        if self.sent:
+            rate = self.sent / max(self._last_sent - self.started, 1e-9)
+            fields["rate"] = f"{rate:,.0f}/s"
+        done = self.cached + self.skipped + self.sent
+        self._progress.update(self._task, completed=done, **fields)
 
     def record_batch(self, counts: Mapping[str, int]) -> None:
         """Count a whole batch's outcomes at once (a batch that ran in another process):
@@ -119,8 +144,6 @@ class Tally:
         """A call not sent after all: another run stored its reply while it waited (the bar
         counts it as cached: it came from the cache, paid by the other run)."""
         self.skipped += 1
-        if self._progress is not None:
-            self._progress.update(self._task, advance=1, cached=self.cached + self.skipped)
 
     def close(self) -> None:
         """Stop the progress bar, if there is one."""

@@ -12,7 +12,7 @@ from typing import Protocol
 
 from schemas.calls import AttemptRecord, ReplyRecord
 from tasks.errors import StoreUnreachable
-from tasks.judging.cache import write_attempts, write_replies
+from tasks.judging.cache import new_file_name, write_attempts, write_replies
 from tasks.judging.journal import Entry, JournalSegment, ReplyJournal
 from tasks.workdir import WorkDir, disk_full
 
@@ -33,6 +33,10 @@ def _journal_for(work: WorkDir, reserve_bytes: int) -> ReplyJournal:
 
 class PublishListener(Protocol):
     """Told of every flush (the call claims: `tasks.judging.claims.CallClaims`)."""
+
+    def publishing(self, name: str) -> None:
+        """A reply file of this name is about to be published (its keys come with
+        `published`): nothing needs to read it back."""
 
     def published(self, path: Path | None, stored: list[str], settled: set[str]) -> None:
         """`path` (None: no replies) now holds the replies of `stored`; the calls of
@@ -168,10 +172,13 @@ class CacheWriter:
             segment = self.journal.cut()
             if not replies and not attempts:
                 return
+            name = new_file_name()
+            if replies and self.claims is not None:
+                self.claims.publishing(name)
             try:
                 # Replies first: a reply on disk with no attempt row is harmless; the
                 # reverse would show a success in the log that the cache cannot serve.
-                path = await asyncio.to_thread(self._write_both, replies, attempts)
+                path = await asyncio.to_thread(self._write_both, replies, attempts, name)
             except (OSError, StoreUnreachable) as exc:
                 if not (disk_full(exc) or isinstance(exc, StoreUnreachable)):
                     raise
@@ -186,9 +193,12 @@ class CacheWriter:
                 self.claims.published(path, keys, {a.call_key for a in attempts}.union(keys))
             self.last_flush = time.monotonic()
 
-    def _write_both(self, replies: list[ReplyRecord], attempts: list[AttemptRecord]) -> Path | None:
-        """Write both files; returns the reply file's path (None if no replies)."""
-        path = write_replies(self.work, replies)
+    def _write_both(
+        self, replies: list[ReplyRecord], attempts: list[AttemptRecord], name: str
+    ) -> Path | None:
+        """Write both files, the replies' as `name`; returns the reply file's path (None if
+        no replies)."""
+        path = write_replies(self.work, replies, name)
         if path is not None:
             self.files_written += 1
         if write_attempts(self.work, attempts) is not None:

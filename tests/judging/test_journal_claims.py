@@ -13,6 +13,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -200,6 +201,50 @@ def test_the_writer_releases_a_claim_only_once_its_reply_is_published(work: Work
         await writer.close()
 
     asyncio.run(scenario())
+
+
+def test_a_writer_s_own_reply_files_are_not_read_back_by_its_view(
+    work: WorkDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer names its reply file to the claims before publishing it: a look at the
+    view while the file is being published does not read it (its keys come from the
+    writer), while another process's file is read as before."""
+    import tasks.judging.claims as claims_module
+    import tasks.judging.writer as writer_module
+
+    read: list[str] = []
+    check_schema, write = claims_module.check_schema, writer_module.write_replies
+
+    def counted(path: Path, model: type) -> None:
+        read.append(path.name)
+        check_schema(path, model)
+
+    claims = CallClaims(work)
+    make_reply: Any = reply
+    make_attempt: Any = attempt
+
+    def publish_and_look(*args: object) -> Path | None:
+        path = write(*args)  # type: ignore[arg-type]
+        claims.view._changes._settled = False  # noqa: SLF001  (look, whatever the clock)
+        assert "absent" not in claims.view  # a miss: the view lists the folder
+        return path
+
+    monkeypatch.setattr(claims_module, "check_schema", counted)
+    monkeypatch.setattr(writer_module, "write_replies", publish_and_look)
+
+    async def scenario() -> None:
+        writer = CacheWriter(work, max_rows=1000, max_age_s=3600, claims=claims)
+        assert claims.take("a") is Claim.MINE
+        writer.add(make_reply("a"), [make_attempt("a")])
+        await writer.flush()
+        assert "a" in claims.view and read == []
+        other = write(work, [make_reply("other")])
+        assert other is not None and claims.take("other") is Claim.STORED
+        assert read == [other.name]
+        await writer.close()
+
+    asyncio.run(scenario())
+    claims.close()
 
 
 def test_a_dead_holders_claims_are_free_after_its_journal_is_published(work: WorkDir) -> None:

@@ -352,6 +352,31 @@ def test_progress_counts_only_the_wanted_calls(
     assert counts["sent_now"] == 3 and counts["sent"] == 10 and bars[-1] == (8, 5)
 
 
+def test_the_collector_is_eased_while_calls_go_out_and_restored_after(
+    staged: StagedPlan, server: SimJudgeServer
+) -> None:
+    """While the batches send, the objects made before are frozen and the youngest
+    generation's threshold is raised (`_collector_eased`); both are as before after."""
+    import gc
+
+    from tasks.judging import stage
+    from tasks.judging.batches import judge_batch
+    from tasks.judging.request import JudgeRequest, StageHooks
+
+    seen: list[tuple[int, int]] = []
+
+    async def run_batch(batch: Any, session: Any) -> dict[str, int]:
+        seen.append((gc.get_threshold()[0], gc.get_freeze_count()))
+        return await judge_batch(batch, session)
+
+    before = gc.get_threshold()
+    request = JudgeRequest(staged.work, "eased", staged.plan_id, (_judge(server),))
+    counts = asyncio.run(stage.run_judge_stage(request, hooks=StageHooks(run_batch=run_batch)))
+    assert counts["sent_now"] == 40
+    assert seen and all(t == stage.SENDING_GEN0 and frozen > 0 for t, frozen in seen)
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+
+
 @pytest.mark.slow
 @pytest.mark.usefixtures("prefect_harness")
 def test_cli_judge_whose_calls_all_time_out_fails(tmp_path: Path) -> None:

@@ -9,7 +9,9 @@ import asyncio
 import httpx
 import pytest
 
-from tasks.judging.shards import PER_POOL, PooledClients
+from schemas.judge import JudgeSpec
+from tasks.judging.client import JudgeClient
+from tasks.judging.shards import PER_POOL, PooledClients, lean_cookies
 
 
 @pytest.mark.parametrize("connections", [1, 3, 4, 5, 32, 33])
@@ -56,3 +58,30 @@ def test_requests_within_the_limit_each_find_a_free_connection() -> None:
     assert [answers.count(i) for i in range(len(pools.sizes))] == pools.sizes
     assert all(most[i] == size for i, size in enumerate(pools.sizes))
     asyncio.run(pools.aclose())
+
+
+def test_a_judges_cookies_are_kept_and_sent_back() -> None:
+    """A judge client's pools read only the responses that set cookies (`lean_cookies`):
+    a cookie a judge sets is still sent with the next requests, and a reply without one
+    changes nothing."""
+    seen: list[str | None] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers.get("cookie"))
+        if len(seen) == 1:
+            return httpx.Response(200, headers={"set-cookie": "__cf_bm=abc; Path=/"}, json={})
+        return httpx.Response(200, json={})
+
+    async def go() -> None:
+        spec = JudgeSpec(name="j", base_url="http://j/v1", model="m", max_concurrency=8)
+        async with JudgeClient(spec, None) as judge:
+            assert len(judge.http.clients) == 2
+            for pool in judge.http.clients:
+                assert type(pool.cookies).extract_cookies is not httpx.Cookies.extract_cookies
+        async with lean_cookies(httpx.AsyncClient(transport=httpx.MockTransport(answer))) as c:
+            for _ in range(3):
+                await c.post("http://j/v1/x", json={})
+            assert dict(c.cookies) == {"__cf_bm": "abc"}
+
+    asyncio.run(go())
+    assert seen == [None, "__cf_bm=abc", "__cf_bm=abc"]

@@ -375,6 +375,13 @@ def test_the_collector_is_eased_while_calls_go_out_and_restored_after(
     assert counts["sent_now"] == 40
     assert seen and all(t == stage.SENDING_GEN0 and frozen > 0 for t, frozen in seen)
     assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+    # A process that collects less often already (the `judgeline` command) keeps its own.
+    gc.set_threshold(5 * stage.SENDING_GEN0, *before[1:])
+    try:
+        with stage._collector_eased():
+            assert gc.get_threshold()[0] == 5 * stage.SENDING_GEN0
+    finally:
+        gc.set_threshold(*before)
 
 
 @pytest.mark.slow

@@ -1,5 +1,9 @@
 """Imported runs: judgment files -> run -> remap -> (replay when K allows) -> report; and
-re-parsing a run from its cached replies. Neither sends a call."""
+re-parsing a run from its cached replies. Neither sends a call.
+
+Both flows are async, though nothing in them awaits: Prefect's engine for a sync flow joins
+the flow run's heartbeat thread at its end, and that thread sleeps in steps of a second, so
+a sync flow run ended up to 1 s (0.5 s on average) after its work did."""
 
 from __future__ import annotations
 
@@ -61,7 +65,7 @@ def _finish(work: WorkDir, record: RunRecord, k: int) -> None:
 
 
 @flow(name="import-judgments")
-def import_flow(
+async def import_flow(
     fmt: str, paths: list[str], work_dir: str | None = None, run_id: str | None = None,
     dataset: str | None = None, name: str | None = None, questions: str | None = None,
     answers_dir: str | None = None, mapping: str | None = None, judge: str | None = None,
@@ -103,7 +107,7 @@ def import_flow(
 
 
 @flow(name="reparse-run")
-def reparse_flow(run_id: str, work_dir: str | None = None) -> dict[str, Any]:
+async def reparse_flow(run_id: str, work_dir: str | None = None) -> dict[str, Any]:
     """Re-label a run from its cached replies under the current parser and rebuild its
     outcomes, dispositions, replay, report and status, holding the run's lock. Sends
     nothing; a run still degraded or failed ends this flow run Failed."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -102,11 +103,11 @@ def import_(
     from flows.imports import import_flow
 
     try:
-        record = import_flow(
+        record = asyncio.run(import_flow(
             fmt, [str(f) for f in files], state.work.address, run_id, dataset, name,
             str(questions) if questions else None, str(answers_dir) if answers_dir else None,
             map_, judge, template, baseline,
-        )  # fmt: skip
+        ))  # fmt: skip
     except RunNotCompleted as exc:
         print_reasons(exc.lines)
         if exc.result is not None:
@@ -142,7 +143,7 @@ def reparse(
     from flows.imports import reparse_flow
 
     try:
-        counts = reparse_flow(run_id, state.work.address)
+        counts = asyncio.run(reparse_flow(run_id, state.work.address))
     except RunNotCompleted as exc:
         print_reasons(exc.lines)
         if exc.result is not None:

@@ -256,15 +256,15 @@ def test_imports_compare_with_a_readable_import_of_their_k(
             paths.append(str(_write(folder / NAME, _lines(conflicts, seed))))
         return paths
 
-    import_flow("judgebench", files("one", 1, 0), str(work.root), "one")
-    import_flow("judgebench", files("two", 2, 0), str(work.root), "two")
+    asyncio.run(import_flow("judgebench", files("one", 1, 0), str(work.root), "one"))
+    asyncio.run(import_flow("judgebench", files("two", 2, 0), str(work.root), "two"))
     assert "No earlier completed run of this configuration" in _report(work, "two")
     _truncate(RunFolder(work, "two").calls)
-    import_flow("judgebench", files("three", 2, 1), str(work.root), "three")
+    asyncio.run(import_flow("judgebench", files("three", 2, 1), str(work.root), "three"))
     assert "No earlier completed run of this configuration" in _report(work, "three")
     [line] = _skips(caplog, "two")
     assert str(RunFolder(work, "two").calls) in line
-    import_flow("judgebench", files("four", 1, 2), str(work.root), "four")
+    asyncio.run(import_flow("judgebench", files("four", 1, 2), str(work.root), "four"))
     assert "What changed since run <code>one</code>" in _report(work, "four")
     assert {r.run_id: r.status for r in list_records(work)} == dict.fromkeys(
         ("one", "two", "three", "four"), "completed"

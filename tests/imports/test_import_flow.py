@@ -32,7 +32,7 @@ def test_import_then_reparse(
     work = WorkDir.at(tmp_path / "work")
     # One of the six judgments has no reply (not_recorded): more than 10%, so degraded.
     with pytest.raises(RunNotCompleted) as imported:
-        import_flow("judgebench", [str(_file(tmp_path))], str(work.root), "imp-1")
+        asyncio.run(import_flow("judgebench", [str(_file(tmp_path))], str(work.root), "imp-1"))
     record = imported.value.result
     assert record is not None and record["status"] == "degraded"
     assert record["calls"]["sent"] == 0
@@ -57,7 +57,7 @@ def test_import_then_reparse(
     monkeypatch.setitem(parsing._PARSERS, "arena-hard-v1", changed)  # noqa: SLF001
     monkeypatch.setattr(parsing, "PARSER_VERSION", "2")
     with pytest.raises(RunNotCompleted) as degraded:
-        reparse_flow("imp-1", str(work.root))
+        asyncio.run(reparse_flow("imp-1", str(work.root)))
     assert degraded.value.status == "degraded"
     assert read_record(work, "imp-1").status == "degraded"
     counts = degraded.value.result
@@ -111,7 +111,7 @@ def test_reparse_of_a_judged_run_sends_nothing(
             ),  # fmt: skip
         )
         monkeypatch.setattr(parsing, "PARSER_VERSION", "reparse-test")
-        reparsed = reparse_flow("judged", str(work.root))
+        reparsed = asyncio.run(reparse_flow("judged", str(work.root)))
         assert len(server.request_log()) == sent  # not one request more
     assert reparsed["parser_version"] == "reparse-test"
     labels = pq.read_table(RunFolder(work, "judged").table("labels")).to_pylist()
@@ -126,6 +126,6 @@ def test_a_refused_import_leaves_no_run(tmp_path: Path) -> None:
     twice = _line("p", "A>B", _entry("[[A>B]]", "A>B"), None)
     path = _write(tmp_path / NAME, [twice, twice])
     with pytest.raises(InputError, match="judged twice"):
-        import_flow("judgebench", [str(path)], str(work.root), "imp-2")
+        asyncio.run(import_flow("judgebench", [str(path)], str(work.root), "imp-2"))
     assert scan_records(work) == []
     assert not RunFolder(work, "imp-2").exists()

@@ -76,7 +76,7 @@ def test_a_reparse_is_refused_while_another_process_holds_the_run(
     path = write_record(work, _record("R", "degraded"))
     before = path.read_bytes()
     with pytest.raises(InputError) as refused:
-        reparse_flow("R", str(work.root))
+        asyncio.run(reparse_flow("R", str(work.root)))
     message = str(refused.value)
     assert "\n" not in message
     assert f"run 'R' is being judged by another process (pid {holder.pid} on " in message

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from tasks.errors import InputError
 from tasks.ingest.manifest import read_manifest
-from tasks.leaderboard.battles import RULES, Battles, Rule, battles_of
+from tasks.leaderboard.battles import RULES, Battles, Rule, battles_of, manifest_systems
 from tasks.leaderboard.board import BoardOptions, Scored, score_rule
 from tasks.leaderboard.stopping import stopping_effects
 from tasks.runfolder import RunFolder
@@ -113,6 +113,7 @@ def run_leaderboard(
             "reads a run that finished its remap"
         )
     _, manifest = read_manifest(work, record.manifest_hash, gate=False)
+    manifest_systems(manifest)  # pairs of no systems: refused before the tables are read
     outcomes = pd.read_parquet(
         folder.outcomes,
         columns=["judge", "config", "pair_id", "seed", "order", "outcome", "strength"],

@@ -79,6 +79,13 @@ class Games:
     losses: NDArray[np.int64]
 
 
+def manifest_systems(manifest: pa.Table) -> tuple[list[str], list[str], str | None]:
+    """Per pair of a manifest, the systems of identities A and B, and the baseline if one
+    is named; InputError if a pair names no system (a manifest of answer pairs only)."""
+    pairs = manifest.select(["pair_id", "metadata"]).to_pydict()
+    return _systems(pairs["metadata"], pairs["pair_id"])
+
+
 def _systems(metadata: list[str], pair_ids: list[str]) -> tuple[list[str], list[str], str | None]:
     a_names, b_names, baselines = [], [], set()
     for pair_id, text in zip(pair_ids, metadata, strict=True):

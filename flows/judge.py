@@ -1,4 +1,9 @@
-"""The judge-call flows: judge a plan's calls, or resend a run's calls with no stored reply.
+"""The judge-call stages: judge a plan's calls, or resend a run's calls with no stored reply.
+
+Inside another flow (a nightly run, its rerun) a stage runs as that flow's task runs, one a
+batch; alone (`judgeline judge`, `judge_flow` in Python), each is a flow of its own. A
+subflow run per stage cost a nightly run about 0.2 s of API calls and bought nothing: its
+batches' sender (Dask, provider batches) is the stage's own, not a flow's task runner.
 
 The stage itself (planning, batches, the cache, counts) is `tasks.judging.stage`; here each
 batch becomes a Prefect task (`judge-batch`, or `judge-batch-remote` on Dask: flows/dask.py),
@@ -52,8 +57,7 @@ HOOKS = StageHooks(run_batch=judge_batch_task, remote=remote_sender)
 that ask, on Dask when asked."""
 
 
-@flow(name="judge-calls")
-async def judge_flow(
+async def judge_stage(
     run_id: str,
     plan_id: str,
     judges: list[JudgeSpec],
@@ -81,8 +85,7 @@ async def judge_flow(
     return counts
 
 
-@flow(name="judge-rerun-failed")
-async def rerun_failed_flow(
+async def rerun_failed_stage(
     run_id: str,
     work_dir: str | None = None,
     show_progress: bool = False,
@@ -103,3 +106,7 @@ async def rerun_failed_flow(
     counts = await run_judge_stage(request, show_progress=show_progress, hooks=HOOKS)
     get_run_logger().info("rerun of %s: %s", run_id, counts)
     return counts
+
+
+judge_flow = flow(name="judge-calls")(judge_stage)
+rerun_failed_flow = flow(name="judge-rerun-failed")(rerun_failed_stage)

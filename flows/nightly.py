@@ -1,7 +1,7 @@
 """The nightly benchmark: freeze -> plan -> judge -> remap -> replay -> aggregate -> report.
 
-One parent flow whose stages run as its task runs (the judge stage as a subflow, which can
-send its batches to Dask); every stage gates what it reads. The run's
+One parent flow whose stages run as its task runs (the judge stage's batches a task run each,
+which it can send to Dask); every stage gates what it reads. The run's
 record (`runs/<run_id>/record.json`) says what went in, which code ran, when, and the
 count of every outcome category. Rerunning with the same inputs reuses every cached call
 and reproduces the same tables.
@@ -17,7 +17,7 @@ from prefect.context import SyncClientContext
 
 from flows.flowkind import flow
 from flows.history import alarms_task, emit_alarms, probe_task
-from flows.judge import judge_flow, rerun_failed_flow
+from flows.judge import judge_stage, rerun_failed_stage
 from flows.live import live_flow
 from flows.prepare import freeze_stage, plan_stage
 from flows.remap import remap_stage
@@ -102,7 +102,7 @@ async def _stages(cfg: RunConfig, work: WorkDir, record: RunRecord, show_progres
 
     assert record.manifest_hash is not None and record.plan_id is not None
     if cfg.live is None:
-        record.calls = await judge_flow(
+        record.calls = await judge_stage(
             run_id, record.plan_id, cfg.judges, cfg.template, cfg.batch_size, root,
             show_progress, dask_address=cfg.dask_address,
         )  # fmt: skip
@@ -185,7 +185,7 @@ async def rerun_run_flow(
     if dask_address is None and cfg is not None:
         dask_address = cfg.dask_address
     with recorded_run(work, record):
-        counts: dict[str, Any] = await rerun_failed_flow(
+        counts: dict[str, Any] = await rerun_failed_stage(
             run_id, work.address, show_progress, dask_address
         )
         record.calls = counts

@@ -56,6 +56,13 @@ class LocalServer:
         os.environ[GATE_AUTH_ENV] = self.files.auth_string()
         self.relay = Relay(self.upstream)
         os.environ["PREFECT_API_URL"] = f"{self.relay.url}/api"
+        # The server runs this installation's Prefect (a server of another version or code
+        # is replaced): each client's version handshake is a request for nothing, and so is
+        # its CSRF token while the server asks for none.
+        os.environ.setdefault("PREFECT_CLIENT_SERVER_VERSION_CHECK_ENABLED", "false")
+        csrf = os.environ.get("PREFECT_SERVER_API_CSRF_PROTECTION_ENABLED", "")
+        if csrf.strip().lower() not in ("1", "true", "yes", "on"):
+            os.environ.setdefault("PREFECT_CLIENT_CSRF_SUPPORT_ENABLED", "false")
 
     def ready(self) -> ServerInfo:
         info = self.start.ready()

@@ -33,6 +33,7 @@ from tasks.runfolder import RunFolder
 from tasks.tablefiles import TableFile
 from tasks.warehouseviews import (
     VIEWS,
+    View,
     check_root,
     create_views,
     foreign,
@@ -113,14 +114,13 @@ def build_warehouse(work: WorkDir) -> Path:
     return target
 
 
-def _runs_connection(work: WorkDir, runs: frozenset[str]) -> duckdb.DuckDBPyConnection:
-    """An in-memory database with the views of the run tables over the files of `runs`
-    only, checked as the warehouse checks them: what a read of these runs needs, without
-    listing, checking and binding every run's files (or writing the warehouse)."""
-    check_root(work)
+def _views_connection(files_of: dict[View, list[TableFile]]) -> duckdb.DuckDBPyConnection:
+    """An in-memory database with the views of the run tables over these files only: what a
+    read of some runs needs, without listing, checking and binding every run's files (or
+    writing the warehouse)."""
     con = duckdb.connect()
     try:
-        create_views(con, listing(work, runs))
+        create_views(con, files_of)
     except BaseException:
         con.close()
         raise
@@ -194,18 +194,31 @@ def _fresh(work: WorkDir) -> Path:
 
 @dataclass
 class _Read:
-    """One read of the warehouse: its work dir, the runs it holds (None: all), connection,
-    and the answers given so far."""
+    """One read of the warehouse: its work dir, the runs it holds (None: all), the answers
+    given so far, and its connection, opened at the first query that needs it."""
 
     root: Path
     runs: frozenset[str] | None
-    con: duckdb.DuckDBPyConnection
     answers: dict[str, pd.DataFrame]
+    opener: Callable[[], duckdb.DuckDBPyConnection]
+    opened: duckdb.DuckDBPyConnection | None = None
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        if self.opened is None:
+            self.opened = self.opener()
+        return self.opened
 
     def covers(self, work: WorkDir, runs: frozenset[str] | None) -> bool:
         if self.root != work.root:
             return False
         return self.runs is None or (runs is not None and runs <= self.runs)
+
+
+_KEPT: dict[tuple[Path, frozenset[str]], tuple[list[tuple[str, int, int]], dict[str, Any]]] = {}
+"""The answers of the last read of some runs, with the files it read: the next read of the
+same runs gives them again while those files are unchanged (a run's summary after its
+report asks what the report asked)."""
 
 
 _reading: ContextVar[_Read | None] = ContextVar("warehouse_reading", default=None)
@@ -219,23 +232,36 @@ def warehouse_reads(work: WorkDir, runs: Iterable[str] | None = None) -> Iterato
     read holds are the outer read.
 
     With `runs`, queries inside ask about those runs only (a run's report and summary): they
-    read the views of the run tables over those runs' files alone (`_runs_connection`), as
-    the warehouse would answer them, and the warehouse is neither checked nor rebuilt."""
+    read the views of the run tables over those runs' files alone (`_views_connection`), as
+    the warehouse would answer them, and the warehouse is neither checked nor rebuilt. The
+    answers of the last such read are given again to the next read of the same runs while
+    their files are unchanged (`_KEPT`); a connection is opened only for a query that is
+    not answered so."""
     scope = None if runs is None else frozenset(runs)
     outer = _reading.get()
     if outer is not None and outer.covers(work, scope):
         yield
         return
     if scope is None:
-        con = duckdb.connect(str(_fresh(work)), read_only=True)
+        path = _fresh(work)
+        read = _Read(work.root, None, {}, lambda: duckdb.connect(str(path), read_only=True))
     else:
-        con = _runs_connection(work, scope)
-    token = _reading.set(_Read(work.root, scope, con, {}))
+        check_root(work)
+        files_of = listing(work, scope)
+        files = sorted(_signature(f) for found in files_of.values() for f in found)
+        signed, kept = _KEPT.get((work.root, scope), (None, {}))
+        read = _Read(work.root, scope, dict(kept) if signed == files else {},
+                     lambda: _views_connection(files_of))  # fmt: skip
+    token = _reading.set(read)
     try:
         yield
     finally:
         _reading.reset(token)
-        con.close()
+        if read.opened is not None:
+            read.opened.close()
+        if scope is not None:
+            _KEPT.clear()
+            _KEPT[(work.root, scope)] = (files, read.answers)
 
 
 def query(work: WorkDir, name: str, **params: Any) -> pd.DataFrame:

@@ -67,3 +67,33 @@ def test_a_read_of_a_run_asked_about_another_answers_from_the_warehouse(work: Wo
         with warehouse_reads(work):
             assert warehouse._reading.get().runs is None  # type: ignore[union-attr]
     assert work.warehouse.exists()
+
+
+def test_the_next_read_of_a_run_gives_the_last_answers_until_a_file_changes(
+    work: WorkDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run's summary after its report: the same questions about the same files are
+    answered without a connection; a rewritten table file is read afresh."""
+    write_run(work, "run-1", 1, pairs=5)
+    opened: list[int] = []
+    connect = warehouse._views_connection
+
+    def counting(files_of):  # type: ignore[no-untyped-def]
+        opened.append(1)
+        return connect(files_of)
+
+    monkeypatch.setattr(warehouse, "_views_connection", counting)
+    first = _answers(work, "run-1", ["run-1"])
+    assert len(opened) == 1
+    again = _answers(work, "run-1", ["run-1"])
+    assert len(opened) == 1  # no connection: every answer was kept
+    for name, frame in first.items():
+        pd.testing.assert_frame_equal(again[name], frame, obj=name)
+    for table in work.run_dir("run-1").glob("*.parquet"):
+        table.unlink()
+    write_run(work, "run-1", 2, pairs=8)  # the run's tables written anew
+    changed = _answers(work, "run-1", ["run-1"])
+    assert len(opened) == 2
+    pd.testing.assert_frame_equal(
+        changed["report_summary"], _answers(work, "run-1", None)["report_summary"]
+    )

@@ -171,11 +171,11 @@ def test_a_request_to_the_server_takes_no_delayed_ack(tmp_path: Path, home: Path
     relay = Relay(files.read)
     for port in (info.port, relay.port):
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)  # kept alive
+        headers = {"authorization": basic_auth(files.auth_string())}
         walls = []
         for _ in range(15):
             started = time.perf_counter()
-            connection.request("GET", "/api/admin/version",
-                               headers={"authorization": basic_auth(files.auth_string())})  # fmt: skip
+            connection.request("GET", "/api/admin/version", headers=headers)
             reply = connection.getresponse()
             assert reply.status == 200 and reply.read()
             walls.append(time.perf_counter() - started)

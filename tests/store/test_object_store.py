@@ -31,6 +31,7 @@ from tasks.storage import write_parquet_atomic
 from tasks.store.leases import LEASE_ENV
 from tasks.store.objects import PATIENCE_ENV, ObjectStore
 from tasks.workdir import WorkDir
+from tests.store.conftest import S3Server
 from tests.store.link import Link
 
 REPO = Path(__file__).resolve().parents[2]
@@ -254,13 +255,13 @@ def test_a_store_that_refuses_is_one_paragraph_naming_it(s3_server: object) -> N
 
 
 def test_a_write_whose_answer_was_lost_is_retried_and_a_claim_stays_mine(
-    s3_server: object, bucket_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    s3_server: S3Server, bucket_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The link resets a connection after the request reached the store: obstore does not
     retry such a write (it may have landed), and a run on a link that blinked stopped at once
     saying the store 'did not answer for 60 s'. Each write is retried within the patience;
     a create or a conditional write whose first try landed finds its own object."""
-    link = Link(str(getattr(s3_server, "endpoint")))
+    link = Link(s3_server.endpoint)
     monkeypatch.setenv("AWS_ENDPOINT_URL", link.endpoint)
     monkeypatch.setenv(PATIENCE_ENV, "30")
     work = WorkDir.at(bucket_url, scratch=tmp_path / "scratch")

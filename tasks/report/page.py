@@ -84,7 +84,10 @@ def _template_cache() -> _TemplateCache | None:
         if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
             return None
         if stat.S_IMODE(st.st_mode) != 0o700:
+            # Others could write here until now: what they may have left is not loaded.
             folder.chmod(0o700)
+            for entry in folder.iterdir():
+                entry.unlink()
         return _TemplateCache(folder)
     except OSError:
         return None

@@ -86,3 +86,24 @@ def test_no_usable_cache_folder_means_compiling_as_before(
         assert _load() is not None
     finally:
         page.environment.cache_clear()
+
+
+def test_entries_written_while_the_folder_was_open_to_others_are_not_loaded(
+    cache_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Compiled templates are code: a folder others could write to is made private again,
+    and whatever it held is compiled afresh, never loaded."""
+    _load()
+    cache_home.chmod(0o777)
+    page.environment.cache_clear()
+    compiled: list[str] = []
+    original = Environment.compile
+
+    def counting(self: Environment, source: str, name: str | None = None, *a: Any) -> Any:
+        compiled.append(name or "")
+        return original(self, source, name, *a)
+
+    monkeypatch.setattr(Environment, "compile", counting)
+    _load()
+    assert stat.S_IMODE(cache_home.stat().st_mode) == 0o700
+    assert compiled  # not taken from the open folder

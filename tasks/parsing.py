@@ -15,7 +15,7 @@ from typing import Any
 from schemas.calls import TRUNCATED_FINISH_REASONS
 from schemas.vocabulary import SlotLabel, Strength
 from tasks.templates import get_template
-from tasks.verdicts import is_structured, parse_structured
+from tasks.verdicts import VERDICT_LABELS, is_structured, parse_structured
 
 __all__ = [
     "EMPTY_REPLY",
@@ -54,14 +54,7 @@ def _invalid(note: str) -> ParsedReply:
 
 # --- arena-hard-v1 ------------------------------------------------------------------------
 
-_ARENA_VERDICTS: dict[str, tuple[SlotLabel, Strength | None]] = {
-    "A>>B": ("Left", "strong"),
-    "A>B": ("Left", "weak"),
-    "A=B": ("Tie", None),
-    "B>A": ("Right", "weak"),
-    "B>>A": ("Right", "strong"),
-    "ABSTAIN": ("Abstain", None),
-}
+_ARENA_VERDICTS = VERDICT_LABELS["arena-hard-v1"]
 # Anything in double brackets made only of slot letters and comparison signs is an attempt
 # at a verdict; other bracketed text (wiki links, templates) is ignored.
 _BRACKETED = re.compile(r"\[\[([^\[\]\n]{1,24})\]\]")
@@ -144,12 +137,7 @@ def _parse_arena(text: str) -> ParsedReply:
 
 # --- fastchat-pair-v2 ----------------------------------------------------------------------
 
-_FASTCHAT_VERDICTS: dict[str, SlotLabel] = {
-    "A": "Left",
-    "B": "Right",
-    "C": "Tie",
-    "ABSTAIN": "Abstain",
-}
+_FASTCHAT_VERDICTS = {v: label for v, (label, _) in VERDICT_LABELS["fastchat-pair-v2"].items()}
 
 
 def _parse_fastchat(text: str) -> ParsedReply:
@@ -174,11 +162,8 @@ def _parse_fastchat(text: str) -> ParsedReply:
 
 # --- judgebench-vanilla-v1 ----------------------------------------------------------------
 
-_VANILLA_VERDICTS: dict[str, SlotLabel] = {
-    "output (a)": "Left",
-    "output (b)": "Right",
-    "tie": "Tie",
-    "abstain": "Abstain",
+_VANILLA_VERDICTS = {
+    v.casefold(): label for v, (label, _) in VERDICT_LABELS["judgebench-vanilla-v1"].items()
 }
 _VANILLA_WRAPPERS = " \t\r\n*\"'`“”"
 

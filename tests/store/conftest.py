@@ -48,12 +48,14 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.fixture(scope="session")
-def s3_server() -> Iterator[S3Server]:
+def start_moto(env: dict[str, str] | None = None) -> tuple[subprocess.Popen[bytes], str]:
+    """moto's standalone server on a free loopback port, once it answers: its process and
+    endpoint (`env`: the server's environment, else this process's)."""
     port = _free_port()
     server = Path(sys.executable).with_name("moto_server")
     proc = subprocess.Popen(
         [str(server), "-H", "127.0.0.1", "-p", str(port)],
+        env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -63,12 +65,17 @@ def s3_server() -> Iterator[S3Server]:
     while True:
         try:
             with urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=2):
-                break
+                return proc, endpoint
         except OSError:
             if proc.poll() is not None or time.monotonic() > deadline:
                 proc.kill()
                 pytest.fail(f"moto_server did not start on {endpoint}")
             time.sleep(0.1)
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    proc, endpoint = start_moto()
     found = S3Server(endpoint)
     saved = {k: os.environ.get(k) for k in found.env()}
     os.environ.update(found.env())

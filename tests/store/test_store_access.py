@@ -8,9 +8,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +17,7 @@ import pytest
 from tasks.errors import InputError, StoreError
 from tasks.store.access import INSTANCE_ENV
 from tasks.workdir import WorkDir
+from tests.store.conftest import start_moto
 
 REPO = Path(__file__).resolve().parents[2]
 JUDGELINE = str(REPO / ".venv" / "bin" / "judgeline")
@@ -131,25 +130,7 @@ def test_the_cli_refuses_a_url_with_a_fragment_in_one_line(tmp_path: Path) -> No
 @pytest.fixture(scope="module")
 def strict_s3() -> Iterator[str]:
     """A second moto server on loopback that checks keys (it knows none of ours)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
-    server = Path(sys.executable).with_name("moto_server")
-    proc = subprocess.Popen([str(server), "-H", "127.0.0.1", "-p", str(port)],
-                            env={**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0"},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)  # fmt: skip
-    endpoint = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            with urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=2):
-                break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail(f"moto_server did not start on {endpoint}")
-            time.sleep(0.1)
+    proc, endpoint = start_moto({**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0"})
     try:
         yield endpoint
     finally:

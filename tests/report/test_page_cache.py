@@ -48,14 +48,7 @@ def test_an_entry_of_other_environment_code_or_a_damaged_one_is_not_used(
     cache_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _load()
-    compiled: list[str] = []
-    original = Environment.compile
-
-    def counting(self: Environment, source: str, name: str | None = None, *a: Any) -> Any:
-        compiled.append(name or "")
-        return original(self, source, name, *a)
-
-    monkeypatch.setattr(Environment, "compile", counting)
+    compiled = _count_compiles(monkeypatch)
     # Other environment code (page.py or the filters edited): another stamp.
     monkeypatch.setattr(page._TemplateCache, "__init__", _other_stamp)
     page.environment.cache_clear()
@@ -67,6 +60,19 @@ def test_an_entry_of_other_environment_code_or_a_damaged_one_is_not_used(
         entry.write_bytes(entry.read_bytes()[:20])  # cut short
     page.environment.cache_clear()
     assert _load() is not None
+
+
+def _count_compiles(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the templates compiled from now on (a cache hit compiles none)."""
+    compiled: list[str] = []
+    original = Environment.compile
+
+    def counting(self: Environment, source: str, name: str | None = None, *a: Any) -> Any:
+        compiled.append(name or "")
+        return original(self, source, name, *a)
+
+    monkeypatch.setattr(Environment, "compile", counting)
+    return compiled
 
 
 def _other_stamp(self: page._TemplateCache, directory: Path) -> None:
@@ -96,14 +102,7 @@ def test_entries_written_while_the_folder_was_open_to_others_are_not_loaded(
     _load()
     cache_home.chmod(0o777)
     page.environment.cache_clear()
-    compiled: list[str] = []
-    original = Environment.compile
-
-    def counting(self: Environment, source: str, name: str | None = None, *a: Any) -> Any:
-        compiled.append(name or "")
-        return original(self, source, name, *a)
-
-    monkeypatch.setattr(Environment, "compile", counting)
+    compiled = _count_compiles(monkeypatch)
     _load()
     assert stat.S_IMODE(cache_home.stat().st_mode) == 0o700
     assert compiled  # not taken from the open folder

@@ -77,23 +77,12 @@ class RateWindow:
         if limited_for is not None:
             remaining_requests, reset_requests = 0, limited_for
         if api == "anthropic":
-            now = dt.datetime.now(dt.UTC).replace(microsecond=0)
-
-            def at(seconds: float) -> str:
-                return (
-                    (now + dt.timedelta(seconds=round(seconds))).isoformat().replace("+00:00", "Z")
-                )
-
-            headers = {
+            return {
                 "anthropic-ratelimit-requests-limit": str(REQUESTS_PER_MINUTE),
                 "anthropic-ratelimit-requests-remaining": str(remaining_requests),
-                "anthropic-ratelimit-requests-reset": at(reset_requests),
+                "anthropic-ratelimit-requests-reset": _at(reset_requests),
+                **_anthropic_tokens(TOKENS_PER_MINUTE, remaining_tokens, reset_tokens),
             }
-            for prefix in ("tokens", "input-tokens", "output-tokens"):
-                headers[f"anthropic-ratelimit-{prefix}-limit"] = str(TOKENS_PER_MINUTE)
-                headers[f"anthropic-ratelimit-{prefix}-remaining"] = str(remaining_tokens)
-                headers[f"anthropic-ratelimit-{prefix}-reset"] = at(reset_tokens)
-            return headers
         return {
             "x-ratelimit-limit-requests": str(REQUESTS_PER_MINUTE),
             "x-ratelimit-limit-tokens": str(TOKENS_PER_MINUTE),
@@ -108,6 +97,16 @@ def _at(seconds: float) -> str:
     """An RFC 3339 UTC time `seconds` from now (Anthropic's reset headers)."""
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)
     return (now + dt.timedelta(seconds=round(seconds))).isoformat().replace("+00:00", "Z")
+
+
+def _anthropic_tokens(limit: int, remaining: int, reset_s: float) -> dict[str, str]:
+    """Anthropic's token headers: the same limit for all tokens, input and output tokens."""
+    values = {"limit": str(limit), "remaining": str(remaining), "reset": _at(reset_s)}
+    return {
+        f"anthropic-ratelimit-{prefix}-{key}": value
+        for prefix in ("tokens", "input-tokens", "output-tokens")
+        for key, value in values.items()
+    }
 
 
 class TokenBucket:
@@ -167,12 +166,7 @@ class TokenBucket:
             left, limit = int(self._level), int(self.capacity)
             reset = (self.capacity - self._level) / self.rate
         if api == "anthropic":
-            out: dict[str, str] = {}
-            for prefix in ("tokens", "input-tokens", "output-tokens"):
-                out[f"anthropic-ratelimit-{prefix}-limit"] = str(limit)
-                out[f"anthropic-ratelimit-{prefix}-remaining"] = str(left)
-                out[f"anthropic-ratelimit-{prefix}-reset"] = _at(reset)
-            return out
+            return _anthropic_tokens(limit, left, reset)
         return {
             "x-ratelimit-limit-tokens": str(limit),
             "x-ratelimit-remaining-tokens": str(left),

@@ -34,6 +34,10 @@ if TYPE_CHECKING:
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
+NO_FAULTS = {"rate_429": 0, "rate_5xx": 0, "rate_stall": 0, "rate_malformed": 0,
+             "rate_truncated": 0}  # fmt: skip
+"""The simulated judge's fault rates for a test whose judge must answer every call
+(`server.set_faults(**NO_FAULTS)`)."""
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support import REPO
+from support import NO_FAULTS, REPO
 
 from tasks.runrecord import read_record
 from tasks.simjudge.persona import Persona
@@ -32,7 +32,7 @@ SUBMIT_PATHS = {"/v1/batches", "/v1/messages/batches"}
 @pytest.fixture()
 def server() -> Iterator[SimJudgeServer]:
     with SimJudgeServer([PERSONA]) as srv:
-        srv.set_faults(rate_429=0, rate_5xx=0, rate_stall=0, rate_malformed=0, rate_truncated=0)
+        srv.set_faults(**NO_FAULTS)
         yield srv
 
 

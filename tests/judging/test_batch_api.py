@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pyarrow.parquet as pq
 import pytest
-from support import StagedPlan, stage_demo_plan, stage_plan
+from support import NO_FAULTS, StagedPlan, stage_demo_plan, stage_plan
 
 from schemas import Pair
 from schemas.cost import Price
@@ -42,10 +42,7 @@ def staged(tmp_path_factory: pytest.TempPathFactory) -> StagedPlan:
 @pytest.fixture()
 def server() -> Iterator[SimJudgeServer]:
     with SimJudgeServer(api_key=KEY, require_anthropic_version=True) as srv:
-        srv.set_faults(
-            rate_429=0, rate_5xx=0, rate_stall=0, rate_malformed=0, rate_truncated=0,
-            max_faults_per_request=None,
-        )  # fmt: skip
+        srv.set_faults(**NO_FAULTS, max_faults_per_request=None)
         yield srv
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support import stage_demo_plan
+from support import NO_FAULTS, stage_demo_plan
 
 from schemas.judge import JudgeSpec
 from tasks.judging.batch_api import BatchJournal
@@ -31,10 +31,7 @@ SUBMIT_PATHS = {"/v1/batches", "/v1/messages/batches"}
 @pytest.fixture()
 def server() -> Iterator[SimJudgeServer]:
     with SimJudgeServer(api_key=KEY) as srv:
-        srv.set_faults(
-            rate_429=0, rate_5xx=0, rate_stall=0, rate_malformed=0, rate_truncated=0,
-            max_faults_per_request=None,
-        )  # fmt: skip
+        srv.set_faults(**NO_FAULTS, max_faults_per_request=None)
         yield srv
 
 

@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from support import NO_FAULTS
 
 from schemas.decoding import ReasoningConfig
 from schemas.judge import JudgeSpec
@@ -39,10 +40,7 @@ def server() -> Iterator[SimJudgeServer]:
 
 @pytest.fixture(autouse=True)
 def _clean(server: SimJudgeServer) -> Iterator[None]:
-    server.set_faults(
-        rate_429=0, rate_5xx=0, rate_stall=0, rate_malformed=0, rate_truncated=0,
-        max_faults_per_request=None, retry_after_s=1,
-    )  # fmt: skip
+    server.set_faults(**NO_FAULTS, max_faults_per_request=None, retry_after_s=1)
     server.clear_log()
     yield
 

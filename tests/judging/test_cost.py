@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from support import StagedPlan, stage_demo_plan
+from support import NO_FAULTS, StagedPlan, stage_demo_plan
 
 from schemas.calls import ReplyRecord
 from schemas.cost import Price
@@ -40,10 +40,7 @@ def staged(_stored_plan: StagedPlan, work: WorkDir) -> StagedPlan:
 @pytest.fixture(scope="module")
 def server() -> Iterator[SimJudgeServer]:
     with SimJudgeServer() as srv:
-        srv.set_faults(
-            rate_429=0, rate_5xx=0, rate_stall=0, rate_malformed=0, rate_truncated=0,
-            max_faults_per_request=None,
-        )  # fmt: skip
+        srv.set_faults(**NO_FAULTS, max_faults_per_request=None)
         yield srv
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from support import StagedPlan, stage_demo_plan
+from support import NO_FAULTS, StagedPlan, stage_demo_plan
 from typer.testing import CliRunner
 
 from schemas.decoding import ReasoningConfig
@@ -65,10 +65,7 @@ def _judge(server: SimJudgeServer, **kw: Any) -> JudgeSpec:
 
 
 def _no_faults(server: SimJudgeServer) -> None:
-    server.set_faults(
-        rate_429=0, rate_5xx=0, rate_stall=0, rate_malformed=0, rate_truncated=0,
-        max_faults_per_request=None,
-    )  # fmt: skip
+    server.set_faults(**NO_FAULTS, max_faults_per_request=None)
 
 
 def _run(staged: StagedPlan, run_id: str, judges: list[JudgeSpec], **kw: Any) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
-from support import REPO, stage_demo_plan
+from support import NO_FAULTS, REPO, stage_demo_plan
 
 from schemas.judge import JudgeSpec
 from tasks.errors import JudgelineError
@@ -40,7 +40,7 @@ PERSONA = Persona(name="steady", skill=0.8, left_bias=0.2, tie_rate=0.1, latency
 @pytest.fixture()
 def server() -> Iterator[SimJudgeServer]:
     with SimJudgeServer([PERSONA]) as srv:
-        srv.set_faults(rate_429=0, rate_5xx=0, rate_stall=0, rate_malformed=0, rate_truncated=0)
+        srv.set_faults(**NO_FAULTS)
         yield srv
 
 

@@ -16,7 +16,7 @@ from subprocess import Popen
 
 import pytest
 import yaml
-from support import REPO
+from support import NO_FAULTS, REPO
 
 from tasks.runrecord import read_record
 from tasks.simjudge.persona import Persona
@@ -83,8 +83,7 @@ def test_a_short_outage_is_waited_out_and_the_run_completes(
     url = f"s3://{s3_server.new_bucket()}/judgeline"
     judgeline = _judgeline(url, link, tmp_path, **{PATIENCE_ENV: "60"})
     with SimJudgeServer([PERSONA]) as server:
-        server.set_faults(rate_429=0, rate_5xx=0, rate_stall=0, rate_malformed=0,
-                          rate_truncated=0)  # fmt: skip
+        server.set_faults(**NO_FAULTS)
         run = judgeline("run", str(_config(tmp_path, server)), "--run-id", "short")
         _wait_for_replies(run, server, CALLS // 4)
         link.cut()
@@ -107,8 +106,7 @@ def test_a_store_outage_stops_the_run_like_a_full_disk_and_nothing_paid_is_lost(
     url = f"s3://{s3_server.new_bucket()}/judgeline"
     judgeline = _judgeline(url, link, tmp_path, **{LEASE_ENV: "3", PATIENCE_ENV: "2"})
     with SimJudgeServer([PERSONA]) as server:
-        server.set_faults(rate_429=0, rate_5xx=0, rate_stall=0, rate_malformed=0,
-                          rate_truncated=0)  # fmt: skip
+        server.set_faults(**NO_FAULTS)
         run = judgeline("run", str(_config(tmp_path, server)), "--run-id", "cut")
         _wait_for_replies(run, server, CALLS // 4)
         link.cut()

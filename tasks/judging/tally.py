@@ -73,6 +73,8 @@ class Tally:
         """Requests abandoned at their timeout (a provider may still bill each)."""
         self.started = time.monotonic()
         self._failures = 0
+        """The sum of `failed`, kept apart: the bar reads it on rich's thread, where summing
+        a Counter the event loop may be adding a category to could fail."""
         self._last_sent = self.started
         """When the latest call was counted (the bar's rate is the rate up to then)."""
         self._progress: Progress | None = None

@@ -223,7 +223,9 @@ class _SharedTLS(types.ModuleType):
 
     def __init__(self) -> None:
         super().__init__("ssl")
-        self.__dict__.update(vars(ssl))
+        # Every name of `ssl` but the one this class defines: a function in the instance's
+        # dict would be found before the method.
+        self.__dict__.update((k, v) for k, v in vars(ssl).items() if k != "create_default_context")
         self._made: dict[str, ssl.SSLContext] = {}
 
     def create_default_context(  # type: ignore[no-untyped-def]

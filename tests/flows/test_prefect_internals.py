@@ -10,7 +10,11 @@ from __future__ import annotations
 import importlib
 import inspect
 import logging
+import os
 import ssl
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -67,6 +71,39 @@ def test_the_modules_whose_tls_contexts_are_shared_still_use_ssl(name: str) -> N
         "shares nothing there (update _PREFECT_TLS_USERS)"
     )
     assert "ssl.create_default_context(" in inspect.getsource(module), name
+
+
+SHARED_TLS_PROBE = textwrap.dedent("""
+    import ssl
+
+    import prefect.client.orchestration as orchestration
+
+    from flows.runtime import share_tls_contexts
+
+    share_tls_contexts()
+    reads = []
+    read = ssl.SSLContext.load_verify_locations
+
+    def counted(self, *args, **kwargs):
+        reads.append(args or kwargs)
+        return read(self, *args, **kwargs)
+
+    ssl.SSLContext.load_verify_locations = counted
+    for _ in range(3):
+        orchestration.get_client(sync_client=True)
+        orchestration.get_client()
+    print(len(reads))
+""")
+
+
+def test_prefects_api_clients_read_their_ca_file_once() -> None:
+    """Six API clients (a command makes four to six, on several threads) read certifi's
+    bundle once: the contexts `share_tls_contexts` makes are the ones Prefect uses."""
+    env = {**os.environ, "PREFECT_API_URL": "http://127.0.0.1:9/api", "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", SHARED_TLS_PROBE], env=env, cwd=REPO,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1"], done.stdout
 
 
 @pytest.mark.parametrize(("module", "attribute", "method"), ATTRIBUTES)

@@ -6,12 +6,10 @@ import importlib
 import logging
 import os
 import signal
-import ssl
-import sys
-import types
 from pathlib import Path
 from types import FrameType
 
+from flows.prefecttls import share_tls_contexts, shared_while_importing
 from flows.serverwatch import use_local_server
 from tasks.errors import InputError, JudgelineError, StoreError
 from tasks.workdir import WorkDir
@@ -197,8 +195,9 @@ def start_prefect(work: WorkDir, *modules: str) -> None:
         ) from None
     server = use_local_server(home)
     raise_on_stop_signals()
-    for module in modules:
-        importlib.import_module(module)
+    with shared_while_importing():
+        for module in modules:
+            importlib.import_module(module)
     share_tls_contexts()
     tag_runs(work)
     if server is not None:
@@ -216,43 +215,3 @@ def tag_runs(work: WorkDir) -> None:
 
 
 _entered: list[object] = []
-
-
-class _SharedTLS(types.ModuleType):
-    """The `ssl` module, except that a verifying context for a CA file is made once."""
-
-    def __init__(self) -> None:
-        super().__init__("ssl")
-        # Every name of `ssl` but the one this class defines: a function in the instance's
-        # dict would be found before the method.
-        self.__dict__.update((k, v) for k, v in vars(ssl).items() if k != "create_default_context")
-        self._made: dict[str, ssl.SSLContext] = {}
-
-    def create_default_context(  # type: ignore[no-untyped-def]
-        self, purpose=ssl.Purpose.SERVER_AUTH, *, cafile=None, capath=None, cadata=None
-    ) -> ssl.SSLContext:
-        if cafile is None or capath is not None or cadata is not None:
-            return ssl.create_default_context(purpose, cafile=cafile, capath=capath, cadata=cadata)
-        key = f"{purpose}\0{cafile}"
-        if key not in self._made:
-            self._made[key] = ssl.create_default_context(purpose, cafile=cafile)
-        return self._made[key]
-
-
-_PREFECT_TLS_USERS = (
-    "prefect.client.orchestration", "prefect._internal.version_checking",
-    "prefect._internal.websockets",
-)  # fmt: skip
-
-
-def share_tls_contexts() -> None:
-    """Prefect builds a verifying SSL context from its CA file (certifi's bundle, ~30 ms of
-    CPU) for every API client and version check, four to six a command, and never changes
-    it after: its modules get one context per CA file instead. The contexts it builds to
-    skip verification (PREFECT_API_TLS_INSECURE_SKIP_VERIFY), which it changes, are still
-    made each time."""
-    shared = _SharedTLS()
-    for name in _PREFECT_TLS_USERS:
-        module = sys.modules.get(name)
-        if module is not None and getattr(module, "ssl", None) is ssl:
-            module.ssl = shared  # type: ignore[attr-defined]

@@ -26,11 +26,13 @@ TLS_USERS = (
     "prefect._internal.version_checking",
     "prefect._internal.websockets",
 )
-"""Modules whose `ssl` module `flows.runtime.share_tls_contexts` replaces, so that their
+"""Modules whose `ssl` module `flows.prefecttls.share_tls_contexts` replaces, so that their
 verifying SSL contexts are made once per CA file: each must still import `ssl` as a module
 and call `ssl.create_default_context`."""
 
 ATTRIBUTES = (
+    # flows/prefecttls.py: the transports Prefect makes while it is imported.
+    ("httpx._transports.default", "create_ssl_context", None),
     # flows/nightly.py: one API client for all of a run's task runs.
     ("prefect.context", "SyncClientContext", "get_or_create"),
     # flows/dask.py, flows/history.py: the flow run a task runs in.
@@ -67,8 +69,8 @@ QUIET_LOGGERS = {
 def test_the_modules_whose_tls_contexts_are_shared_still_use_ssl(name: str) -> None:
     module = importlib.import_module(name)
     assert getattr(module, "ssl", None) is ssl, (
-        f"{name} no longer imports `ssl` as a module: flows.runtime.share_tls_contexts "
-        "shares nothing there (update _PREFECT_TLS_USERS)"
+        f"{name} no longer imports `ssl` as a module: flows.prefecttls.share_tls_contexts "
+        "shares nothing there (update PREFECT_TLS_USERS)"
     )
     assert "ssl.create_default_context(" in inspect.getsource(module), name
 
@@ -76,11 +78,6 @@ def test_the_modules_whose_tls_contexts_are_shared_still_use_ssl(name: str) -> N
 SHARED_TLS_PROBE = textwrap.dedent("""
     import ssl
 
-    import prefect.client.orchestration as orchestration
-
-    from flows.runtime import share_tls_contexts
-
-    share_tls_contexts()
     reads = []
     read = ssl.SSLContext.load_verify_locations
 
@@ -89,21 +86,33 @@ SHARED_TLS_PROBE = textwrap.dedent("""
         return read(self, *args, **kwargs)
 
     ssl.SSLContext.load_verify_locations = counted
+
+    from flows.prefecttls import share_tls_contexts, shared_while_importing
+
+    with shared_while_importing():
+        import prefect.blocks.webhook
+        import prefect.client.orchestration as orchestration
+    share_tls_contexts()
     for _ in range(3):
         orchestration.get_client(sync_client=True)
         orchestration.get_client()
+    import httpx
+
+    httpx.Client()  # made after the import: a context of its own
     print(len(reads))
 """)
 
 
 def test_prefects_api_clients_read_their_ca_file_once() -> None:
-    """Six API clients (a command makes four to six, on several threads) read certifi's
-    bundle once: the contexts `share_tls_contexts` makes are the ones Prefect uses."""
-    env = {**os.environ, "PREFECT_API_URL": "http://127.0.0.1:9/api", "PYTHONPATH": str(REPO)}
+    """Prefect's import (two transports of `prefect.blocks.webhook`) and six API clients (a
+    command makes four to six, on several threads) read certifi's bundle once, and a client
+    of judgeline's own made after reads it again: flows/prefecttls.py shares only Prefect's."""
+    env = {k: v for k, v in os.environ.items() if k not in ("SSL_CERT_FILE", "SSL_CERT_DIR")}
+    env.update(PREFECT_API_URL="http://127.0.0.1:9/api", PYTHONPATH=str(REPO))
     done = subprocess.run([sys.executable, "-c", SHARED_TLS_PROBE], env=env, cwd=REPO,
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["1"], done.stdout
+    assert done.stdout.split() == ["2"], done.stdout
 
 
 @pytest.mark.parametrize(("module", "attribute", "method"), ATTRIBUTES)

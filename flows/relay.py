@@ -5,8 +5,9 @@ Each connection accepted is carried to the server `upstream()` names, but only o
 socket listening on that server's port is found among the server process's descriptors
 (`flows.localserver.serves_port`), checked after the connection is made: a server that died
 and whose port another process took is never sent a byte, and the relay asks `upstream()`
-again (which starts another server on a port of its own). The relay lives as long as the
-command, so its own port is never free for another process while a client uses it.
+again, naming the server it refused (which starts another server on a port of its own).
+The relay lives as long as the command, so its own port is never free for another process
+while a client uses it.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def _close(writer: asyncio.StreamWriter) -> None:
 class Relay:
     """A listener on 127.0.0.1 (a port of its own) in a daemon thread of this process."""
 
-    def __init__(self, upstream: Callable[[], ServerInfo | None]) -> None:
+    def __init__(self, upstream: Callable[[ServerInfo | None], ServerInfo | None]) -> None:
         self._upstream = upstream
         # TCP named, so asyncio turns Nagle's algorithm off on every connection it accepts.
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
@@ -64,17 +65,20 @@ class Relay:
 
     async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
         """A connection to the live server, checked to be its own port; None if none."""
+        refused: ServerInfo | None = None
         for _ in range(TRIES):
-            info = await asyncio.to_thread(self._upstream)
+            info = await asyncio.to_thread(self._upstream, refused)
             if info is None:
                 return None
             try:
                 reader, writer = await asyncio.open_connection("127.0.0.1", info.port)
             except OSError:
+                refused = info
                 continue
             if await asyncio.to_thread(serves_port, info.pid, info.port):
                 return reader, writer
             _close(writer)  # not the server's socket: nothing was sent
+            refused = info
         return None
 
     async def _carry(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

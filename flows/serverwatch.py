@@ -71,16 +71,19 @@ class LocalServer:
         self._ready.set()
         return info
 
-    def upstream(self) -> ServerInfo | None:
+    def upstream(self, refused: ServerInfo | None = None) -> ServerInfo | None:
         """The live server a new connection goes to: the one this process uses while its
-        process holds its port, else the one another command started since, else a new one
-        (None if it was stopped on purpose or cannot be started)."""
+        process lives (and, if the relay just `refused` it, holds its port), else the one
+        another command started since, else a new one (None if it was stopped on purpose or
+        cannot be started). The relay checks every connection's port after connecting, so a
+        live server's port is checked here only after that check failed."""
         if not self._ready.wait(READY_WAIT_S):
             return None
         with self._lock:
             info = self.info
             assert info is not None
-            if process_alive(info.pid) and serves_port(info.pid, info.port):
+            held = info != refused or serves_port(info.pid, info.port)
+            if process_alive(info.pid) and held:
                 return info
             if self._gone == info.pid:
                 return None

@@ -168,7 +168,7 @@ def test_a_request_to_the_server_takes_no_delayed_ack(tmp_path: Path, home: Path
     files = ServerFiles(home)
     info = files.read()
     assert info is not None
-    relay = Relay(files.read)
+    relay = Relay(lambda refused: files.read())
     for port in (info.port, relay.port):
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)  # kept alive
         headers = {"authorization": basic_auth(files.auth_string())}

@@ -274,7 +274,7 @@ def test_a_restarted_server_is_never_reached_on_a_port_another_process_holds(
         try:
             fake = ServerInfo(first.pid, decoy.port, "", 0, 0)
             assert not serves_port(first.pid, fake.port) and serves_port(first.pid, first.port)
-            relay = Relay(lambda: fake)
+            relay = Relay(lambda refused: fake)
             with pytest.raises((urllib.error.URLError, ConnectionError, OSError)):
                 _post(ServerInfo(0, relay.port, "", 0, 0), "/api/flows/filter", b"{}", auth)
             time.sleep(0.5)

@@ -11,6 +11,7 @@ naming its type.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from prefect.flows import Flow
@@ -37,7 +38,17 @@ class JudgelineFlow(Flow[P, R]):
 
 
 def flow(**options: Any) -> Callable[[Callable[P, R]], JudgelineFlow[P, R]]:
-    """Prefect's `@flow(...)` with these options, as a `JudgelineFlow`."""
+    """Prefect's `@flow(...)` with these options, as a `JudgelineFlow`.
+
+    A flow's return value is kept in memory, never written as a Prefect result: what a run
+    makes is in its work dir. Its result storage is named (Prefect's local results folder,
+    never written to), so that a flow run does not ask the server for a default storage
+    block, and again for a default persistence, on every run (two requests and an API
+    client a command)."""
+    from prefect.settings import get_current_settings
+
+    options.setdefault("persist_result", False)
+    options.setdefault("result_storage", Path(get_current_settings().results.local_storage_path))
 
     def decorate(fn: Callable[P, R]) -> JudgelineFlow[P, R]:
         return JudgelineFlow(fn=fn, **options)

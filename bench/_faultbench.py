@@ -86,14 +86,14 @@ class Bench:
         return path
 
     def run(self, work: WorkDir, run_id: str, judge: JudgeSpec) -> dict[str, Any]:
-        from flows.judge import judge_flow
+        from flows.stageflows import judge_flow
 
         return asyncio.run(
             judge_flow(run_id=run_id, plan_id=self.plan_id, judges=[judge], work_dir=str(work.root))
         )
 
     def rerun(self, work: WorkDir, run_id: str) -> dict[str, Any]:
-        from flows.judge import rerun_failed_flow
+        from flows.stageflows import rerun_failed_flow
 
         return asyncio.run(rerun_failed_flow(run_id=run_id, work_dir=str(work.root)))
 

@@ -197,7 +197,7 @@ class Bench:
 
     def run(self, work: WorkDir, plan_id: str, spec: JudgeSpec) -> dict[str, Any]:
         """Judge the plan with one judge; counts, wall seconds and what the judge received."""
-        from flows.judge import judge_flow
+        from flows.stageflows import judge_flow
 
         self.runs += 1
         run_id = f"gw-{self.runs}-{spec.name}"

@@ -115,7 +115,7 @@ def _run_flow(
     work: WorkDir, run_id: str, plan_id: str, judge: JudgeSpec
 ) -> tuple[dict, float, float]:
     """Run the real judge flow; (counts, wall seconds, CPU seconds of this process)."""
-    from flows.judge import judge_flow
+    from flows.stageflows import judge_flow
 
     started, cpu = time.perf_counter(), time.process_time()
     counts = asyncio.run(

@@ -1,7 +1,7 @@
 """The judge-call stages: judge a plan's calls, or resend a run's calls with no stored reply.
 
 Inside another flow (a nightly run, its rerun) a stage runs as that flow's task runs, one a
-batch; alone (`judgeline judge`, `judge_flow` in Python), each is a flow of its own. A
+batch; alone (`judgeline judge`, `flows.stageflows.judge_flow`), each is a flow of its own. A
 subflow run per stage cost a nightly run about 0.2 s of API calls and bought nothing: its
 batches' sender (Dask, provider batches) is the stage's own, not a flow's task runner.
 
@@ -20,7 +20,6 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from flows.dask import dask_sender
-from flows.flowkind import flow
 from schemas.judge import JudgeSpec
 from tasks.judging.batch_api import await_batch, batch_sender
 from tasks.judging.batches import judge_batch
@@ -106,7 +105,3 @@ async def rerun_failed_stage(
     counts = await run_judge_stage(request, show_progress=show_progress, hooks=HOOKS)
     get_run_logger().info("rerun of %s: %s", run_id, counts)
     return counts
-
-
-judge_flow = flow(name="judge-calls")(judge_stage)
-rerun_failed_flow = flow(name="judge-rerun-failed")(rerun_failed_stage)

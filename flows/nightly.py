@@ -18,7 +18,6 @@ from prefect.context import SyncClientContext
 from flows.flowkind import flow
 from flows.history import alarms_task, emit_alarms, probe_task
 from flows.judge import judge_stage, rerun_failed_stage
-from flows.live import live_flow
 from flows.prepare import freeze_stage, plan_stage
 from flows.remap import remap_stage
 from flows.replay import replay_stage
@@ -110,7 +109,10 @@ async def _stages(cfg: RunConfig, work: WorkDir, record: RunRecord, show_progres
         remap_stage(run_id, root)
         lap("remap")
     else:
-        # Live stopping: waves of calls instead of the full grid, remapped as they go.
+        # Live stopping: waves of calls instead of the full grid, remapped as they go (a
+        # subflow, imported here: a run without it does not build it).
+        from flows.live import live_flow
+
         advised = (
             None
             if cfg.live.advised_by is None

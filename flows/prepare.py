@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from flows.flowkind import flow
 from tasks.errors import InputError
 from tasks.ingest.sources import load_source_dict, source_label
 from tasks.plan.orders import draw_rng_seed
@@ -102,9 +101,3 @@ def plan_stage(
     plan_id = plan_task(manifest_hash, k, design, drawn, root)
     gate_plan_task(plan_id, root)
     return plan_id
-
-
-# The stages run as task runs of the flow that calls them (a nightly run's stages cost a task
-# run each, not a subflow run); alone, each is a flow of its own.
-freeze_flow = flow(name="freeze-manifest")(freeze_stage)
-plan_flow = flow(name="plan-orders")(plan_stage)

@@ -7,7 +7,6 @@ from typing import Any
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from flows.flowkind import flow
 from tasks.remap.outcomes import RemapResult, remap_run, write_remap
 from tasks.workdir import WorkDir
 
@@ -37,7 +36,3 @@ def remap_stage(run_id: str, work_dir: str | None = None) -> dict[str, Any]:
     counts = result.counts()
     get_run_logger().info("remap %s: %s", run_id, counts)
     return counts
-
-
-# Inside another flow the stage runs as that flow's task runs; alone, as a flow of its own.
-remap_flow = flow(name="remap-identities")(remap_stage)

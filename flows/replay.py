@@ -9,7 +9,6 @@ from __future__ import annotations
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from flows.flowkind import flow
 from schemas.vocabulary import CORE_POLICIES, DESIGNS
 from tasks.replay.stream import replay_file
 
@@ -43,7 +42,3 @@ def replay_stage(
     )
     get_run_logger().info("replayed into %s", ", ".join(paths.values()))
     return paths
-
-
-# Inside another flow the stage runs as that flow's task run; alone, as a flow of its own.
-replay_flow = flow(name="replay-policies")(replay_stage)

@@ -156,8 +156,8 @@ def _judge_run(
     dask_address: str | None,
 ) -> None:
     """The judge flow for one run, with its record (so `runs`, `show` and `report` know it)."""
-    prepare_prefect("flows.judge")
-    from flows.judge import judge_flow
+    prepare_prefect("flows.stageflows")
+    from flows.stageflows import judge_flow
     from tasks.jobrecord import judged_config, new_record, recorded_run, settle_status
     from tasks.runhealth import EXIT_CODES, reasons
 

@@ -38,8 +38,8 @@ def remap(
     from rich.table import Table
 
     RunFolder(state.work, run_id).read_info()  # an unknown run is refused before Prefect starts
-    prepare_prefect("flows.remap")
-    from flows.remap import remap_flow
+    prepare_prefect("flows.stageflows")
+    from flows.stageflows import remap_flow
 
     counts = remap_flow(run_id, state.work.address)
     outcomes = ", ".join(f"{code} {n}" for code, n in counts["outcomes"].items())

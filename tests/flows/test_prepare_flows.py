@@ -30,7 +30,7 @@ def table_file(tmp_path: Path) -> Path:
 
 @pytest.mark.slow
 def test_freeze_and_plan_flows(prefect_harness: None, work: WorkDir, table_file: Path) -> None:
-    from flows.prepare import freeze_flow, plan_flow
+    from flows.stageflows import freeze_flow, plan_flow
 
     sources = [{"kind": "table", "path": str(table_file), "mapping": MAPPING}]
     manifest_hash = freeze_flow(sources, str(work.root))

@@ -12,7 +12,7 @@ from support import stage_demo_plan
 
 import tasks.parsing as parsing
 from flows.imports import import_flow, no_replay_reason, reparse_flow
-from flows.judge import judge_flow
+from flows.stageflows import judge_flow
 from schemas.judge import JudgeSpec
 from schemas.run import RunRecord
 from tasks.errors import InputError

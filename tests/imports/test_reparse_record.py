@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 import tasks.parsing as parsing
 from flows.cli import app
 from flows.imports import reparse_flow
-from flows.judge import judge_flow
+from flows.stageflows import judge_flow
 from schemas.judge import JudgeSpec
 from schemas.run import RunRecord
 from tasks.errors import InputError

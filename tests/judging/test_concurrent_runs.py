@@ -204,7 +204,7 @@ def test_corrupt_cache_file_is_quarantined_reported_and_only_its_calls_resent(
     staged: tuple[WorkDir, str],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from flows.judge import judge_flow
+    from flows.stageflows import judge_flow
 
     work, plan_id = staged
     judge = _judge(server, configs=1)  # 120 calls over ~3 s: a reply file a second

@@ -172,7 +172,7 @@ def test_sigkill_mid_run_three_times_then_resume_loses_nothing(
     # 4. The tables equal those of an uninterrupted run against the same judge.
     fresh = WorkDir(tmp_path / "fresh")
     copy_stored_plans(work, fresh)
-    from flows.judge import judge_flow
+    from flows.stageflows import judge_flow
 
     # Concurrency is not part of a call key: the reference run may go faster.
     counts = asyncio.run(

@@ -85,7 +85,7 @@ def _planned(staged: StagedPlan, judge: JudgeSpec, run_id: str) -> list[PlannedC
 def _judge_run(
     staged: StagedPlan, run_id: str, judges: list[JudgeSpec], **kw: Any
 ) -> dict[str, Any]:
-    from flows.judge import judge_flow
+    from flows.stageflows import judge_flow
 
     return asyncio.run(
         judge_flow(
@@ -179,7 +179,7 @@ def test_flow_with_a_dask_task_runner_reruns_exactly_the_failed_calls(
 ) -> None:
     from prefect_dask import DaskTaskRunner
 
-    from flows.judge import rerun_failed_flow
+    from flows.stageflows import rerun_failed_flow
 
     staged = _stored_plan.copy_to(WorkDir(tmp_path / "work"))
     judge = _judge(server, name="noisy-judge", model="noisy", max_retries=0)

@@ -59,7 +59,7 @@ def _judge(server: SimJudgeServer, configs: int = 1, **kw: Any) -> JudgeSpec:
 
 
 def _judge_run(work: WorkDir, plan_id: str, run_id: str, judge: JudgeSpec) -> dict[str, Any]:
-    from flows.judge import judge_flow
+    from flows.stageflows import judge_flow
 
     return asyncio.run(
         judge_flow(run_id=run_id, plan_id=plan_id, judges=[judge], work_dir=str(work.root))
@@ -67,7 +67,7 @@ def _judge_run(work: WorkDir, plan_id: str, run_id: str, judge: JudgeSpec) -> di
 
 
 def _rerun(work: WorkDir, run_id: str) -> dict[str, Any]:
-    from flows.judge import rerun_failed_flow
+    from flows.stageflows import rerun_failed_flow
 
     return asyncio.run(rerun_failed_flow(run_id=run_id, work_dir=str(work.root)))
 

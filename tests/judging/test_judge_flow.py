@@ -69,7 +69,7 @@ def _no_faults(server: SimJudgeServer) -> None:
 
 
 def _run(staged: StagedPlan, run_id: str, judges: list[JudgeSpec], **kw: Any) -> dict[str, Any]:
-    from flows.judge import judge_flow
+    from flows.stageflows import judge_flow
 
     return asyncio.run(
         judge_flow(

@@ -217,7 +217,7 @@ def _live(work: WorkDir, run_id: str, plan_id: str, judges: list[JudgeSpec], see
 def runs(prefect_harness: None, tmp_path_factory: pytest.TempPathFactory) -> Runs:
     """A live run over 60 demo pairs (K = 4, three judges), then the full grid on the same
     cache, remapped and replayed like a full-grid run."""
-    from flows.judge import judge_flow
+    from flows.stageflows import judge_flow
     from tasks.remap.outcomes import remap_run
     from tasks.replay.engine import write_replay
 
@@ -486,7 +486,7 @@ def test_cli_live_reproduces_a_run_and_shows_expected_savings(runs: Runs, tmp_pa
 
 @pytest.mark.slow
 def test_remapping_a_live_run_keeps_its_executed_calls_only(runs: Runs) -> None:
-    from flows.remap import remap_flow
+    from flows.stageflows import remap_flow
 
     path = runs.work.run_dir("live-1") / "outcomes.parquet"
     before = pq.read_table(path)

@@ -502,7 +502,7 @@ def _sha(manifest: pa.Table, pair_id: str, which: str) -> str:
 
 @pytest.mark.slow
 def test_real_run_through_the_flow(real_run: RealRun, prefect_harness: None) -> None:
-    from flows.remap import remap_flow
+    from flows.stageflows import remap_flow
     from tasks.warehouse import query
 
     counts = remap_flow(real_run.run_id, str(real_run.work.root))

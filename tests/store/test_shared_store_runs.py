@@ -182,7 +182,7 @@ def test_dask_workers_that_share_only_the_store_send_each_call_once(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from flows.judge import judge_flow
+    from flows.stageflows import judge_flow
 
     monkeypatch.setenv(SCRATCH_ENV, str(tmp_path / "flow-scratch"))
     work = WorkDir.at(bucket_url)

@@ -22,6 +22,7 @@ from flows.prepare import freeze_stage, plan_stage
 from flows.remap import remap_stage
 from flows.replay import replay_stage
 from flows.report import report_task
+from flows.runtime import subflow_tags
 from flows.served import refuse_overrides, refuse_overrides_sync
 from schemas.config import RunConfig
 from schemas.run import RunRecord
@@ -118,10 +119,11 @@ async def _stages(cfg: RunConfig, work: WorkDir, record: RunRecord, show_progres
             if cfg.live.advised_by is None
             else advised_savings(work, cfg.live.advised_by, cfg.judges)
         )
-        live = await live_flow(
-            run_id, record.plan_id, cfg.judges, cfg.live.rng_seed, cfg.template,
-            cfg.batch_size, root, show_progress,
-        )  # fmt: skip
+        with subflow_tags():
+            live = await live_flow(
+                run_id, record.plan_id, cfg.judges, cfg.live.rng_seed, cfg.template,
+                cfg.batch_size, root, show_progress,
+            )  # fmt: skip
         record.calls, record.live = live["calls"], live["live"]
         for line in realised_against_advised(RunFolder(work, run_id), advised or {}):
             logger.info(line)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import os
@@ -205,13 +206,24 @@ def start_prefect(work: WorkDir, *modules: str) -> None:
 
 
 def tag_runs(work: WorkDir) -> None:
-    """Tag every flow and task run of this process with its work dir (`work-dir:ADDRESS`):
-    one Prefect server holds the runs of all of a user's work dirs."""
+    """Tag every flow run of this process with its work dir (`work-dir:ADDRESS`): one Prefect
+    server holds the runs of all of a user's work dirs. (A flow's task runs carry no tags:
+    `flows.flowkind`; a subflow run is tagged by `subflow_tags`.)"""
     import prefect
 
-    context = prefect.tags(f"work-dir:{work.address}")
+    RUN_TAGS[:] = [f"work-dir:{work.address}"]
+    context = prefect.tags(*RUN_TAGS)
     context.__enter__()
     _entered.append(context)  # kept: a collected generator would leave the context
 
 
+RUN_TAGS: list[str] = []
 _entered: list[object] = []
+
+
+def subflow_tags() -> contextlib.AbstractContextManager[set[str]]:
+    """Inside a flow, where no tags are in context: the tags of this process's flow runs,
+    for a subflow run started there."""
+    import prefect
+
+    return prefect.tags(*RUN_TAGS)

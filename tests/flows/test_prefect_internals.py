@@ -35,6 +35,8 @@ ATTRIBUTES = (
     ("httpx._transports.default", "create_ssl_context", None),
     # flows/nightly.py: one API client for all of a run's task runs.
     ("prefect.context", "SyncClientContext", "get_or_create"),
+    # flows/flowkind.py: a flow's task runs are made with no tags in context.
+    ("prefect.context", "TagsContext", None),
     # flows/dask.py, flows/history.py: the flow run a task runs in.
     ("prefect.context", "FlowRunContext", "get"),
     # flows/dask.py: the Dask workers' API URL for the time of a run.

@@ -104,6 +104,8 @@ def send_table(patterns: np.ndarray, k: int, design: str, policy: str) -> np.nda
     for x in range(3):
         for y in range(3):
             has = np.flatnonzero(patterns[:, x, y] > 0)
+            if not len(has):
+                continue  # no pattern holds this couple type
             rest = patterns[has].copy()
             rest[:, x, y] -= 1
             for order, cls in ((0, x), (1, y)):

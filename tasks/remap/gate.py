@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from schemas import CallRecord, column_names
 from tasks.errors import GateError
 from tasks.gates import Check, Expect, run_gate
-from tasks.remap.keys import rows_in
+from tasks.remap.keys import rows_in, taken
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -153,11 +153,6 @@ def _with_claims(ids: pa.ChunkedArray, claims: list[str]) -> pa.Array:
     )
 
 
-def _taken(column: pa.ChunkedArray, rows: np.ndarray) -> pa.ChunkedArray:
-    """`column` at `rows`, null where a row is -1 (no match in a left join)."""
-    return column.take(pa.array(rows, mask=rows < 0))
-
-
 def _true(values: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
     """A comparison's result, false where it is null."""
     return pc.fill_null(values, False)
@@ -184,13 +179,13 @@ def _calls_frame(
     ).rename_columns(["pair_id", "map_seed", "left_identity", "right_identity"])
     map_row = rows_in([df["presentation_id"]], [presentations["presentation_id"]])
     for name in mapped.column_names:
-        df = df.append_column(name, _taken(mapped[name], map_row))
+        df = df.append_column(name, taken(mapped[name], map_row))
     hashes = manifest.select(["dataset", "answer_a_sha256", "answer_b_sha256"]).rename_columns(
         ["pair_dataset", "answer_a_sha256", "answer_b_sha256"]
     )
     pair_row = rows_in([df["pair_id"]], [manifest["pair_id"]])
     for name in hashes.column_names:
-        df = df.append_column(name, _taken(hashes[name], pair_row))
+        df = df.append_column(name, taken(hashes[name], pair_row))
     in_map = pc.is_valid(df["pair_id"])
     outside = pc.invert(in_map)
     in_manifest = pc.or_(outside, pc.is_valid(df["answer_a_sha256"]))

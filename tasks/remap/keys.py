@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from tasks.errors import IntegrityError
 
-__all__ = ["first_rows", "row_codes", "rows_in", "sort_order"]
+__all__ = ["first_rows", "row_codes", "rows_in", "sort_order", "taken"]
 
 Column: TypeAlias = pa.Array | pa.ChunkedArray
 
@@ -89,6 +89,11 @@ def rows_in(
         raise IntegrityError(repeats)
     found = codes[n:] < len(first)
     return np.where(found, first[np.where(found, codes[n:], 0)] if n else 0, -1)
+
+
+def taken(column: pa.ChunkedArray, rows: np.ndarray) -> pa.ChunkedArray:
+    """`column` at `rows` (of `rows_in`), null where a row is -1."""
+    return column.take(pa.array(rows, mask=rows < 0))
 
 
 def _chunks(column: Column) -> list[pa.Array]:

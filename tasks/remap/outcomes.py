@@ -22,7 +22,7 @@ from schemas.vocabulary import DISPOSITIONS, OUTCOMES
 from tasks.errors import GateError, InputError, IntegrityError
 from tasks.remap.dispositions import compute_disclosure, compute_dispositions
 from tasks.remap.gate import STAGE, RunRef, check_call_columns, check_remap
-from tasks.remap.keys import first_rows, row_codes, rows_in, sort_order
+from tasks.remap.keys import first_rows, row_codes, rows_in, sort_order, taken
 from tasks.runfolder import RunFolder
 from tasks.storage import write_parquet_atomic
 from tasks.workdir import WorkDir
@@ -88,11 +88,6 @@ OUTCOME_ORDER = ["judge", "config", "dataset", "pair_id", "seed", "order"]
 """How an outcomes table is sorted."""
 
 
-def _taken(column: pa.ChunkedArray, rows: np.ndarray) -> pa.ChunkedArray:
-    """`column` at `rows`, null where a row is -1 (no match in a left join)."""
-    return column.take(pa.array(rows, mask=rows < 0))
-
-
 def _judges(calls: pa.Table) -> tuple[pa.Table, np.ndarray]:
     """The run's (judge, config)s, sorted, and each call's among them."""
     codes = row_codes([calls["judge"], calls["config"]])
@@ -114,8 +109,8 @@ def _sorted_map(presentations: pa.Table, manifest: pa.Table) -> tuple[pa.Table, 
     pres = presentations.select(
         ["pair_id", "seed", "order", "presentation_id", "left_identity", "right_identity"]
     )
-    pres = pres.append_column("dataset", _taken(manifest["dataset"], pair))
-    pres = pres.append_column("key", _taken(manifest["key"], pair))
+    pres = pres.append_column("dataset", taken(manifest["dataset"], pair))
+    pres = pres.append_column("key", taken(manifest["key"], pair))
     order = sort_order([pres[c] for c in OUTCOME_ORDER[2:]])
     position = np.empty(pres.num_rows, dtype=np.int64)
     position[order] = np.arange(pres.num_rows)
@@ -153,7 +148,7 @@ def remap_outcomes(
         repeats="outcomes: the labels repeat a (call_key, template_id)",
     )
     label_row = np.where(call >= 0, label_row[call], -1)
-    label = _taken(labels["label"], label_row)
+    label = taken(labels["label"], label_row)
 
     def each_judge(name: str) -> pa.ChunkedArray:
         return pa.chunked_array(pres[name].chunks * judges.num_rows, pres.schema.field(name).type)
@@ -177,11 +172,11 @@ def remap_outcomes(
             "outcome": outcome,
             "key": each_judge("key"),
             "presentation_id": each_judge("presentation_id"),
-            "call_key": _taken(calls["call_key"], call),
+            "call_key": taken(calls["call_key"], call),
             "label": label,
-            "strength": _taken(labels["strength"], label_row),
+            "strength": taken(labels["strength"], label_row),
             "error_category": pc.if_else(
-                missing, _taken(calls["error_category"], call), pa.scalar(None, pa.string())
+                missing, taken(calls["error_category"], call), pa.scalar(None, pa.string())
             ),
         }
     )

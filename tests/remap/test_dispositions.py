@@ -157,3 +157,10 @@ def test_many_rows_are_vectorised() -> None:
     assert len(disp) == 36 * 2000
     per_seed = disp[disp["seed"] == 0]["disposition"].value_counts()
     assert (disp["disposition"].value_counts() == 2000 * per_seed).all()
+
+
+def test_outcomes_in_any_order_give_the_same_dispositions() -> None:
+    outcomes = pd.concat([grid_outcomes().assign(seed=s) for s in range(3)], ignore_index=True)
+    shuffled = outcomes.sample(frac=1.0, random_state=7)
+    assert compute_dispositions(table(shuffled)).equals(compute_dispositions(table(outcomes)))
+    assert disclosure(shuffled).equals(disclosure(outcomes))

@@ -15,7 +15,6 @@ from typing import Any, Protocol
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from schemas import CallRecord, LabelRecord, OutcomeRow, conform
 from schemas.vocabulary import DISPOSITIONS, OUTCOMES
@@ -24,7 +23,7 @@ from tasks.remap.dispositions import compute_disclosure, compute_dispositions
 from tasks.remap.gate import STAGE, RunRef, check_call_columns, check_remap
 from tasks.remap.keys import first_rows, row_codes, rows_in, sort_order, taken
 from tasks.runfolder import RunFolder
-from tasks.storage import write_parquet_atomic
+from tasks.storage import read_parquet, write_parquet_atomic
 from tasks.workdir import WorkDir
 
 # --- parsing stored replies ------------------------------------------------------------------
@@ -223,7 +222,7 @@ def read_calls(work: WorkDir, run: RunRef) -> pa.Table:
     path = RunFolder(work, run.run_id).calls
     if not path.is_file():
         raise InputError(f"run {run.run_id!r} has no calls table: {path} does not exist")
-    raw = pq.read_table(path)
+    raw = read_parquet(path)
     check_call_columns(raw, where=str(path))
     try:
         calls = conform(raw, CallRecord, where=str(path))

@@ -50,7 +50,8 @@ def read_parquet(path: Path, columns: list[str] | None = None) -> pa.Table:
     dataset layer: `pq.read_table` costs about 0.6 ms more a file (and its first call
     imports `pyarrow.dataset`). A file that does not read is an error naming it."""
     try:
-        return pq.ParquetFile(path).read(columns=columns)
+        with pq.ParquetFile(path) as file:
+            return file.read(columns=columns)
     except pa.ArrowInvalid as exc:
         raise pa.ArrowInvalid(f"{path}: {exc}") from exc
 

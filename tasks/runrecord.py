@@ -8,11 +8,12 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
-import pyarrow.parquet as pq
+import pyarrow.compute as pc
 
 from schemas.run import CodeVersion, RunRecord
 from schemas.vocabulary import OUTCOMES
 from tasks.runfolder import RECORD_FILE, RunFolder, is_run_id
+from tasks.storage import read_parquet
 from tasks.workdir import WorkDir
 
 PACKAGES = ("judgeline", "prefect", "pandas", "pyarrow", "duckdb", "httpx", "pydantic", "numpy")
@@ -62,8 +63,11 @@ def read_record(work: WorkDir, run_id: str) -> RunRecord:
 
 def outcome_counts(folder: RunFolder) -> dict[str, int]:
     """The count of every outcome code in a run's outcomes table (for its record)."""
-    column = pq.read_table(folder.outcomes, columns=["outcome"]).column("outcome").to_pylist()
-    return {code: column.count(code) for code in OUTCOMES}
+    column = read_parquet(folder.outcomes, columns=["outcome"]).column("outcome")
+    counted = pc.value_counts(column)
+    values, counts = counted.field("values").to_pylist(), counted.field("counts").to_pylist()
+    found = dict(zip(values, counts, strict=True))
+    return {code: found.get(code, 0) for code in OUTCOMES}
 
 
 def list_records(work: WorkDir) -> list[RunRecord]:

@@ -28,12 +28,7 @@ from schemas import (
 )
 from tasks.bootstrap import bootstrap_interval
 from tasks.errors import InputError, IntegrityError
-from tasks.remap.dispositions import (
-    compute_disclosure,
-    compute_dispositions,
-    disclosure_table,
-    dispositions_table,
-)
+from tasks.remap.dispositions import compute_disclosure, compute_dispositions
 from tasks.storage import write_parquet_atomic
 from tasks.warehouse import (
     VIEWS,
@@ -145,10 +140,10 @@ def write_run(work: WorkDir, run_id: str, run_seed: int, pairs: int = 40) -> pd.
     write_parquet_atomic(summary, folder / "summary.parquet")
     outcomes = rows_to_table(outcome_rows(CELLS), OutcomeRow)
     write_parquet_atomic(outcomes, folder / "outcomes.parquet")
-    disp = compute_dispositions(outcomes.to_pandas())
-    write_parquet_atomic(dispositions_table(disp), folder / "dispositions.parquet")
-    disclosure = compute_disclosure(outcomes.to_pandas(), disp)
-    write_parquet_atomic(disclosure_table(disclosure), folder / "disclosure.parquet")
+    disp = compute_dispositions(outcomes)
+    write_parquet_atomic(disp, folder / "dispositions.parquet")
+    disclosure = compute_disclosure(outcomes, disp)
+    write_parquet_atomic(disclosure, folder / "disclosure.parquet")
     return replay.to_pandas()
 
 

@@ -16,6 +16,7 @@ import logging
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
@@ -236,23 +237,32 @@ def _read_complete(path: Path, columns: list[str], full: pa.Schema) -> pa.Table:
 def _read_fast(
     folder: Path, full: pa.Schema, columns: list[str] | None
 ) -> tuple[list[pa.Table], list[Path]] | None:
-    """All files in one multi-threaded scan; None if any file is odd (then read one by one).
+    """All files at once, on a thread each (parquet decoding releases the GIL); None if any
+    file is odd (then they are read one by one, each checked).
 
-    Every file's own schema must equal the table's: a dataset scan would otherwise fill a
-    missing column with nulls instead of failing.
+    Every file's own schema must equal the table's: a missing column must fail, not read
+    as nulls. Faster than a `pyarrow.dataset` scan of the same files, small or many.
     """
-    import pyarrow.dataset as ds
-
     paths = sorted(folder.glob("*.parquet"))
     if not paths:
         return [], []
+
+    def read(path: Path) -> pa.Table | None:
+        with pq.ParquetFile(path) as file:
+            return file.read(columns=columns) if file.schema_arrow.equals(full) else None
+
     try:
-        dataset = ds.dataset([str(p) for p in paths], format="parquet", schema=full)
-        if not all(f.physical_schema.equals(full) for f in dataset.get_fragments()):
-            return None
-        return [dataset.to_table(columns=columns)], paths
+        if len(paths) == 1:
+            tables = [read(paths[0])]
+        else:
+            with ThreadPoolExecutor(min(len(paths), pa.cpu_count())) as pool:
+                tables = list(pool.map(read, paths))
     except (OSError, ValueError, pa.ArrowException):
         return None
+    if any(table is None for table in tables):
+        return None
+    fields = full if columns is None else [full.field(c) for c in columns]
+    return [pa.concat_tables(tables).cast(pa.schema(fields, metadata=full.metadata))], paths
 
 
 def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:

@@ -25,12 +25,7 @@ from schemas import LivePairRow, LiveSummaryRow, rows_to_table
 from schemas.vocabulary import Design, Policy
 from tasks.errors import InputError, IntegrityError
 from tasks.live.draws import Group, Slot
-from tasks.remap.dispositions import (
-    compute_disclosure,
-    compute_dispositions,
-    disclosure_table,
-    dispositions_table,
-)
+from tasks.remap.dispositions import compute_disclosure, compute_dispositions
 from tasks.remap.outcomes import RemapResult, remap_run
 from tasks.runfolder import RunFolder
 from tasks.storage import write_parquet_atomic
@@ -93,15 +88,14 @@ def remap_live(work: WorkDir, run_id: str) -> RemapResult:
     result = remap_run(work, run_id)
     # Slots without a call of this run are the policy's unexecuted calls, not failures.
     outcomes = result.outcomes.filter(pc.is_valid(result.outcomes.column("call_key")))
-    frame = outcomes.to_pandas()
-    disp = compute_dispositions(frame)
+    dispositions = compute_dispositions(outcomes)
     return RemapResult(
         run=result.run,
         parser_version=result.parser_version,
         labels=result.labels,
         outcomes=outcomes,
-        dispositions=dispositions_table(disp),
-        disclosure=disclosure_table(compute_disclosure(frame, disp)),
+        dispositions=dispositions,
+        disclosure=compute_disclosure(outcomes, dispositions),
     )
 
 

@@ -10,8 +10,6 @@ config) and builds the disclosure table.
 from tasks.remap.dispositions import (
     compute_disclosure,
     compute_dispositions,
-    disclosure_table,
-    dispositions_table,
     two_order_disposition,
 )
 from tasks.remap.gate import RunRef, check_call_columns, check_remap, identity_claims
@@ -34,8 +32,6 @@ __all__ = [
     "check_remap",
     "compute_disclosure",
     "compute_dispositions",
-    "disclosure_table",
-    "dispositions_table",
     "identity_claims",
     "parse_labels",
     "read_calls",

@@ -11,14 +11,19 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from schemas import CallRecord, column_names
 from tasks.errors import GateError
 from tasks.gates import Check, Expect, run_gate
+from tasks.remap.keys import rows_in, taken
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 STAGE = "remap"
 
@@ -140,12 +145,81 @@ def _expect_true(column: str, says: str) -> Check:
     return Check(Expect("ExpectColumnValuesToBeInSet", column=column, value_set=[True]), says)
 
 
-def _with_claims(ids: pd.Series, claims: list[str]) -> pd.Series:
+def _with_claims(ids: pa.ChunkedArray, claims: list[str]) -> pa.Array:
     """An id column whose offending rows also say which pattern matched."""
-    return pd.Series(
-        [f"{i} [{c}]" if c else str(i) for i, c in zip(ids, claims, strict=True)],
-        index=ids.index,
+    return pa.array(
+        [f"{i} [{c}]" if c else str(i) for i, c in zip(ids.to_pylist(), claims, strict=True)],
+        pa.string(),
     )
+
+
+def _true(values: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    """A comparison's result, false where it is null."""
+    return pc.fill_null(values, False)
+
+
+def _reply_claims(calls: pa.Table, replies: pa.Table) -> list[str]:
+    """Per call, the identity claims of its stored reply (a call key's first), or ""."""
+    reply = rows_in([calls["call_key"]], [replies["call_key"]])
+    used = np.unique(reply[reply >= 0])
+    texts = replies["raw_reply"].take(pa.array(used)).to_pylist()
+    claim = dict(zip(used.tolist(), _claims_column(texts), strict=True))
+    return [claim.get(r, "") for r in reply.tolist()]
+
+
+def _calls_frame(
+    calls: pa.Table, presentations: pa.Table, manifest: pa.Table, replies: pa.Table
+) -> pd.DataFrame:
+    """The calls, each with its map row and its pair's hashes (left joins), and each check's
+    column."""
+    cols = ["judge", "config", "dataset", "presentation_id", "call_key", "seed"]
+    df = calls.select([*cols, "left_sha256", "right_sha256"])
+    mapped = presentations.select(
+        ["pair_id", "seed", "left_identity", "right_identity"]
+    ).rename_columns(["pair_id", "map_seed", "left_identity", "right_identity"])
+    map_row = rows_in([df["presentation_id"]], [presentations["presentation_id"]])
+    for name in mapped.column_names:
+        df = df.append_column(name, taken(mapped[name], map_row))
+    hashes = manifest.select(["dataset", "answer_a_sha256", "answer_b_sha256"]).rename_columns(
+        ["pair_dataset", "answer_a_sha256", "answer_b_sha256"]
+    )
+    pair_row = rows_in([df["pair_id"]], [manifest["pair_id"]])
+    for name in hashes.column_names:
+        df = df.append_column(name, taken(hashes[name], pair_row))
+    in_map = pc.is_valid(df["pair_id"])
+    outside = pc.invert(in_map)
+    in_manifest = pc.or_(outside, pc.is_valid(df["answer_a_sha256"]))
+    known = pc.and_(in_map, in_manifest)
+    wanted = {
+        side: pc.if_else(
+            _true(pc.equal(df[f"{side}_identity"], "A")),
+            df["answer_a_sha256"],
+            df["answer_b_sha256"],
+        )
+        for side in ("left", "right")
+    }
+    claims = _reply_claims(calls, replies)
+    checks = {
+        "in_map": in_map,
+        "in_manifest": in_manifest,
+        "seed_ok": pc.or_(outside, _true(pc.equal(df["seed"], df["map_seed"]))),
+        "dataset_ok": pc.or_(
+            pc.or_(pc.invert(in_manifest), outside),
+            _true(pc.equal(df["dataset"], df["pair_dataset"])),
+        ),
+        **{
+            f"{side}_bytes_ok": pc.or_(
+                pc.invert(known), _true(pc.equal(df[f"{side}_sha256"], wanted[side]))
+            )
+            for side in ("left", "right")
+        },
+        "reply_ok": pa.array([not c for c in claims], pa.bool_()),
+        "call": _with_claims(df["call_key"], claims),
+        "slot": pc.binary_join_element_wise(df["judge"], df["config"], df["presentation_id"], "/"),
+    }
+    for name, column in checks.items():
+        df = df.append_column(name, column)
+    return df.to_pandas()
 
 
 def check_remap(
@@ -189,17 +263,21 @@ def check_remap(
         memo_dir=memo_dir,
     )
 
-    man = manifest.select(["pair_id", "manifest_hash", "answer_a", "answer_b"]).to_pandas()
-    man["hash_ok"] = man["manifest_hash"] == run.manifest_hash
-    claims_a = _claims_column(man["answer_a"])
-    claims_b = _claims_column(man["answer_b"])
-    man["answer_a_ok"] = [not c for c in claims_a]
-    man["answer_b_ok"] = [not c for c in claims_b]
+    man = manifest.select(["pair_id", "manifest_hash", "answer_a", "answer_b"])
+    claims_a = _claims_column(man["answer_a"].to_pylist())
+    claims_b = _claims_column(man["answer_b"].to_pylist())
     either = [a or b for a, b in zip(claims_a, claims_b, strict=True)]
-    man["pair"] = _with_claims(man["pair_id"], either)
+    man_checks = {
+        "hash_ok": _true(pc.equal(man["manifest_hash"], run.manifest_hash)),
+        "answer_a_ok": pa.array([not c for c in claims_a], pa.bool_()),
+        "answer_b_ok": pa.array([not c for c in claims_b], pa.bool_()),
+        "pair": _with_claims(man["pair_id"], either),
+    }
+    for name, column in man_checks.items():
+        man = man.append_column(name, column)
     run_gate(
         STAGE,
-        man,
+        man.to_pandas(),
         [
             _expect_true(
                 "hash_ok",
@@ -214,37 +292,9 @@ def check_remap(
     )
 
     # Per call: in the map, same seed and dataset, and the bytes sent are the manifest's.
-    cols = ["judge", "config", "dataset", "presentation_id", "call_key", "seed"]
-    df = calls.select([*cols, "left_sha256", "right_sha256"]).to_pandas()
-    mapped = presentations.select(
-        ["presentation_id", "pair_id", "seed", "left_identity", "right_identity"]
-    ).to_pandas()
-    hashes = manifest.select(["pair_id", "dataset", "answer_a_sha256", "answer_b_sha256"])
-    df = df.merge(
-        mapped.rename(columns={"seed": "map_seed"}), on="presentation_id", how="left"
-    ).merge(
-        hashes.to_pandas().rename(columns={"dataset": "pair_dataset"}), on="pair_id", how="left"
-    )
-    df["in_map"] = df["pair_id"].notna().to_numpy(dtype=bool)
-    df["in_manifest"] = (~df["in_map"] | df["answer_a_sha256"].notna()).to_numpy(dtype=bool)
-    df["seed_ok"] = (~df["in_map"] | (df["seed"] == df["map_seed"])).to_numpy(dtype=bool)
-    ds_ok = ~df["in_manifest"] | ~df["in_map"] | (df["dataset"] == df["pair_dataset"])
-    df["dataset_ok"] = ds_ok.to_numpy(dtype=bool)
-    want_left = np.where(df["left_identity"] == "A", df["answer_a_sha256"], df["answer_b_sha256"])
-    want_right = np.where(df["right_identity"] == "A", df["answer_a_sha256"], df["answer_b_sha256"])
-    known = (df["in_map"] & df["in_manifest"]).to_numpy(dtype=bool)
-    df["left_bytes_ok"] = ~known | (df["left_sha256"].to_numpy() == want_left)
-    df["right_bytes_ok"] = ~known | (df["right_sha256"].to_numpy() == want_right)
-    texts = replies.select(["call_key", "raw_reply"]).to_pandas().drop_duplicates("call_key")
-    texts = texts[texts["call_key"].isin(df["call_key"])]
-    claim_of = dict(zip(texts["call_key"], _claims_column(texts["raw_reply"]), strict=True))
-    claims = [claim_of.get(k, "") for k in df["call_key"]]
-    df["reply_ok"] = [not c for c in claims]
-    df["call"] = _with_claims(df["call_key"], claims)
-    df["slot"] = df["judge"] + "/" + df["config"] + "/" + df["presentation_id"]
     run_gate(
         STAGE,
-        df,
+        _calls_frame(calls, presentations, manifest, replies),
         [
             _expect_true("in_map", "calls name a presentation_id that is not in the map"),
             _expect_true("in_manifest", "the map puts calls on a pair the manifest lacks"),

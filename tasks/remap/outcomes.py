@@ -13,22 +13,17 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
+import pyarrow.compute as pc
 
-from schemas import CallRecord, LabelRecord, OutcomeRow, column_names, conform
+from schemas import CallRecord, LabelRecord, OutcomeRow, conform
 from schemas.vocabulary import DISPOSITIONS, OUTCOMES
 from tasks.errors import GateError, InputError, IntegrityError
-from tasks.remap.dispositions import (
-    compute_disclosure,
-    compute_dispositions,
-    disclosure_table,
-    dispositions_table,
-)
+from tasks.remap.dispositions import compute_disclosure, compute_dispositions
 from tasks.remap.gate import STAGE, RunRef, check_call_columns, check_remap
+from tasks.remap.keys import first_rows, row_codes, rows_in, sort_order, taken
 from tasks.runfolder import RunFolder
-from tasks.storage import write_parquet_atomic
+from tasks.storage import read_parquet, write_parquet_atomic
 from tasks.workdir import WorkDir
 
 # --- parsing stored replies ------------------------------------------------------------------
@@ -50,94 +45,140 @@ Parser = Callable[[str, str, str | None], ParsedLike]
 def parse_labels(
     calls: pa.Table, replies: pa.Table, parse: Parser, parser_version: str
 ) -> pa.Table:
-    """LabelRecord per (call_key, template_id) of the run that has a stored reply.
+    """LabelRecord per (call_key, template_id) of the run that has a stored reply, in the
+    order of the calls (a call key's first stored reply is parsed).
 
     Parsing reads only the stored reply text: a new parser version re-labels without a call.
     """
-    wanted = calls.select(["call_key", "template_id"]).to_pandas().drop_duplicates()
-    texts = replies.select(["call_key", "raw_reply", "finish_reason"]).to_pandas()
-    todo = wanted.merge(texts.drop_duplicates("call_key"), on="call_key", how="inner")
-    finish = [f if isinstance(f, str) else None for f in todo["finish_reason"]]
+    keys = [calls["call_key"], calls["template_id"]]
+    wanted = calls.select(["call_key", "template_id"]).take(pa.array(first_rows(row_codes(keys))))
+    reply = rows_in([wanted["call_key"]], [replies["call_key"]])
+    found = reply >= 0
+    todo = wanted.filter(pa.array(found))
+    texts = replies.select(["raw_reply", "finish_reason"]).take(pa.array(reply[found]))
     parsed = [
         parse(t, r, f)
-        for t, r, f in zip(todo["template_id"], todo["raw_reply"], finish, strict=True)
+        for t, r, f in zip(
+            todo["template_id"].to_pylist(),
+            texts["raw_reply"].to_pylist(),
+            texts["finish_reason"].to_pylist(),
+            strict=True,
+        )
     ]
-    frame = pd.DataFrame(
+    table = pa.table(
         {
-            "call_key": todo["call_key"].to_numpy(),
-            "template_id": todo["template_id"].to_numpy(),
-            "parser_version": parser_version,
-            "label": [p.label for p in parsed],
-            "strength": [p.strength for p in parsed],
-            "note": [p.note for p in parsed],
-        },
-        columns=column_names(LabelRecord),
+            "call_key": todo["call_key"],
+            "template_id": todo["template_id"],
+            "parser_version": pa.array([parser_version] * len(parsed), pa.string()),
+            "label": pa.array([p.label for p in parsed], pa.string()),
+            "strength": pa.array([p.strength for p in parsed], pa.string()),
+            "note": pa.array([p.note for p in parsed], pa.string()),
+        }
     )
-    table = pa.Table.from_pandas(frame, preserve_index=False)
     return conform(table, LabelRecord, where="labels")
 
 
 # --- remapping ---------------------------------------------------------------------------------
 
+_LABELS = pa.array(["Left", "Right", "Tie", "Abstain", "Invalid"])
+_OUTCOME_OF_LABEL = pa.array(["", "", "T", "X", "I", "M"])
+"""The outcome of each label in `_LABELS` but Left and Right (their slot's identity), then M."""
+OUTCOME_ORDER = ["judge", "config", "dataset", "pair_id", "seed", "order"]
+"""How an outcomes table is sorted."""
+
+
+def _judges(calls: pa.Table) -> tuple[pa.Table, np.ndarray]:
+    """The run's (judge, config)s, sorted, and each call's among them."""
+    codes = row_codes([calls["judge"], calls["config"]])
+    judges = calls.select(["judge", "config"]).take(pa.array(first_rows(codes)))
+    order = sort_order([judges["judge"], judges["config"]])
+    rank = np.empty(judges.num_rows, dtype=np.int64)
+    rank[order] = np.arange(judges.num_rows)
+    return judges.take(pa.array(order)), rank[codes]
+
+
+def _sorted_map(presentations: pa.Table, manifest: pa.Table) -> tuple[pa.Table, np.ndarray]:
+    """The map's presentations with their pair's dataset and key, sorted by dataset, pair,
+    seed and order, and the sorted position of each map row."""
+    pair = rows_in(
+        [presentations["pair_id"]],
+        [manifest["pair_id"]],
+        repeats="outcomes: the manifest repeats a pair_id",
+    )
+    pres = presentations.select(
+        ["pair_id", "seed", "order", "presentation_id", "left_identity", "right_identity"]
+    )
+    pres = pres.append_column("dataset", taken(manifest["dataset"], pair))
+    pres = pres.append_column("key", taken(manifest["key"], pair))
+    order = sort_order([pres[c] for c in OUTCOME_ORDER[2:]])
+    position = np.empty(pres.num_rows, dtype=np.int64)
+    position[order] = np.arange(pres.num_rows)
+    return pres.take(pa.array(order)), position
+
 
 def remap_outcomes(
     calls: pa.Table, labels: pa.Table, presentations: pa.Table, manifest: pa.Table
 ) -> pa.Table:
-    """OutcomeRow per planned slot: every (judge, config) of the run x every map presentation.
+    """OutcomeRow per planned slot: every (judge, config) of the run x every map presentation,
+    sorted by `OUTCOME_ORDER`.
 
     Slot labels become identities by the map alone (joined on presentation_id); the key
     comes from the manifest. A slot with no stored reply is `M` (with its call's error
     category); a slot no call was made for is `M` without a call_key.
     """
-    pres = presentations.select(
-        ["presentation_id", "pair_id", "seed", "order", "left_identity", "right_identity"]
-    ).to_pandas()
-    pairs = manifest.select(["pair_id", "dataset", "key"]).to_pandas()
-    call_df = calls.select(
-        ["judge", "config", "presentation_id", "call_key", "template_id", "error_category"]
-    ).to_pandas()
-    judges = call_df[["judge", "config"]].drop_duplicates()
-    slots = judges.merge(pres, how="cross").merge(pairs, on="pair_id", how="left")
-    slots = slots.merge(call_df, on=["judge", "config", "presentation_id"], how="left")
-    lab = labels.select(["call_key", "template_id", "label", "strength"]).to_pandas()
-    slots = slots.merge(lab, on=["call_key", "template_id"], how="left")
-
-    label = slots["label"]
-    outcome = np.select(
-        [
-            label == "Left",
-            label == "Right",
-            label == "Tie",
-            label == "Abstain",
-            label == "Invalid",
-        ],
-        [slots["left_identity"], slots["right_identity"], "T", "X", "I"],
-        default="M",
+    judges, judge_of_call = _judges(calls)
+    pres, position = _sorted_map(presentations, manifest)
+    # Slots are judge-major, each judge's in the sorted map's order: sorted by OUTCOME_ORDER
+    # (a stable sort of the slots would leave ties in the map's order, as this does).
+    mapped = rows_in(
+        [calls["presentation_id"]],
+        [presentations["presentation_id"]],
+        repeats="outcomes: the presentation map repeats a presentation_id",
     )
-    missing = outcome == "M"
-    frame = pd.DataFrame(
+    inside = mapped >= 0
+    slot = judge_of_call[inside] * pres.num_rows + position[mapped[inside]]
+    call = np.full(judges.num_rows * pres.num_rows, -1, dtype=np.int64)
+    call[slot] = np.flatnonzero(inside)
+    if np.count_nonzero(call >= 0) != len(slot):
+        raise IntegrityError("outcomes: calls repeat a (judge, config, presentation_id)")
+    label_row = rows_in(
+        [calls["call_key"], calls["template_id"]],
+        [labels["call_key"], labels["template_id"]],
+        repeats="outcomes: the labels repeat a (call_key, template_id)",
+    )
+    label_row = np.where(call >= 0, label_row[call], -1)
+    label = taken(labels["label"], label_row)
+
+    def each_judge(name: str) -> pa.ChunkedArray:
+        return pa.chunked_array(pres[name].chunks * judges.num_rows, pres.schema.field(name).type)
+
+    def per_judge(name: str) -> pa.ChunkedArray:
+        values = judges[name].to_pylist()
+        return pa.chunked_array([pa.repeat(v, pres.num_rows) for v in values], pa.string())
+
+    code = pc.fill_null(pc.index_in(label, value_set=_LABELS), len(_LABELS))
+    outcome = pc.if_else(
+        pc.equal(code, 0),
+        each_judge("left_identity"),
+        pc.if_else(pc.equal(code, 1), each_judge("right_identity"), _OUTCOME_OF_LABEL.take(code)),
+    )
+    missing = pc.equal(outcome, "M")
+    table = pa.table(
         {
-            "judge": slots["judge"],
-            "config": slots["config"],
-            "dataset": slots["dataset"],
-            "pair_id": slots["pair_id"],
-            "seed": slots["seed"],
-            "order": slots["order"],
+            "judge": per_judge("judge"),
+            "config": per_judge("config"),
+            **{c: each_judge(c) for c in ("dataset", "pair_id", "seed", "order")},
             "outcome": outcome,
-            "key": slots["key"].astype(object).where(slots["key"].notna(), None),
-            "presentation_id": slots["presentation_id"],
-            "call_key": slots["call_key"].astype(object).where(slots["call_key"].notna(), None),
-            "label": label.astype(object).where(label.notna(), None),
-            "strength": slots["strength"].astype(object).where(slots["strength"].notna(), None),
-            "error_category": slots["error_category"]
-            .astype(object)
-            .where(missing & slots["error_category"].notna(), None),
+            "key": each_judge("key"),
+            "presentation_id": each_judge("presentation_id"),
+            "call_key": taken(calls["call_key"], call),
+            "label": label,
+            "strength": taken(labels["strength"], label_row),
+            "error_category": pc.if_else(
+                missing, taken(calls["error_category"], call), pa.scalar(None, pa.string())
+            ),
         }
     )
-    frame = frame.sort_values(
-        ["judge", "config", "dataset", "pair_id", "seed", "order"], kind="stable"
-    )
-    table = pa.Table.from_pandas(frame.reset_index(drop=True), preserve_index=False)
     return conform(table, OutcomeRow, where="outcomes")
 
 
@@ -181,7 +222,7 @@ def read_calls(work: WorkDir, run: RunRef) -> pa.Table:
     path = RunFolder(work, run.run_id).calls
     if not path.is_file():
         raise InputError(f"run {run.run_id!r} has no calls table: {path} does not exist")
-    raw = pq.read_table(path)
+    raw = read_parquet(path)
     check_call_columns(raw, where=str(path))
     try:
         calls = conform(raw, CallRecord, where=str(path))
@@ -224,15 +265,14 @@ def remap_run(work: WorkDir, run_id: str) -> RemapResult:
     check_remap(run, calls, presentations, manifest, replies, memo_dir=work.gate_memos)
     labels = parse_labels(calls, replies, parse_reply, PARSER_VERSION)
     outcomes = remap_outcomes(calls, labels, presentations, manifest)
-    frame = outcomes.to_pandas()
-    disp = compute_dispositions(frame)
+    dispositions = compute_dispositions(outcomes)
     return RemapResult(
         run=run,
         parser_version=PARSER_VERSION,
         labels=labels,
         outcomes=outcomes,
-        dispositions=dispositions_table(disp),
-        disclosure=disclosure_table(compute_disclosure(frame, disp)),
+        dispositions=dispositions,
+        disclosure=compute_disclosure(outcomes, dispositions),
     )
 
 

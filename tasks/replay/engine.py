@@ -13,11 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from schemas import DesignRow, ReplayRow, arrow_schema
 from schemas.vocabulary import CORE_POLICIES, DESIGNS, POLICIES
@@ -84,6 +85,14 @@ def design_policy_pairs(
     return sorted(combos, key=lambda c: (order[c[0]], POLICIES.index(c[1])))
 
 
+@cache
+def _blas() -> ThreadpoolController:
+    """The BLAS libraries this process has loaded (NumPy's), found once: finding them reads
+    the path of every loaded shared library (about 130 in a command, 10 ms or more), which
+    `threadpool_limits` did on every replay."""
+    return ThreadpoolController().select(user_api="blas")
+
+
 def replay_into(
     batches: Iterable[pa.RecordBatch],
     replay_out: Callable[[pa.RecordBatch], object],
@@ -111,7 +120,7 @@ def replay_into(
     cache = PatternCache(used_designs, combos)
     summaries, components = [], []
     # The replay runs its own two threads; BLAS threads beside them only spin (3x the CPU).
-    with threadpool_limits(limits=1, user_api="blas"):
+    with _blas().limit(limits=1):
         for grid in replay_grids(batches, where):
             compact = evaluate(grid, cache)
             # The summary's cost to match reads the same group means the components table has.

@@ -32,7 +32,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from tasks.replay.couples import THREE, couple_counts, pack, unpack
 from tasks.replay.family import PAIRED, paired_table, side_counts
@@ -40,6 +39,7 @@ from tasks.replay.grid import ReplayGrid, dense_codes
 from tasks.replay.policies import run_laws
 from tasks.replay.states import independent_expectation, side_expectation
 from tasks.runfolder import is_run_id
+from tasks.storage import read_parquet
 from tasks.workdir import WorkDir
 
 __all__ = ["MONEY_KEYS", "Prices", "outcome_costs", "pair_usd", "send_probabilities", "summary_usd"]
@@ -104,6 +104,8 @@ def send_table(patterns: np.ndarray, k: int, design: str, policy: str) -> np.nda
     for x in range(3):
         for y in range(3):
             has = np.flatnonzero(patterns[:, x, y] > 0)
+            if not len(has):
+                continue  # no pattern holds this couple type
             rest = patterns[has].copy()
             rest[:, x, y] -= 1
             for order, cls in ((0, x), (1, y)):
@@ -241,7 +243,7 @@ def outcome_costs(outcomes_path: str | Path) -> pa.Table | None:
     if not any(prices.values()):
         return None
     keys = [*MONEY_KEYS, "call_key"]
-    rows = pq.read_table(path, columns=keys).to_pylist()
+    rows = read_parquet(path, columns=keys).to_pylist()
     replies = {
         r["call_key"]: r
         for r in read_replies(work, {r["call_key"] for r in rows if r["call_key"]}).to_pylist()

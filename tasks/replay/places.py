@@ -13,7 +13,6 @@ from pathlib import Path
 
 from tasks.errors import InputError
 from tasks.store import is_store_url, store_of
-from tasks.store.objects import ObjectStore
 from tasks.workdir import WorkDir
 
 __all__ = ["Output", "input_file"]
@@ -33,6 +32,8 @@ def input_file(place: str) -> Path:
         work = WorkDir.at(base)
         path = work.fresh("runs", run_id) / name
     else:
+        from tasks.store.objects import ObjectStore  # a store's client: for a URL only
+
         work = WorkDir.at(folder)
         found = work.store.read(name) if isinstance(work.store, ObjectStore) else None
         path = work.root / name

@@ -5,17 +5,13 @@ from __future__ import annotations
 import itertools
 
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 from schemas import DisclosureRow, DispositionRow, arrow_schema
 from schemas.vocabulary import OUTCOMES
 from tasks.errors import IntegrityError
-from tasks.remap.dispositions import (
-    compute_disclosure,
-    compute_dispositions,
-    disclosure_table,
-    dispositions_table,
-)
+from tasks.remap.dispositions import compute_disclosure, compute_dispositions
 
 DECISIVE = {"A", "B"}
 FAILURES = ["M", "I", "X"]  # worst first
@@ -56,8 +52,20 @@ def grid_outcomes(key: str | None = "A") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def table(outcomes: pd.DataFrame) -> pa.Table:
+    return pa.Table.from_pandas(outcomes, preserve_index=False)
+
+
+def dispositions(outcomes: pd.DataFrame) -> pd.DataFrame:
+    return compute_dispositions(table(outcomes)).to_pandas()
+
+
+def disclosure(outcomes: pd.DataFrame) -> pa.Table:
+    return compute_disclosure(table(outcomes), compute_dispositions(table(outcomes)))
+
+
 def test_all_36_code_pairs_match_the_rule() -> None:
-    disp = compute_dispositions(grid_outcomes())
+    disp = dispositions(grid_outcomes())
     assert len(disp) == 36
     for row in disp.itertuples():
         assert row.disposition == expected_disposition(row.outcome_ab, row.outcome_ba), row
@@ -76,7 +84,7 @@ def test_all_36_code_pairs_match_the_rule() -> None:
 
 
 def test_failures_never_become_ties() -> None:
-    disp = compute_dispositions(grid_outcomes())
+    disp = dispositions(grid_outcomes())
     with_failure = disp[disp["outcome_ab"].isin(FAILURES) | disp["outcome_ba"].isin(FAILURES)]
     assert len(with_failure) == 36 - 9  # 3 x 3 pairs of A, B, T have no failure
     assert with_failure["disposition"].str.startswith("incomplete_").all()
@@ -84,7 +92,7 @@ def test_failures_never_become_ties() -> None:
 
 @pytest.mark.parametrize("key", ["A", "B", None])
 def test_correct_is_stable_versus_key_only(key: str | None) -> None:
-    disp = compute_dispositions(grid_outcomes(key))
+    disp = dispositions(grid_outcomes(key))
     for row in disp.itertuples():
         if row.disposition in ("stable_A", "stable_B") and key is not None:
             assert row.correct == (row.disposition == f"stable_{key}")
@@ -93,11 +101,9 @@ def test_correct_is_stable_versus_key_only(key: str | None) -> None:
 
 
 def test_disclosure_counts_over_the_grid() -> None:
-    outcomes = grid_outcomes("A")
-    disp = compute_dispositions(outcomes)
-    table = disclosure_table(compute_disclosure(outcomes, disp))
-    assert table.schema == arrow_schema(DisclosureRow)
-    (row,) = table.to_pylist()
+    result = disclosure(grid_outcomes("A"))
+    assert result.schema == arrow_schema(DisclosureRow)
+    (row,) = result.to_pylist()
     # 72 slots, each code 12 times (6 as AB, 6 as BA).
     assert row["planned"] == 72
     assert row["valid"] == 36
@@ -116,38 +122,45 @@ def test_disclosure_groups_and_one_order_cells() -> None:
             grid_outcomes(None).assign(judge="j2").query("order == 'AB'"),
         ]
     )
-    disp = compute_dispositions(outcomes)
+    disp = dispositions(outcomes)
     assert set(disp["judge"]) == {"j1"}  # one order only: no disposition
-    rows = {r["judge"]: r for r in disclosure_table(compute_disclosure(outcomes, disp)).to_pylist()}
+    rows = {r["judge"]: r for r in disclosure(outcomes).to_pylist()}
     assert rows["j2"]["planned"] == 36 and rows["j2"]["stable"] == 0
     assert rows["j2"]["consistency"] is None and rows["j2"]["accuracy_of_stable"] is None
     assert rows["j1"]["accuracy_of_stable"] is None  # no key: accuracy undefined
 
 
 def test_dispositions_table_matches_schema() -> None:
-    table = dispositions_table(compute_dispositions(grid_outcomes()))
-    assert table.schema == arrow_schema(DispositionRow)
-    assert table.num_rows == 36
+    result = compute_dispositions(table(grid_outcomes()))
+    assert result.schema == arrow_schema(DispositionRow)
+    assert result.num_rows == 36
 
 
 def test_repeated_cell_is_refused() -> None:
     outcomes = grid_outcomes()
     doubled = pd.concat([outcomes, outcomes.iloc[[0]]])
     with pytest.raises(IntegrityError, match="p00"):
-        compute_dispositions(doubled)
+        dispositions(doubled)
 
 
 def test_unknown_outcome_is_refused() -> None:
     outcomes = grid_outcomes()
     outcomes.loc[0, "outcome"] = "Left"
     with pytest.raises(IntegrityError, match="Left"):
-        compute_dispositions(outcomes)
+        dispositions(outcomes)
 
 
 def test_many_rows_are_vectorised() -> None:
     base = grid_outcomes()
     big = pd.concat([base.assign(seed=s) for s in range(2000)], ignore_index=True)
-    disp = compute_dispositions(big)
+    disp = dispositions(big)
     assert len(disp) == 36 * 2000
     per_seed = disp[disp["seed"] == 0]["disposition"].value_counts()
     assert (disp["disposition"].value_counts() == 2000 * per_seed).all()
+
+
+def test_outcomes_in_any_order_give_the_same_dispositions() -> None:
+    outcomes = pd.concat([grid_outcomes().assign(seed=s) for s in range(3)], ignore_index=True)
+    shuffled = outcomes.sample(frac=1.0, random_state=7)
+    assert compute_dispositions(table(shuffled)).equals(compute_dispositions(table(outcomes)))
+    assert disclosure(shuffled).equals(disclosure(outcomes))

@@ -183,10 +183,9 @@ def remap(world: World) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, object]]:
         world.table("manifest"),
     )
     assert outcomes_table.schema == arrow_schema(OutcomeRow)
-    outcomes = outcomes_table.to_pandas()
-    disp = compute_dispositions(outcomes)
-    disclosure = compute_disclosure(outcomes, disp).to_dict("records")[0]
-    return outcomes, disp, disclosure
+    disp = compute_dispositions(outcomes_table)
+    disclosure = compute_disclosure(outcomes_table, disp).to_pylist()[0]
+    return outcomes_table.to_pandas(), disp.to_pandas(), disclosure
 
 
 def two_orders(o1: str | None, o2: str | None) -> dict[tuple[str, int, str], str | None]:

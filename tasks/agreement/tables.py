@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from tasks.agreement.stats import (
     Estimate,
@@ -217,16 +219,23 @@ COUNT_COLUMNS = [f"n_{order}_{value}" for order in _ORDERS for value in VALUES]
 """The value counts of a pair's calls per order, as columns (`order_value_counts`)."""
 
 
-def order_value_counts(outcomes: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+def order_value_counts(outcomes: pa.Table, keys: list[str]) -> pa.Table:
     """Per group of `keys` (a judge config's pair), its calls of each value in each order
-    (COUNT_COLUMNS); `I` and `M` are not counted."""
-    valid = outcomes[outcomes["outcome"].isin(VALUES)]
-    column = "n_" + valid["order"].astype(str) + "_" + valid["outcome"].astype(str)
-    wide = pd.crosstab([valid[k] for k in keys], column)
-    wide = wide.reindex(columns=COUNT_COLUMNS, fill_value=0).reset_index()
-    every = outcomes[keys].drop_duplicates()
-    out = every.merge(wide, on=keys, how="left").fillna({c: 0 for c in COUNT_COLUMNS})
-    return out.astype({c: int for c in COUNT_COLUMNS})
+    (COUNT_COLUMNS, int64); `I` and `M` are not counted. One grouping pass over the rows;
+    the groups come in no particular order."""
+    order, outcome = outcomes.column("order"), outcomes.column("outcome")
+    flags = {
+        f"n_{o}_{v}": pc.and_(pc.equal(order, o), pc.equal(outcome, v))
+        for o in _ORDERS
+        for v in VALUES
+    }
+    counted = pa.table({**{k: outcomes.column(k) for k in keys}, **flags})
+    every = pc.ScalarAggregateOptions(min_count=0)  # a group with no such call counts 0
+    sums = counted.group_by(keys).aggregate([(c, "sum", every) for c in COUNT_COLUMNS])
+    return pa.table(
+        {k: sums.column(k) for k in keys}
+        | {c: pc.cast(sums.column(f"{c}_sum"), pa.int64()) for c in COUNT_COLUMNS}
+    )
 
 
 def alpha_change(

@@ -12,7 +12,7 @@ decision of all 2K calls: `tasks.history.view`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -132,16 +132,29 @@ def _configs(view: RunView) -> set[tuple[str, str]]:
     return set(view.figures[CONFIG_KEYS].itertuples(index=False, name=None))
 
 
-def _figures_of(view: RunView, judge: str, config: str) -> dict[str, float]:
-    row = view.figures[(view.figures["judge"] == judge) & (view.figures["config"] == config)]
-    return {name: float(row[name].iloc[0]) for name in FIGURES}
+def _figures_by_config(view: RunView) -> dict[tuple[str, str], dict[str, float]]:
+    """Per judge config of the view (as text): its FIGURES."""
+    return {
+        (str(r["judge"]), str(r["config"])): {name: float(r[name]) for name in FIGURES}
+        for r in view.figures[[*CONFIG_KEYS, *FIGURES]].to_dict("records")
+    }
+
+
+def _groups(frame: pd.DataFrame) -> list[tuple[tuple[Any, ...], np.ndarray]]:
+    """The rows of each judge config of `frame` (positions, in the frame's order), the
+    configs in sorted order."""
+    found = cast(dict[tuple[Any, ...], np.ndarray], frame.groupby(CONFIG_KEYS).indices)
+    return [(key, found[key]) for key in sorted(found)]
 
 
 def diff_views(a: RunView, b: RunView) -> RunDiff:
     """The diff of two loaded runs (`a` before, `b` after)."""
     keys = [*PAIR_KEYS, "fingerprint"]
     pairs = a.pairs[keys].merge(b.pairs[keys], how="outer", on=keys, indicator=True)
-    shared = pairs[pairs["_merge"] == "both"][PAIR_KEYS]
+    shared = pairs[pairs["_merge"] == "both"][PAIR_KEYS].sort_values(PAIR_KEYS)
+    # Each shared pair's place in sorted order: where the judge agreement reads it.
+    shared = shared.assign(place=np.arange(len(shared)))
+    sides = [view.decisions.merge(shared, on=PAIR_KEYS) for view in (a, b)]
     configs_a, configs_b = _configs(a), _configs(b)
     out = RunDiff(
         run_a=a.record.run_id,
@@ -153,79 +166,93 @@ def diff_views(a: RunView, b: RunView) -> RunDiff:
         configs_removed=sorted(configs_a - configs_b),
         calls_a=a.calls,
         calls_b=b.calls,
-        judges=_judge_agreement(a, b, shared),
+        judges=_judge_agreement(sides[0], sides[1], len(shared)),
     )
     joined = (
-        a.decisions.merge(shared, on=PAIR_KEYS)
-        .merge(b.decisions, on=[*CONFIG_KEYS, *PAIR_KEYS], suffixes=("_a", "_b"))
+        sides[0]
+        .merge(sides[1].drop(columns="place"), on=[*CONFIG_KEYS, *PAIR_KEYS], suffixes=("_a", "_b"))
         .sort_values([*CONFIG_KEYS, *PAIR_KEYS], kind="stable")
     )
-    for (judge, config), group in joined.groupby(CONFIG_KEYS, sort=True):
-        before = group["reference_score_a"].to_numpy(dtype=float)
-        after = group["reference_score_b"].to_numpy(dtype=float)
-        low, high = paired_interval(before, after, seed_parts=(judge, config, len(group)))
-        shape = (len(group), 2, len(VALUES))
+    scores = {side: joined[f"reference_score_{side}"].to_numpy(dtype=float) for side in "ab"}
+    counts = {side: joined[[f"{c}_{side}" for c in COUNT_COLUMNS]].to_numpy(float) for side in "ab"}
+    decided = {side: joined[f"decision_{side}"].to_numpy() for side in "ab"}
+    datasets, pair_ids = joined["dataset"].to_numpy(), joined["pair_id"].to_numpy()
+    figures_a, figures_b = _figures_by_config(a), _figures_by_config(b)
+    for (judge, config), found in _groups(joined):
+        # Sorted by config, a config's rows are consecutive: a slice keeps the frame values'
+        # column-major layout, which the order of alpha's sums follows.
+        rows = slice(found[0], found[-1] + 1)
+        size = len(found)
+        before, after = scores["a"][rows], scores["b"][rows]
+        low, high = paired_interval(before, after, seed_parts=(judge, config, size))
+        shape = (size, 2, len(VALUES))
         alpha_a, alpha_b, alpha_delta = alpha_change(
-            group[[f"{c}_a" for c in COUNT_COLUMNS]].to_numpy(float).reshape(shape),
-            group[[f"{c}_b" for c in COUNT_COLUMNS]].to_numpy(float).reshape(shape),
-            seed_parts=("judgeline-diff", judge, config, len(group)),
+            counts["a"][rows].reshape(shape),
+            counts["b"][rows].reshape(shape),
+            seed_parts=("judgeline-diff", judge, config, size),
         )
+        name = (str(judge), str(config))
         out.changes.append(
             ConfigChange(
-                judge=str(judge),
-                config=str(config),
-                shared_pairs=len(group),
+                judge=name[0],
+                config=name[1],
+                shared_pairs=size,
                 score_before=float(before.mean()),
                 score_after=float(after.mean()),
                 change_low=low,
                 change_high=high,
-                before=_figures_of(a, str(judge), str(config)),
-                after=_figures_of(b, str(judge), str(config)),
+                before=figures_a[name],
+                after=figures_b[name],
                 alpha_before=alpha_a,
                 alpha_after=alpha_b,
                 alpha_change_low=alpha_delta.low,
                 alpha_change_high=alpha_delta.high,
             )
         )
-        flipped = group[group["decision_a"] != group["decision_b"]]
+        flipped = found[decided["a"][rows] != decided["b"][rows]]
         out.flips.extend(
-            Flip(str(judge), str(config), str(d), str(p), str(x), str(y))
+            Flip(name[0], name[1], str(d), str(p), str(x), str(y))
             for d, p, x, y in zip(
-                flipped["dataset"],
-                flipped["pair_id"],
-                flipped["decision_a"],
-                flipped["decision_b"],
+                datasets[flipped],
+                pair_ids[flipped],
+                decided["a"][flipped],
+                decided["b"][flipped],
                 strict=True,
             )
         )
     return out
 
 
-def _judge_agreement(a: RunView, b: RunView, shared: pd.DataFrame) -> list[JudgeAgreement]:
-    """Every config of `a` against every config of `b`, on the shared pairs both judged."""
-    code = {"A": 0, "B": 1, "N": 2}
+_CODE = {"A": 0, "B": 1, "N": 2}
+
+
+def _codes(side: pd.DataFrame, shared: int) -> dict[tuple[Any, ...], np.ndarray]:
+    """Per judge config of `side` (decisions of the shared pairs, with each pair's `place`):
+    its decision code (_CODE) of every shared pair, -1 where it did not judge the pair."""
+    codes = side["decision"].map(_CODE).to_numpy()
+    places = side["place"].to_numpy()
+    out = {}
+    for key, rows in _groups(side):
+        mine = np.full(shared, -1, dtype=np.int64)
+        mine[places[rows]] = codes[rows]
+        out[key] = mine
+    return out
+
+
+def _judge_agreement(a: pd.DataFrame, b: pd.DataFrame, shared: int) -> list[JudgeAgreement]:
+    """Every config of `a` against every config of `b` (their decisions of the shared pairs),
+    on the shared pairs both judged, in the pairs' sorted order."""
     out = []
-    sides = [
-        {
-            key: group.set_index(PAIR_KEYS)["decision"].map(code)
-            for key, group in view.decisions.merge(shared, on=PAIR_KEYS).groupby(CONFIG_KEYS)
-        }
-        for view in (a, b)
-    ]
-    for (ja, ca), first in sorted(sides[0].items()):
-        for (jb, cb), second in sorted(sides[1].items()):
-            both = first.index.intersection(second.index).sort_values()
-            kappa, raw = rater_agreement(
-                first.loc[both].to_numpy(),
-                second.loc[both].to_numpy(),
-                3,
-                seed_parts=(ja, ca, jb, cb),
-            )
+    later = _codes(b, shared)
+    for (ja, ca), first in _codes(a, shared).items():
+        for (jb, cb), second in later.items():
+            both = (first >= 0) & (second >= 0)
+            kappa, raw = rater_agreement(first[both], second[both], 3, seed_parts=(ja, ca, jb, cb))
             out.append(
                 JudgeAgreement(
                     f"{ja} · {ca}",
                     f"{jb} · {cb}",
-                    len(both),
+                    int(both.sum()),
                     kappa.value,
                     kappa.low,
                     kappa.high,

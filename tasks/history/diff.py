@@ -140,63 +140,73 @@ def _figures_by_config(view: RunView) -> dict[tuple[str, str], dict[str, float]]
     }
 
 
-def _groups(frame: pd.DataFrame) -> list[tuple[tuple[Any, ...], np.ndarray]]:
-    """The rows of each judge config of `frame` (positions, in the frame's order), the
-    configs in sorted order."""
-    found = cast(dict[tuple[Any, ...], np.ndarray], frame.groupby(CONFIG_KEYS).indices)
-    return [(key, found[key]) for key in sorted(found)]
+def _pair_keys(frame: pd.DataFrame, *more: str) -> list[tuple[Any, ...]]:
+    """Each row's (dataset, pair_id, *more)."""
+    return list(zip(*(frame[k].tolist() for k in (*PAIR_KEYS, *more)), strict=True))
+
+
+def _judged(view: RunView, place: dict[tuple[Any, ...], int]) -> dict[Any, np.ndarray]:
+    """Per judge config of the view that judged a shared pair (in sorted order): its
+    decision's row for each shared pair (by `place`, the pair's sorted order), -1 where the
+    config did not judge that pair."""
+    decisions = view.decisions
+    places = np.array([place.get(k, -1) for k in _pair_keys(decisions)], dtype=np.int64)
+    found = cast(dict[Any, np.ndarray], decisions.groupby(CONFIG_KEYS).indices)
+    out = {}
+    for key in sorted(found):
+        rows = found[key][places[found[key]] >= 0]
+        if len(rows):
+            out[key] = np.full(len(place), -1, dtype=np.int64)
+            out[key][places[rows]] = rows
+    return out
 
 
 def diff_views(a: RunView, b: RunView) -> RunDiff:
     """The diff of two loaded runs (`a` before, `b` after)."""
-    keys = [*PAIR_KEYS, "fingerprint"]
-    pairs = a.pairs[keys].merge(b.pairs[keys], how="outer", on=keys, indicator=True)
-    shared = pairs[pairs["_merge"] == "both"][PAIR_KEYS].sort_values(PAIR_KEYS)
-    # Each shared pair's place in sorted order: where the judge agreement reads it.
-    shared = shared.assign(place=np.arange(len(shared)))
-    sides = [view.decisions.merge(shared, on=PAIR_KEYS) for view in (a, b)]
+    # A pair is the same pair in both runs when its dataset, id and fingerprint are.
+    pairs_a, pairs_b = (set(_pair_keys(view.pairs, "fingerprint")) for view in (a, b))
+    shared = sorted(key[:2] for key in pairs_a & pairs_b)
+    place = {key: i for i, key in enumerate(shared)}
+    judged_a, judged_b = _judged(a, place), _judged(b, place)
     configs_a, configs_b = _configs(a), _configs(b)
     out = RunDiff(
         run_a=a.record.run_id,
         run_b=b.record.run_id,
-        pairs_added=int((pairs["_merge"] == "right_only").sum()),
-        pairs_removed=int((pairs["_merge"] == "left_only").sum()),
+        pairs_added=len(pairs_b - pairs_a),
+        pairs_removed=len(pairs_a - pairs_b),
         pairs_shared=len(shared),
         configs_added=sorted(configs_b - configs_a),
         configs_removed=sorted(configs_a - configs_b),
         calls_a=a.calls,
         calls_b=b.calls,
-        judges=_judge_agreement(sides[0], sides[1], len(shared)),
+        judges=_judge_agreement(_codes(a, judged_a), _codes(b, judged_b)),
     )
-    joined = (
-        sides[0]
-        .merge(sides[1].drop(columns="place"), on=[*CONFIG_KEYS, *PAIR_KEYS], suffixes=("_a", "_b"))
-        .sort_values([*CONFIG_KEYS, *PAIR_KEYS], kind="stable")
-    )
-    scores = {side: joined[f"reference_score_{side}"].to_numpy(dtype=float) for side in "ab"}
-    counts = {side: joined[[f"{c}_{side}" for c in COUNT_COLUMNS]].to_numpy(float) for side in "ab"}
-    decided = {side: joined[f"decision_{side}"].to_numpy() for side in "ab"}
-    datasets, pair_ids = joined["dataset"].to_numpy(), joined["pair_id"].to_numpy()
+    # Each run's values by decision row. The counts keep the column-major layout of a frame's
+    # values (`np.asfortranarray` below), which the order of alpha's sums follows.
+    scores = [v.decisions["reference_score"].to_numpy(dtype=float) for v in (a, b)]
+    counts = [v.decisions[COUNT_COLUMNS].to_numpy(float) for v in (a, b)]
+    decided = [v.decisions["decision"].to_numpy() for v in (a, b)]
     figures_a, figures_b = _figures_by_config(a), _figures_by_config(b)
-    for (judge, config), found in _groups(joined):
-        # Sorted by config, a config's rows are consecutive: a slice keeps the frame values'
-        # column-major layout, which the order of alpha's sums follows.
-        rows = slice(found[0], found[-1] + 1)
-        size = len(found)
-        before, after = scores["a"][rows], scores["b"][rows]
-        low, high = paired_interval(before, after, seed_parts=(judge, config, size))
-        shape = (size, 2, len(VALUES))
+    for judge, config in sorted(judged_a.keys() & judged_b.keys()):
+        at_a, at_b = judged_a[(judge, config)], judged_b[(judge, config)]
+        both = np.flatnonzero((at_a >= 0) & (at_b >= 0))  # in the shared pairs' sorted order
+        if not len(both):
+            continue
+        rows_a, rows_b = at_a[both], at_b[both]
+        before, after = scores[0][rows_a], scores[1][rows_b]
+        low, high = paired_interval(before, after, seed_parts=(judge, config, len(both)))
+        shape = (len(both), 2, len(VALUES))
         alpha_a, alpha_b, alpha_delta = alpha_change(
-            counts["a"][rows].reshape(shape),
-            counts["b"][rows].reshape(shape),
-            seed_parts=("judgeline-diff", judge, config, size),
+            np.asfortranarray(counts[0][rows_a]).reshape(shape),
+            np.asfortranarray(counts[1][rows_b]).reshape(shape),
+            seed_parts=("judgeline-diff", judge, config, len(both)),
         )
         name = (str(judge), str(config))
         out.changes.append(
             ConfigChange(
                 judge=name[0],
                 config=name[1],
-                shared_pairs=size,
+                shared_pairs=len(both),
                 score_before=float(before.mean()),
                 score_after=float(after.mean()),
                 change_low=low,
@@ -209,15 +219,11 @@ def diff_views(a: RunView, b: RunView) -> RunDiff:
                 alpha_change_high=alpha_delta.high,
             )
         )
-        flipped = found[decided["a"][rows] != decided["b"][rows]]
+        flipped = decided[0][rows_a] != decided[1][rows_b]
         out.flips.extend(
-            Flip(name[0], name[1], str(d), str(p), str(x), str(y))
-            for d, p, x, y in zip(
-                datasets[flipped],
-                pair_ids[flipped],
-                decided["a"][flipped],
-                decided["b"][flipped],
-                strict=True,
+            Flip(*name, str(shared[i][0]), str(shared[i][1]), str(x), str(y))
+            for i, x, y in zip(
+                both[flipped], decided[0][rows_a[flipped]], decided[1][rows_b[flipped]], strict=True
             )
         )
     return out
@@ -226,26 +232,19 @@ def diff_views(a: RunView, b: RunView) -> RunDiff:
 _CODE = {"A": 0, "B": 1, "N": 2}
 
 
-def _codes(side: pd.DataFrame, shared: int) -> dict[tuple[Any, ...], np.ndarray]:
-    """Per judge config of `side` (decisions of the shared pairs, with each pair's `place`):
-    its decision code (_CODE) of every shared pair, -1 where it did not judge the pair."""
-    codes = side["decision"].map(_CODE).to_numpy()
-    places = side["place"].to_numpy()
-    out = {}
-    for key, rows in _groups(side):
-        mine = np.full(shared, -1, dtype=np.int64)
-        mine[places[rows]] = codes[rows]
-        out[key] = mine
-    return out
+def _codes(view: RunView, judged: dict[Any, np.ndarray]) -> dict[Any, np.ndarray]:
+    """Per judge config of `judged` (`_judged`): its decision code (_CODE) of every shared
+    pair, -1 where it did not judge the pair."""
+    codes = view.decisions["decision"].map(_CODE).to_numpy()
+    return {key: np.where(rows >= 0, codes[rows], -1) for key, rows in judged.items()}
 
 
-def _judge_agreement(a: pd.DataFrame, b: pd.DataFrame, shared: int) -> list[JudgeAgreement]:
-    """Every config of `a` against every config of `b` (their decisions of the shared pairs),
-    on the shared pairs both judged, in the pairs' sorted order."""
+def _judge_agreement(a: dict[Any, np.ndarray], b: dict[Any, np.ndarray]) -> list[JudgeAgreement]:
+    """Every config of the earlier run against every config of the later run (`_codes`), on
+    the shared pairs both judged, in the pairs' sorted order."""
     out = []
-    later = _codes(b, shared)
-    for (ja, ca), first in _codes(a, shared).items():
-        for (jb, cb), second in later.items():
+    for (ja, ca), first in a.items():
+        for (jb, cb), second in b.items():
             both = (first >= 0) & (second >= 0)
             kappa, raw = rater_agreement(first[both], second[both], 3, seed_parts=(ja, ca, jb, cb))
             out.append(

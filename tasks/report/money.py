@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from schemas.report import SavingsUsdTableRow, SpendTableRow
@@ -50,11 +51,12 @@ def _expected(summary: pd.DataFrame) -> pd.DataFrame:
     if "expected_usd" not in summary or summary["expected_usd"].isna().all():
         return summary.iloc[0:0]
     priced = summary[summary["expected_usd"].notna()]
-    full = priced[priced["policy"] == "full"][[*GROUP, "design", "expected_usd"]]
-    full = full.rename(columns={"expected_usd": "full_usd"})
-    joined = priced.merge(full, on=[*GROUP, "design"], how="left")
-    joined["saved_usd"] = joined["full_usd"] - joined["expected_usd"]
-    return ordered(joined)
+    groups = list(zip(*(priced[k].tolist() for k in (*GROUP, "design")), strict=True))
+    usd = priced["expected_usd"].to_numpy(dtype=float)
+    full = {g: u for g, u, p in zip(groups, usd, priced["policy"].tolist(), strict=True)
+            if p == "full"}  # fmt: skip
+    full_usd = np.array([full.get(g, np.nan) for g in groups], dtype=float)
+    return ordered(priced.assign(full_usd=full_usd, saved_usd=full_usd - usd))
 
 
 def money_section(spend: pd.DataFrame | None, summary: pd.DataFrame) -> MoneySection | None:

@@ -129,25 +129,28 @@ def _figures(folder: RunFolder) -> pd.DataFrame:
     order conflicts (the left slot won both orders) and failed calls."""
     counted = ["planned", "valid", "stable", "conflicting", "mixed"]
     disclosure = pq.read_table(folder.table("disclosure"), columns=[*CONFIG_KEYS, *counted])
-    sums = disclosure.group_by(CONFIG_KEYS).aggregate([(c, "sum") for c in counted])
-    per = _sorted(sums, CONFIG_KEYS).select([*CONFIG_KEYS, *(f"{c}_sum" for c in counted)])
-    per = per.rename_columns([*CONFIG_KEYS, *counted]).to_pandas()
-    configs = list(zip(per["judge"], per["config"], strict=True))
+    sums = _sorted(
+        disclosure.group_by(CONFIG_KEYS).aggregate([(c, "sum") for c in counted]), CONFIG_KEYS
+    )
+    per = {k: sums.column(k) for k in CONFIG_KEYS}
+    per |= {c: sums.column(f"{c}_sum").to_numpy() for c in counted}
+    configs = list(zip(*(sums.column(k).to_pylist() for k in CONFIG_KEYS), strict=True))
     dispositions = pq.read_table(
         folder.table("dispositions"), columns=[*CONFIG_KEYS, "disposition", "outcome_ab"]
     )
     conflicts = dispositions.filter(pc.equal(dispositions.column("disposition"), "order_conflict"))
     left = _counts(conflicts, pc.equal(conflicts.column("outcome_ab"), "A"))
     share = {k: n / rows for k, (n, rows) in left.items()}  # a config without one: NaN
-    per["left_share"] = [share.get(k, math.nan) for k in configs]
+    per["left_share"] = np.array([share.get(k, math.nan) for k in configs], dtype=float)
     # As in the disclosure (docs/design.md#disclosure): stable / (stable + conflicting + mixed).
     decided = per["stable"] + per["conflicting"] + per["mixed"]
-    per["consistency"] = per["stable"] / decided.where(decided > 0)
-    per["valid_share"] = per["valid"] / per["planned"]
+    with np.errstate(divide="ignore", invalid="ignore"):  # NaN or inf, as pandas divides
+        per["consistency"] = per["stable"] / np.where(decided > 0, decided, np.nan)
+        per["valid_share"] = per["valid"] / per["planned"]
     calls = pq.read_table(folder.calls, columns=[*CONFIG_KEYS, "status"])
     failed = _counts(calls, pc.equal(calls.column("status"), "failed"))
     per["failed_calls"] = np.array([failed.get(k, (0, 0))[0] for k in configs], dtype=np.int64)
-    return per
+    return pa.table(per).to_pandas()
 
 
 def read_run_view(work: WorkDir, run_id: str) -> RunView:

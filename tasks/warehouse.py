@@ -20,7 +20,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import duckdb
 import numpy as np
@@ -134,10 +134,12 @@ def _with_bootstrap(
     con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, params: dict[str, Any]
 ) -> pd.DataFrame:
     pairs = con.execute(sql_text("report_score_pairs"), params).df()
-    bounds: dict[tuple[Any, ...], tuple[float, float]] = {}
-    for key, group in pairs.groupby(GROUP_KEYS, sort=False):
-        values = group["expected_score"].to_numpy(dtype=float)
-        bounds[tuple(key)] = bootstrap_interval(values, seed_parts=tuple(key))
+    scores = pairs["expected_score"].to_numpy(dtype=float)
+    groups = cast(dict[tuple[Any, ...], np.ndarray], pairs.groupby(GROUP_KEYS).indices)
+    bounds = {
+        tuple(key): bootstrap_interval(scores[rows], seed_parts=tuple(key))
+        for key, rows in groups.items()  # each group's rows in the query's order
+    }
     keys = list(frame[GROUP_KEYS].itertuples(index=False, name=None))
     frame = frame.copy()
     frame["ci_low"] = [bounds.get(k, (np.nan, np.nan))[0] for k in keys]

@@ -18,10 +18,12 @@ calls (`A`, `B`, `N`) on the pairs both judged. Every figure has a 95% interval 
 from __future__ import annotations
 
 from itertools import combinations
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from tasks.agreement.stats import (
     Estimate,
@@ -39,6 +41,7 @@ __all__ = [
     "SCOPES",
     "COUNT_COLUMNS",
     "VALUES",
+    "ConfigCounts",
     "alpha_change",
     "config_counts",
     "judge_agreement",
@@ -59,26 +62,40 @@ UNIT = ["dataset", "pair_id"]
 CONFIG = ["judge", "config"]
 
 
-def config_counts(outcomes: pd.DataFrame) -> dict[tuple[str, str], tuple[pd.DataFrame, np.ndarray]]:
-    """Per (judge, config): its pairs (dataset, pair_id, key; sorted) and their value counts
-    (pairs x 2 orders x VALUES)."""
+ConfigCounts = dict[tuple[str, str], tuple[pd.DataFrame, np.ndarray]]
+"""Per (judge, config): its pairs and their value counts (`config_counts`)."""
+
+
+def config_counts(outcomes: pd.DataFrame) -> ConfigCounts:
+    """Per (judge, config): its pairs (dataset, pair_id, key: the first key given; sorted)
+    and their value counts (pairs x 2 orders x VALUES)."""
     frame = outcomes[[*CONFIG, *UNIT, "order", "outcome", "key"]]
+    # One grouping of every (judge, config, pair), sorted: each config's pairs are a run of
+    # consecutive groups.
+    grouped = frame.groupby([*CONFIG, *UNIT], sort=True, observed=True)
+    units = grouped["key"].first().reset_index()
+    ids = grouped.ngroup().to_numpy()
+    order = frame["order"].map({o: i for i, o in enumerate(_ORDERS)}).to_numpy()
+    value = frame["outcome"].map({v: i for i, v in enumerate(VALUES)})
+    valid = value.notna().to_numpy() & (ids >= 0)
+    counts = np.zeros((len(units), len(_ORDERS), len(VALUES)))
+    np.add.at(
+        counts,
+        (ids[valid], order[valid].astype(int), value[valid].to_numpy().astype(int)),
+        1.0,
+    )
+    found = cast(dict[tuple[Any, Any], np.ndarray], units.groupby(CONFIG, observed=True).indices)
     out = {}
-    for (judge, config), group in frame.groupby(CONFIG, sort=True, observed=True):
-        pairs = group.groupby(UNIT, sort=True, observed=True)["key"].first().reset_index()
-        index = pd.MultiIndex.from_frame(pairs[UNIT])
-        codes = index.get_indexer(pd.MultiIndex.from_frame(group[UNIT]))
-        order = group["order"].map({o: i for i, o in enumerate(_ORDERS)}).to_numpy()
-        value = group["outcome"].map({v: i for i, v in enumerate(VALUES)})
-        valid = value.notna().to_numpy()
-        counts = np.zeros((len(pairs), len(_ORDERS), len(VALUES)))
-        np.add.at(
-            counts,
-            (codes[valid], order[valid].astype(int), value[valid].to_numpy().astype(int)),
-            1.0,
-        )
-        out[(str(judge), str(config))] = (pairs, counts)
+    for judge, config in sorted(found):
+        rows = found[(judge, config)]
+        part = slice(rows[0], rows[-1] + 1)
+        pairs = units.iloc[part][[*UNIT, "key"]].reset_index(drop=True)
+        out[(str(judge), str(config))] = (pairs, counts[part])
     return out
+
+
+def _counts_of(outcomes: pd.DataFrame | ConfigCounts) -> ConfigCounts:
+    return config_counts(outcomes) if isinstance(outcomes, pd.DataFrame) else outcomes
 
 
 def scope_features(counts: np.ndarray) -> dict[str, np.ndarray]:
@@ -117,12 +134,12 @@ def scope_estimates(
     return estimates(features, statistics, seed_parts=seed_parts, resamples=resamples)
 
 
-def self_agreement(outcomes: pd.DataFrame) -> pd.DataFrame:
+def self_agreement(outcomes: pd.DataFrame | ConfigCounts) -> pd.DataFrame:
     """One row per (judge, config, statistic, scope): `value`, `low`, `high` (95% BCa
     bootstrap interval over pairs, all six from the same resamples) and `pairs` (pairs with
     values to compare in that scope: two or more, or one in each order for `across`)."""
     rows = []
-    for (judge, config), (_, counts) in config_counts(outcomes).items():
+    for (judge, config), (_, counts) in _counts_of(outcomes).items():
         scopes = scope_features(counts)
         found = scope_estimates(scopes, seed_parts=(judge, config))
         for (name, scope), est in found.items():
@@ -148,12 +165,12 @@ def _decision_class(counts: np.ndarray) -> np.ndarray:
     return np.select([a > b, b > a, a > 0], [0, 1, 2], 3)
 
 
-def key_confusion(outcomes: pd.DataFrame) -> pd.DataFrame:
+def key_confusion(outcomes: pd.DataFrame | ConfigCounts) -> pd.DataFrame:
     """Per (judge, config, key, decision): the pairs with that key (`A`, `B`, or `none` for a
     pair without one) whose decision over all 2K calls is that class (DECISION_CLASSES);
     every combination is listed, zeros included."""
     rows = []
-    for (judge, config), (pairs, counts) in config_counts(outcomes).items():
+    for (judge, config), (pairs, counts) in _counts_of(outcomes).items():
         decided = np.array(DECISION_CLASSES)[_decision_class(counts)]
         keys = pairs["key"].fillna("none").to_numpy()
         for key in ("A", "B", "none"):
@@ -165,22 +182,27 @@ def key_confusion(outcomes: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[*CONFIG, "key", "decision", "pairs"])
 
 
-def judge_agreement(outcomes: pd.DataFrame) -> pd.DataFrame:
+def judge_agreement(outcomes: pd.DataFrame | ConfigCounts) -> pd.DataFrame:
     """One row per two judge configs (in sorted order): the pairs both judged, Cohen's kappa
     and raw agreement of their decisions (`A`, `B`, `N`: a tie and no decisive call are both
     `N`), each with its 95% interval over pairs (`rater_agreement`)."""
-    per_config = config_counts(outcomes)
+    per_config = _counts_of(outcomes)
+    # Every pair any config judged, in sorted order; per config its decision of each (-1:
+    # not judged), so two configs' shared pairs come in that order.
+    judged = {
+        key: list(zip(pairs["dataset"].tolist(), pairs["pair_id"].tolist(), strict=True))
+        for key, (pairs, _) in per_config.items()
+    }
+    place = {unit: i for i, unit in enumerate(sorted({u for us in judged.values() for u in us}))}
+    decided = {}
+    for key, (_, counts) in per_config.items():
+        decided[key] = np.full(len(place), -1, dtype=np.int64)
+        decided[key][[place[u] for u in judged[key]]] = np.minimum(_decision_class(counts), 2)
     rows = []
-    for (one, (pairs1, c1)), (two, (pairs2, c2)) in combinations(per_config.items(), 2):
-        d1 = pd.Series(
-            np.minimum(_decision_class(c1), 2), index=pd.MultiIndex.from_frame(pairs1[UNIT])
-        )
-        d2 = pd.Series(
-            np.minimum(_decision_class(c2), 2), index=pd.MultiIndex.from_frame(pairs2[UNIT])
-        )
-        shared = d1.index.intersection(d2.index).sort_values()
+    for one, two in combinations(per_config, 2):
+        shared = (decided[one] >= 0) & (decided[two] >= 0)
         kappa, raw = rater_agreement(
-            d1.loc[shared].to_numpy(), d2.loc[shared].to_numpy(), 3, seed_parts=(*one, *two)
+            decided[one][shared], decided[two][shared], 3, seed_parts=(*one, *two)
         )
         rows.append(
             {
@@ -188,7 +210,7 @@ def judge_agreement(outcomes: pd.DataFrame) -> pd.DataFrame:
                 "config_1": one[1],
                 "judge_2": two[0],
                 "config_2": two[1],
-                "pairs": len(shared),
+                "pairs": int(shared.sum()),
                 "kappa": kappa.value,
                 "kappa_low": kappa.low,
                 "kappa_high": kappa.high,
@@ -217,16 +239,23 @@ COUNT_COLUMNS = [f"n_{order}_{value}" for order in _ORDERS for value in VALUES]
 """The value counts of a pair's calls per order, as columns (`order_value_counts`)."""
 
 
-def order_value_counts(outcomes: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+def order_value_counts(outcomes: pa.Table, keys: list[str]) -> pa.Table:
     """Per group of `keys` (a judge config's pair), its calls of each value in each order
-    (COUNT_COLUMNS); `I` and `M` are not counted."""
-    valid = outcomes[outcomes["outcome"].isin(VALUES)]
-    column = "n_" + valid["order"].astype(str) + "_" + valid["outcome"].astype(str)
-    wide = pd.crosstab([valid[k] for k in keys], column)
-    wide = wide.reindex(columns=COUNT_COLUMNS, fill_value=0).reset_index()
-    every = outcomes[keys].drop_duplicates()
-    out = every.merge(wide, on=keys, how="left").fillna({c: 0 for c in COUNT_COLUMNS})
-    return out.astype({c: int for c in COUNT_COLUMNS})
+    (COUNT_COLUMNS, int64); `I` and `M` are not counted. One grouping pass over the rows;
+    the groups come in no particular order."""
+    order, outcome = outcomes.column("order"), outcomes.column("outcome")
+    flags = {
+        f"n_{o}_{v}": pc.and_(pc.equal(order, o), pc.equal(outcome, v))
+        for o in _ORDERS
+        for v in VALUES
+    }
+    counted = pa.table({**{k: outcomes.column(k) for k in keys}, **flags})
+    every = pc.ScalarAggregateOptions(min_count=0)  # a group with no such call counts 0
+    sums = counted.group_by(keys).aggregate([(c, "sum", every) for c in COUNT_COLUMNS])
+    return pa.table(
+        {k: sums.column(k) for k in keys}
+        | {c: pc.cast(sums.column(f"{c}_sum"), pa.int64()) for c in COUNT_COLUMNS}
+    )
 
 
 def alpha_change(

@@ -12,7 +12,7 @@ decision of all 2K calls: `tasks.history.view`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -132,100 +132,126 @@ def _configs(view: RunView) -> set[tuple[str, str]]:
     return set(view.figures[CONFIG_KEYS].itertuples(index=False, name=None))
 
 
-def _figures_of(view: RunView, judge: str, config: str) -> dict[str, float]:
-    row = view.figures[(view.figures["judge"] == judge) & (view.figures["config"] == config)]
-    return {name: float(row[name].iloc[0]) for name in FIGURES}
+def _figures_by_config(view: RunView) -> dict[tuple[str, str], dict[str, float]]:
+    """Per judge config of the view (as text): its FIGURES."""
+    return {
+        (str(r["judge"]), str(r["config"])): {name: float(r[name]) for name in FIGURES}
+        for r in view.figures[[*CONFIG_KEYS, *FIGURES]].to_dict("records")
+    }
+
+
+def _pair_keys(frame: pd.DataFrame, *more: str) -> list[tuple[Any, ...]]:
+    """Each row's (dataset, pair_id, *more)."""
+    return list(zip(*(frame[k].tolist() for k in (*PAIR_KEYS, *more)), strict=True))
+
+
+def _judged(view: RunView, place: dict[tuple[Any, ...], int]) -> dict[Any, np.ndarray]:
+    """Per judge config of the view that judged a shared pair (in sorted order): its
+    decision's row for each shared pair (by `place`, the pair's sorted order), -1 where the
+    config did not judge that pair."""
+    decisions = view.decisions
+    places = np.array([place.get(k, -1) for k in _pair_keys(decisions)], dtype=np.int64)
+    found = cast(dict[Any, np.ndarray], decisions.groupby(CONFIG_KEYS).indices)
+    out = {}
+    for key in sorted(found):
+        rows = found[key][places[found[key]] >= 0]
+        if len(rows):
+            out[key] = np.full(len(place), -1, dtype=np.int64)
+            out[key][places[rows]] = rows
+    return out
 
 
 def diff_views(a: RunView, b: RunView) -> RunDiff:
     """The diff of two loaded runs (`a` before, `b` after)."""
-    keys = [*PAIR_KEYS, "fingerprint"]
-    pairs = a.pairs[keys].merge(b.pairs[keys], how="outer", on=keys, indicator=True)
-    shared = pairs[pairs["_merge"] == "both"][PAIR_KEYS]
+    # A pair is the same pair in both runs when its dataset, id and fingerprint are.
+    pairs_a, pairs_b = (set(_pair_keys(view.pairs, "fingerprint")) for view in (a, b))
+    shared = sorted(key[:2] for key in pairs_a & pairs_b)
+    place = {key: i for i, key in enumerate(shared)}
+    judged_a, judged_b = _judged(a, place), _judged(b, place)
     configs_a, configs_b = _configs(a), _configs(b)
     out = RunDiff(
         run_a=a.record.run_id,
         run_b=b.record.run_id,
-        pairs_added=int((pairs["_merge"] == "right_only").sum()),
-        pairs_removed=int((pairs["_merge"] == "left_only").sum()),
+        pairs_added=len(pairs_b - pairs_a),
+        pairs_removed=len(pairs_a - pairs_b),
         pairs_shared=len(shared),
         configs_added=sorted(configs_b - configs_a),
         configs_removed=sorted(configs_a - configs_b),
         calls_a=a.calls,
         calls_b=b.calls,
-        judges=_judge_agreement(a, b, shared),
+        judges=_judge_agreement(_codes(a, judged_a), _codes(b, judged_b)),
     )
-    joined = (
-        a.decisions.merge(shared, on=PAIR_KEYS)
-        .merge(b.decisions, on=[*CONFIG_KEYS, *PAIR_KEYS], suffixes=("_a", "_b"))
-        .sort_values([*CONFIG_KEYS, *PAIR_KEYS], kind="stable")
-    )
-    for (judge, config), group in joined.groupby(CONFIG_KEYS, sort=True):
-        before = group["reference_score_a"].to_numpy(dtype=float)
-        after = group["reference_score_b"].to_numpy(dtype=float)
-        low, high = paired_interval(before, after, seed_parts=(judge, config, len(group)))
-        shape = (len(group), 2, len(VALUES))
+    # Each run's values by decision row. The counts keep the column-major layout of a frame's
+    # values (`np.asfortranarray` below), which the order of alpha's sums follows.
+    scores = [v.decisions["reference_score"].to_numpy(dtype=float) for v in (a, b)]
+    counts = [v.decisions[COUNT_COLUMNS].to_numpy(float) for v in (a, b)]
+    decided = [v.decisions["decision"].to_numpy() for v in (a, b)]
+    figures_a, figures_b = _figures_by_config(a), _figures_by_config(b)
+    for judge, config in sorted(judged_a.keys() & judged_b.keys()):
+        at_a, at_b = judged_a[(judge, config)], judged_b[(judge, config)]
+        both = np.flatnonzero((at_a >= 0) & (at_b >= 0))  # in the shared pairs' sorted order
+        if not len(both):
+            continue
+        rows_a, rows_b = at_a[both], at_b[both]
+        before, after = scores[0][rows_a], scores[1][rows_b]
+        low, high = paired_interval(before, after, seed_parts=(judge, config, len(both)))
+        shape = (len(both), 2, len(VALUES))
         alpha_a, alpha_b, alpha_delta = alpha_change(
-            group[[f"{c}_a" for c in COUNT_COLUMNS]].to_numpy(float).reshape(shape),
-            group[[f"{c}_b" for c in COUNT_COLUMNS]].to_numpy(float).reshape(shape),
-            seed_parts=("judgeline-diff", judge, config, len(group)),
+            np.asfortranarray(counts[0][rows_a]).reshape(shape),
+            np.asfortranarray(counts[1][rows_b]).reshape(shape),
+            seed_parts=("judgeline-diff", judge, config, len(both)),
         )
+        name = (str(judge), str(config))
         out.changes.append(
             ConfigChange(
-                judge=str(judge),
-                config=str(config),
-                shared_pairs=len(group),
+                judge=name[0],
+                config=name[1],
+                shared_pairs=len(both),
                 score_before=float(before.mean()),
                 score_after=float(after.mean()),
                 change_low=low,
                 change_high=high,
-                before=_figures_of(a, str(judge), str(config)),
-                after=_figures_of(b, str(judge), str(config)),
+                before=figures_a[name],
+                after=figures_b[name],
                 alpha_before=alpha_a,
                 alpha_after=alpha_b,
                 alpha_change_low=alpha_delta.low,
                 alpha_change_high=alpha_delta.high,
             )
         )
-        flipped = group[group["decision_a"] != group["decision_b"]]
+        flipped = decided[0][rows_a] != decided[1][rows_b]
         out.flips.extend(
-            Flip(str(judge), str(config), str(d), str(p), str(x), str(y))
-            for d, p, x, y in zip(
-                flipped["dataset"],
-                flipped["pair_id"],
-                flipped["decision_a"],
-                flipped["decision_b"],
-                strict=True,
+            Flip(*name, str(shared[i][0]), str(shared[i][1]), str(x), str(y))
+            for i, x, y in zip(
+                both[flipped], decided[0][rows_a[flipped]], decided[1][rows_b[flipped]], strict=True
             )
         )
     return out
 
 
-def _judge_agreement(a: RunView, b: RunView, shared: pd.DataFrame) -> list[JudgeAgreement]:
-    """Every config of `a` against every config of `b`, on the shared pairs both judged."""
-    code = {"A": 0, "B": 1, "N": 2}
+_CODE = {"A": 0, "B": 1, "N": 2}
+
+
+def _codes(view: RunView, judged: dict[Any, np.ndarray]) -> dict[Any, np.ndarray]:
+    """Per judge config of `judged` (`_judged`): its decision code (_CODE) of every shared
+    pair, -1 where it did not judge the pair."""
+    codes = view.decisions["decision"].map(_CODE).to_numpy()
+    return {key: np.where(rows >= 0, codes[rows], -1) for key, rows in judged.items()}
+
+
+def _judge_agreement(a: dict[Any, np.ndarray], b: dict[Any, np.ndarray]) -> list[JudgeAgreement]:
+    """Every config of the earlier run against every config of the later run (`_codes`), on
+    the shared pairs both judged, in the pairs' sorted order."""
     out = []
-    sides = [
-        {
-            key: group.set_index(PAIR_KEYS)["decision"].map(code)
-            for key, group in view.decisions.merge(shared, on=PAIR_KEYS).groupby(CONFIG_KEYS)
-        }
-        for view in (a, b)
-    ]
-    for (ja, ca), first in sorted(sides[0].items()):
-        for (jb, cb), second in sorted(sides[1].items()):
-            both = first.index.intersection(second.index).sort_values()
-            kappa, raw = rater_agreement(
-                first.loc[both].to_numpy(),
-                second.loc[both].to_numpy(),
-                3,
-                seed_parts=(ja, ca, jb, cb),
-            )
+    for (ja, ca), first in a.items():
+        for (jb, cb), second in b.items():
+            both = (first >= 0) & (second >= 0)
+            kappa, raw = rater_agreement(first[both], second[both], 3, seed_parts=(ja, ca, jb, cb))
             out.append(
                 JudgeAgreement(
                     f"{ja} · {ca}",
                     f"{jb} · {cb}",
-                    len(both),
+                    int(both.sum()),
                     kappa.value,
                     kappa.low,
                     kappa.high,

@@ -9,10 +9,13 @@ text changed under the same id counts as removed and added.
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from schemas.run import RunRecord
@@ -63,67 +66,91 @@ SCORE_DESIGN = "balanced"
 a run that did not replay it falls back to the first design it did replay."""
 
 
-def _grid_decisions(folder: RunFolder) -> pd.DataFrame:
+_GRID_KEYS = [*CONFIG_KEYS, *PAIR_KEYS]
+
+
+def _sorted(table: pa.Table, keys: list[str]) -> pa.Table:
+    return table.sort_by([(k, "ascending") for k in keys])
+
+
+def _grid_decisions(folder: RunFolder) -> pa.Table:
     """Per (judge, config, dataset, pair): the decision of all 2K calls, `A`, `B` or `N`
     (more A outcomes than B, fewer, or as many: docs/design.md#decisions-and-scores), and its
-    calls of each value in each order (`COUNT_COLUMNS`, for agreement)."""
-    outcomes = pd.read_parquet(
-        folder.table("outcomes"), columns=[*CONFIG_KEYS, *PAIR_KEYS, "order", "outcome"]
-    )
-    counts = order_value_counts(outcomes, [*CONFIG_KEYS, *PAIR_KEYS])
-    votes = (
-        outcomes.assign(a=outcomes["outcome"] == "A", b=outcomes["outcome"] == "B")
-        .groupby([*CONFIG_KEYS, *PAIR_KEYS], sort=True)[["a", "b"]]
-        .sum()
-        .reset_index()
-    )
-    pairs = zip(votes["a"], votes["b"], strict=True)
-    votes["decision"] = ["A" if a > b else "B" if b > a else "N" for a, b in pairs]
-    return votes[[*CONFIG_KEYS, *PAIR_KEYS, "decision"]].merge(
-        counts, on=[*CONFIG_KEYS, *PAIR_KEYS], how="left"
-    )
+    calls of each value in each order (`COUNT_COLUMNS`, for agreement); in no particular
+    order."""
+    outcomes = pq.read_table(folder.table("outcomes"), columns=[*_GRID_KEYS, "order", "outcome"])
+    counts = order_value_counts(outcomes, _GRID_KEYS)
+    a = pc.add(counts.column("n_AB_A"), counts.column("n_BA_A"))
+    b = pc.add(counts.column("n_AB_B"), counts.column("n_BA_B"))
+    decision = pc.if_else(pc.greater(a, b), "A", pc.if_else(pc.greater(b, a), "B", "N"))
+    return counts.add_column(len(_GRID_KEYS), "decision", decision)
 
 
-def _reference_scores(folder: RunFolder) -> pd.DataFrame:
+def _reference_scores(folder: RunFolder) -> pa.Table:
     """Per (judge, config, dataset, pair): the expected score of the reference decision under
-    SCORE_DESIGN (every policy's row of a design carries it); no rows for a run that was not
-    replayed (K = 1 or odd K)."""
-    columns = [*CONFIG_KEYS, *PAIR_KEYS, "reference_score"]
+    SCORE_DESIGN (every policy's row of a design carries it: the first row's is taken); no
+    rows for a run that was not replayed (K = 1 or odd K)."""
     if not folder.table("replay").is_file():
-        return pd.DataFrame(columns=columns).astype({"reference_score": float})
+        empty = {k: pa.array([], pa.string()) for k in _GRID_KEYS}
+        return pa.table(empty | {"reference_score": pa.array([], pa.float64())})
     replay = pq.read_table(
-        folder.table("replay"), columns=[*CONFIG_KEYS, *PAIR_KEYS, "design", "reference_score"]
-    ).to_pandas()
-    designs = list(dict.fromkeys(replay["design"]))
-    design = SCORE_DESIGN if SCORE_DESIGN in designs else designs[0]
-    chosen = replay[replay["design"] == design].drop_duplicates([*CONFIG_KEYS, *PAIR_KEYS])
-    return chosen[columns]
+        folder.table("replay"), columns=[*_GRID_KEYS, "design", "reference_score"]
+    )
+    designs = replay.column("design")
+    scored = pc.any(pc.equal(designs, SCORE_DESIGN)).as_py()
+    design = SCORE_DESIGN if scored else designs[0].as_py()
+    chosen = replay.filter(pc.equal(designs, design))
+    first = pc.ScalarAggregateOptions(skip_nulls=False)
+    found = chosen.group_by(_GRID_KEYS, use_threads=False).aggregate(
+        [("reference_score", "first", first)]
+    )
+    return found.select([*_GRID_KEYS, "reference_score_first"]).rename_columns(
+        [*_GRID_KEYS, "reference_score"]
+    )
+
+
+def _counts(table: pa.Table, flag: pa.ChunkedArray) -> dict[tuple[str, str], tuple[int, int]]:
+    """Per (judge, config) of `table`: its rows where `flag` (one per row) holds, and its
+    rows."""
+    flagged = table.select(CONFIG_KEYS).append_column("flag", flag.fill_null(False))
+    every = pc.ScalarAggregateOptions(min_count=0)
+    sums = flagged.group_by(CONFIG_KEYS).aggregate([("flag", "sum", every), ([], "count_all")])
+    return {
+        (str(j), str(c)): (int(n), int(rows))
+        for j, c, n, rows in zip(
+            *(sums.column(k).to_pylist() for k in (*CONFIG_KEYS, "flag_sum", "count_all")),
+            strict=True,
+        )
+    }
 
 
 def _figures(folder: RunFolder) -> pd.DataFrame:
     """Per judge config (all datasets): valid share, consistency, position-bias share among
     order conflicts (the left slot won both orders) and failed calls."""
-    disclosure = pd.read_parquet(folder.table("disclosure"))
-    per = disclosure.groupby(CONFIG_KEYS, sort=True)[
-        ["planned", "valid", "stable", "conflicting", "mixed"]
-    ].sum()
-    dispositions = pd.read_parquet(
+    counted = ["planned", "valid", "stable", "conflicting", "mixed"]
+    disclosure = pq.read_table(folder.table("disclosure"), columns=[*CONFIG_KEYS, *counted])
+    sums = _sorted(
+        disclosure.group_by(CONFIG_KEYS).aggregate([(c, "sum") for c in counted]), CONFIG_KEYS
+    )
+    per = {k: sums.column(k) for k in CONFIG_KEYS}
+    per |= {c: sums.column(f"{c}_sum").to_numpy() for c in counted}
+    configs = list(zip(*(sums.column(k).to_pylist() for k in CONFIG_KEYS), strict=True))
+    dispositions = pq.read_table(
         folder.table("dispositions"), columns=[*CONFIG_KEYS, "disposition", "outcome_ab"]
     )
-    conflicts = dispositions[dispositions["disposition"] == "order_conflict"]
-    left = conflicts.assign(left=conflicts["outcome_ab"] == "A").groupby(CONFIG_KEYS)["left"]
-    per["left_share"] = left.mean()
+    conflicts = dispositions.filter(pc.equal(dispositions.column("disposition"), "order_conflict"))
+    left = _counts(conflicts, pc.equal(conflicts.column("outcome_ab"), "A"))
+    share = {k: n / rows for k, (n, rows) in left.items()}  # a config without one: NaN
+    per["left_share"] = np.array([share.get(k, math.nan) for k in configs], dtype=float)
     # As in the disclosure (docs/design.md#disclosure): stable / (stable + conflicting + mixed).
     decided = per["stable"] + per["conflicting"] + per["mixed"]
-    per["consistency"] = per["stable"] / decided.where(decided > 0)
-    per["valid_share"] = per["valid"] / per["planned"]
-    calls = pd.read_parquet(folder.calls, columns=[*CONFIG_KEYS, "status"])
-    per["failed_calls"] = (
-        (calls[calls["status"] == "failed"].groupby(CONFIG_KEYS).size().reindex(per.index))
-        .fillna(0)
-        .astype(int)
-    )
-    return per.reset_index()
+    with np.errstate(divide="ignore", invalid="ignore"):  # NaN or inf, as pandas divides
+        per["consistency"] = per["stable"] / np.where(decided > 0, decided, np.nan)
+        per["valid_share"] = per["valid"] / per["planned"]
+    calls = pq.read_table(folder.calls, columns=[*CONFIG_KEYS, "status"])
+    failed = _counts(calls, pc.equal(calls.column("status"), "failed"))
+    per["failed_calls"] = np.array([failed.get(k, (0, 0))[0] for k in configs], dtype=np.int64)
+    return pa.table(per).to_pandas()
 
 
 def read_run_view(work: WorkDir, run_id: str) -> RunView:
@@ -140,9 +167,12 @@ def read_run_view(work: WorkDir, run_id: str) -> RunView:
     check_readable(folder, results_only=True)
     try:
         pairs = _fingerprints(work, record.manifest_hash)
-        decisions = _grid_decisions(folder).merge(
-            _reference_scores(folder), on=[*CONFIG_KEYS, *PAIR_KEYS], how="left"
-        )
+        decisions = _sorted(
+            _grid_decisions(folder).join(
+                _reference_scores(folder), keys=_GRID_KEYS, join_type="left outer"
+            ),
+            _GRID_KEYS,
+        ).to_pandas()
         figures = _figures(folder)
     except (OSError, ValueError, pa.ArrowException) as exc:  # damaged past its footer
         raise IntegrityError(

@@ -6,12 +6,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 from markupsafe import Markup
 
 from schemas.report import AgreementTableRow, ConfusionTableRow, JudgeAgreementTableRow
-from tasks.agreement.tables import judge_agreement, key_confusion, self_agreement
+from tasks.agreement.tables import (
+    DECISION_CLASSES,
+    config_counts,
+    judge_agreement,
+    key_confusion,
+    self_agreement,
+)
 from tasks.report.filters import esc
 from tasks.report.sections import Section
 from tasks.report.svg import INK, clip, num, svg_doc, svg_text
@@ -43,9 +50,8 @@ class AgreementTables:
 
 def agreement_tables(outcomes: pd.DataFrame) -> AgreementTables:
     """Every agreement table of a run from its outcomes (the replay input's columns)."""
-    return AgreementTables(
-        self_agreement(outcomes), judge_agreement(outcomes), key_confusion(outcomes)
-    )
+    counts = config_counts(outcomes)
+    return AgreementTables(self_agreement(counts), judge_agreement(counts), key_confusion(counts))
 
 
 @dataclass
@@ -106,11 +112,15 @@ def judge_rows(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _confusion_rows(frame: pd.DataFrame) -> pd.DataFrame:
-    wide = frame.pivot_table(
-        index=["judge", "config", "key"], columns="decision", values="pairs", aggfunc="sum"
-    ).reset_index()
-    counts = wide[["A", "B", "tie", "none"]].sum(axis=1)
-    return wide[counts > 0]  # a key no pair has
+    """`key_confusion` as the table shows it (ConfusionTableRow): per (judge, config, key)
+    with pairs, in sorted order, its pairs of each decision class."""
+    wide: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for r in frame.to_dict("records"):
+        at = (r["judge"], r["config"], r["key"])
+        row = wide.setdefault(at, {"judge": at[0], "config": at[1], "key": at[2]})
+        row[r["decision"]] = row.get(r["decision"], 0) + r["pairs"]
+    rows = [wide[at] for at in sorted(wide)]
+    return pd.DataFrame([r for r in rows if sum(r.get(c, 0) for c in DECISION_CLASSES) > 0])
 
 
 def kappa_heatmap(frame: pd.DataFrame) -> Markup:

@@ -10,7 +10,7 @@ from tasks.errors import InputError
 from tasks.report.agreement import AGREEMENT_COLUMNS, AgreementTables, agreement_tables
 from tasks.report.disagreements import write_pairs_page
 from tasks.report.leaderboard import run_boards
-from tasks.report.money import spend_frame
+from tasks.report.money import run_spend_rows, spend_frame
 from tasks.report.pairs import pair_views
 from tasks.report.render import ReportData, write_report
 from tasks.report.since import since_section
@@ -113,6 +113,7 @@ def _report_data(
     header: dict[str, str],
 ) -> ReportData:
     advice = query(work, "report_advice", run_id=run_id)
+    spend = run_spend_rows(work, run_id)  # the money section's and the since section's
     return ReportData(
         header=header,
         disclosure=query(work, "report_disclosure", run_id=run_id),
@@ -124,8 +125,8 @@ def _report_data(
         realised=realised,
         alerts=_alerts(work, run_id),
         pairs=pair_views(work, run_id),
-        since=since_section(work, run_id),
-        spend=spend_frame(work, run_id),
+        since=since_section(work, run_id, spend=spend),
+        spend=spend_frame(spend),
         advice=None if advice.empty else advice,
         agreement=run_agreement(work, run_id),
         leaderboard=run_boards(work, run_id),

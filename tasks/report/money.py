@@ -10,15 +10,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
+from schemas.cost import SpendRow
 from schemas.report import SavingsUsdTableRow, SpendTableRow
 from tasks.judging.spend import run_spend
 from tasks.report.tables import GROUP, Table, columns, ordered, table
 from tasks.runfolder import RunFolder
 from tasks.workdir import WorkDir
 
-__all__ = ["MoneySection", "money_section", "spend_frame", "usd_saved"]
+__all__ = ["MoneySection", "money_section", "run_spend_rows", "spend_frame", "usd_saved"]
 
 
 @dataclass
@@ -35,11 +37,16 @@ class MoneySection:
     """The dates of the prices the figures use (money is never shown without its date)."""
 
 
-def spend_frame(work: WorkDir, run_id: str) -> pd.DataFrame | None:
-    """The run's spend per judge config (None for a run without a calls table)."""
-    if not RunFolder(work, run_id).calls.is_file():
+def run_spend_rows(work: WorkDir, run_id: str) -> list[SpendRow] | None:
+    """The run's `run_spend` rows (None for a run without a calls table)."""
+    return run_spend(work, run_id) if RunFolder(work, run_id).calls.is_file() else None
+
+
+def spend_frame(spend: list[SpendRow] | None) -> pd.DataFrame | None:
+    """A run's spend per judge config (`run_spend_rows`) as the report's frame."""
+    if spend is None:
         return None
-    rows = [r.model_dump() for r in run_spend(work, run_id)]
+    rows = [r.model_dump() for r in spend]
     frame = pd.DataFrame(rows, columns=list(SpendTableRow.model_fields))
     frame["price_as_of"] = [str(d) if d is not None else "no price" for d in frame["price_as_of"]]
     return frame
@@ -50,11 +57,12 @@ def _expected(summary: pd.DataFrame) -> pd.DataFrame:
     if "expected_usd" not in summary or summary["expected_usd"].isna().all():
         return summary.iloc[0:0]
     priced = summary[summary["expected_usd"].notna()]
-    full = priced[priced["policy"] == "full"][[*GROUP, "design", "expected_usd"]]
-    full = full.rename(columns={"expected_usd": "full_usd"})
-    joined = priced.merge(full, on=[*GROUP, "design"], how="left")
-    joined["saved_usd"] = joined["full_usd"] - joined["expected_usd"]
-    return ordered(joined)
+    groups = list(zip(*(priced[k].tolist() for k in (*GROUP, "design")), strict=True))
+    usd = priced["expected_usd"].to_numpy(dtype=float)
+    full = {g: u for g, u, p in zip(groups, usd, priced["policy"].tolist(), strict=True)
+            if p == "full"}  # fmt: skip
+    full_usd = np.array([full.get(g, np.nan) for g in groups], dtype=float)
+    return ordered(priced.assign(full_usd=full_usd, saved_usd=full_usd - usd))
 
 
 def money_section(spend: pd.DataFrame | None, summary: pd.DataFrame) -> MoneySection | None:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from schemas import (
@@ -127,6 +128,22 @@ def _plain(value: Any) -> Any:
     return value.item() if hasattr(value, "item") else value
 
 
+def _numbers(column: pd.Series, col: str) -> tuple[np.ndarray, list[tuple[np.ndarray, str]]]:
+    """The column's values as floats (NaN: missing or not a number), and the masks of those
+    that are not numbers or are missing, each with what it finds. A column of a numeric
+    dtype holds only numbers and NaN: it is read without pandas' per-value conversion."""
+    if column.dtype.kind in "iuf":
+        values = column.to_numpy(dtype=float, na_value=np.nan)
+        return values, [(np.isnan(values) & (col not in _NULLABLE), "is missing")]
+    numbers = pd.to_numeric(column, errors="coerce")
+    unread = (numbers.isna() & column.notna()).to_numpy(dtype=bool)
+    missing = (numbers.isna() & column.isna()).to_numpy(dtype=bool)
+    return numbers.to_numpy(dtype=float, na_value=np.nan), [
+        (unread, "is not a number"),
+        (missing & (col not in _NULLABLE), "is missing"),
+    ]
+
+
 def _check_frame(name: str, frame: object) -> None:
     if not isinstance(frame, pd.DataFrame):
         raise InputError(f"expected a pandas DataFrame, got {type(frame).__name__}", file=name)
@@ -140,18 +157,15 @@ def _check_frame(name: str, frame: object) -> None:
                 pos = int(bad.to_numpy().nonzero()[0][0])
                 raise InputError(f"`{col}` is empty", file=f"report input `{name}`", row=pos + 1)
             continue
-        values = pd.to_numeric(frame[col], errors="coerce")
-        problems = [
-            (values.isna() & frame[col].notna(), "is not a number"),
-            (values.isna() & frame[col].isna() & (col not in _NULLABLE), "is missing"),
-        ]
+        values, problems = _numbers(frame[col], col)
         if col in _SHARES:
             problems.append(((values < -1e-9) | (values > 1 + 1e-9), "is outside [0, 1]"))
         if col in _COUNTS:
             problems.append((values < 0, "is negative"))
         for mask, what in problems:
-            if mask.any():
-                pos = int(mask.to_numpy().nonzero()[0][0])
+            found = mask.nonzero()[0]
+            if len(found):
+                pos = int(found[0])
                 value = _plain(frame[col].iloc[pos])
                 raise InputError(
                     f"{_where(name, frame, pos)}: `{col}` = {value!r} {what}",

@@ -183,7 +183,7 @@ def cost_section(summary: pd.DataFrame, components: pd.DataFrame) -> Section:
     """Adaptive policies against the nonadaptive baselines' cost-agreement envelope."""
     out = Section("cost", "Cost vs agreement", "Cost versus agreement")
     adaptive = summary[summary["policy"] != "full"]
-    designs = present(pd.concat([adaptive, components]), "design", DESIGNS)
+    designs = present([adaptive, components], "design", DESIGNS)
     if not designs or components.empty:
         out.missing = "baseline components"
         return out
@@ -317,26 +317,18 @@ def designs_section(frame: pd.DataFrame, ks: list[int] | None = None) -> Section
     if frame.empty:
         out.missing = "design rows"
         return out
-    means = (
-        frame.groupby([*GROUP, "design"], sort=True)
-        .agg(
-            pairs=("pair_id", "nunique"),
-            expected_score=("expected_score", "mean"),
-            p_neutral=("p_neutral", "mean"),
-            expected_agreement=("expected_agreement", "mean"),
-        )
-        .reset_index()
-    )
-    wide = means.pivot_table(
-        index=list(GROUP),
-        columns="design",
-        values=["expected_score", "p_neutral", "expected_agreement"],
-        aggfunc="first",
-    )
-    wide.columns = [f"{pair[0]}:{pair[1]}" for pair in wide.columns.to_flat_index()]
-    wide = wide.reset_index()
-    pairs = means.groupby(list(GROUP), sort=True)["pairs"].max().reset_index()
-    wide = ordered(wide.merge(pairs, on=list(GROUP)))
+    metrics = ["expected_score", "p_neutral", "expected_agreement"]
+    grouped = frame.groupby([*GROUP, "design"], sort=True)
+    means = grouped[metrics].mean().assign(pairs=grouped["pair_id"].nunique()).reset_index()
+    # One row per group: `metric:design` columns, and its most pairs in any design.
+    groups: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for r in means.to_dict("records"):
+        key = tuple(r[k] for k in GROUP)
+        row = groups.setdefault(key, {**dict(zip(GROUP, key, strict=True)), "pairs": r["pairs"]})
+        row["pairs"] = max(row["pairs"], r["pairs"])
+        for metric in metrics:
+            row[f"{metric}:{r['design']}"] = r[metric]
+    wide = ordered(pd.DataFrame(list(groups.values())))
     designs = present(means, "design", DESIGNS)
     if {"common", "independent", "balanced"} <= set(designs):
         gap = wide["expected_agreement:balanced"] - wide["expected_agreement:common"]

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schemas.config import AlarmSpec
+from schemas.cost import SpendRow
 from schemas.run import RunRecord
 from tasks.errors import InputError
 from tasks.hashing import sha256_text
@@ -118,15 +119,18 @@ def _lines(diff: RunDiff) -> list[str]:
     return lines
 
 
-def _money(work: WorkDir, run_ids: list[tuple[str, str]]) -> list[dict[str, str]]:
-    """Per judge config of each run that has calls: sent, reused and USD where priced."""
+def _money(
+    work: WorkDir, run_ids: list[tuple[str, str]], known: dict[str, list[SpendRow]]
+) -> list[dict[str, str]]:
+    """Per judge config of each run that has calls: sent, reused and USD where priced
+    (`known`: a run's `run_spend` rows the caller has, else read)."""
     from tasks.judging.spend import run_spend
 
     rows = []
     for label, run_id in run_ids:
         if not RunFolder(work, run_id).calls.is_file():
             continue
-        for r in run_spend(work, run_id):
+        for r in known[run_id] if run_id in known else run_spend(work, run_id):
             rows.append(
                 {
                     "run": label,
@@ -205,8 +209,11 @@ def _alarms(record: RunRecord, view: RunView, diff: RunDiff | None) -> list[dict
     return check_alarms(AlarmSpec.model_validate(spec), checked, view, diff, record.probe)
 
 
-def since_section(work: WorkDir, run_id: str) -> SinceSection:
-    """The section for `run_id` (it says so when there is no previous run to compare)."""
+def since_section(
+    work: WorkDir, run_id: str, *, spend: list[SpendRow] | None = None
+) -> SinceSection:
+    """The section for `run_id` (it says so when there is no previous run to compare);
+    `spend`: the run's `run_spend` rows, when the caller has read them."""
     record = read_record(work, run_id)
     out = SinceSection(probe=_probe_lines(record.probe))
     view = read_run_view(work, run_id) if comparable(work, record) else None
@@ -221,7 +228,7 @@ def since_section(work: WorkDir, run_id: str) -> SinceSection:
     runs = [("this run", run_id)]
     if (record.probe or {}).get("run_id"):
         runs.append(("drift probe", str((record.probe or {})["run_id"])))
-    out.money = _money(work, runs)
+    out.money = _money(work, runs, {} if spend is None else {run_id: spend})
     if view is not None:
         out.alarms = [_alarm_text(a) for a in _alarms(record, view, diff)]
     return out

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from pydantic import BaseModel
 
@@ -95,10 +96,19 @@ def _natural_key(text: str) -> tuple[str | int, ...]:
     return tuple(int(p) if i % 2 else p for i, p in enumerate(parts))
 
 
-def _natural_rank(values: pd.Series) -> pd.Series:
-    texts = values.astype(str)
-    rank = {v: i for i, v in enumerate(sorted(set(texts), key=_natural_key))}
-    return texts.map(rank)
+def _natural_ranks(texts: list[str]) -> list[int]:
+    """Each text's place in natural order (equal texts, equal places; "a01" before "a1")."""
+    rank = {v: i for i, v in enumerate(sorted(set(texts), key=lambda t: (_natural_key(t), t)))}
+    return [rank[t] for t in texts]
+
+
+def _vocabulary_ranks(vocab: Sequence[str]) -> Callable[[list[str]], list[int]]:
+    """Each text's place in `vocab`; anything else after it."""
+    rank = {v: i for i, v in enumerate(vocab)}
+    return lambda texts: [rank.get(t, 99) for t in texts]
+
+
+_RANKS = {"design": _vocabulary_ranks(DESIGNS), "policy": _vocabulary_ranks(POLICIES)}
 
 
 def ordered(frame: pd.DataFrame) -> pd.DataFrame:
@@ -106,19 +116,23 @@ def ordered(frame: pd.DataFrame) -> pd.DataFrame:
     if frame.empty:
         return frame.reset_index(drop=True)
     keys = [c for c in (*GROUP, "design", "policy", "component", "pair_id") if c in frame]
-    rank: dict[str, Callable[[pd.Series], pd.Series]] = {
-        "design": lambda s: s.map({d: i for i, d in enumerate(DESIGNS)}).fillna(99),
-        "policy": lambda s: s.map({p: i for i, p in enumerate(POLICIES)}).fillna(99),
-    }
-    sort_frame = pd.DataFrame(
-        {k: rank[k](frame[k]) if k in rank else _natural_rank(frame[k]) for k in keys}
-    )
-    order = sort_frame.sort_values(keys, kind="mergesort").index
-    return frame.loc[order].reset_index(drop=True)
+    # Each key column ranked over its distinct values only, then one stable sort of the
+    # rows by those ranks (np.lexsort takes the last key first).
+    ranks = []
+    for key in keys:
+        codes, values = pd.factorize(frame[key], use_na_sentinel=False)
+        place = _RANKS.get(key, _natural_ranks)([str(v) for v in values])
+        ranks.append(np.asarray(place, dtype=np.int64)[codes])
+    return frame.take(np.lexsort(ranks[::-1])).reset_index(drop=True)
 
 
-def present(frame: pd.DataFrame, col: str, vocab: Sequence[str]) -> list[str]:
-    seen = set(frame[col].astype(str)) if not frame.empty else set()
+def present(
+    frames: pd.DataFrame | Sequence[pd.DataFrame], col: str, vocab: Sequence[str]
+) -> list[str]:
+    """The values of `col` in the frame (or any of the frames), those of `vocab` first in
+    its order, then the others sorted."""
+    every = [frames] if isinstance(frames, pd.DataFrame) else frames
+    seen = {v for frame in every if not frame.empty for v in frame[col].astype(str)}
     return [v for v in vocab if v in seen] + sorted(seen - set(vocab))
 
 

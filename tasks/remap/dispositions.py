@@ -171,7 +171,7 @@ def _code_of(values: pa.ChunkedArray, vocabulary: tuple[str, ...]) -> np.ndarray
 
 
 def compute_disclosure(outcomes: pa.Table, dispositions: pa.Table) -> pa.Table:
-    """The DisclosureRow table: per (judge, config, dataset), in their order, slot counts and
+    """The DisclosureRow table: per (judge, config, dataset), sorted by them, slot counts and
     disposition counts.
 
     Slot counts come from every planned slot, so nothing leaves a denominator; consistency

@@ -125,8 +125,8 @@ def fits(table: Table) -> bool:
 
 
 def prepare_prefect(*flow_modules: str) -> None:
-    """For the jobs that run flows, before their flows are imported: Prefect's home in the
-    work dir and its client on the work dir's local server, `flow_modules` imported while
+    """For the jobs that run flows, before their flows are imported: Prefect's client on
+    the user's local server (one per user, any work dir), `flow_modules` imported while
     that server starts (`flows.runtime.start_prefect`). Everything that can refuse the
     job's input runs before this."""
     start_prefect(state.work, *flow_modules)

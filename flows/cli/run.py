@@ -207,7 +207,7 @@ def serve(
 ) -> None:
     """Serve the nightly-benchmark, rerun-failed and replay-policies deployments.
 
-    On the server PREFECT_API_URL names, else on the work dir's local Prefect server (which
+    On the server PREFECT_API_URL names, else on your local Prefect server (which
     stays up while it serves); schedules fire there.
     """
     from tasks.runconfig import choose_work_dir, load_run_config

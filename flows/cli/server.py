@@ -1,5 +1,5 @@
-"""Subcommands `server status|start|stop`: the local Prefect server a work dir's commands share
-(`flows.localserver`)."""
+"""Subcommands `server status|start|stop`: the user's local Prefect server, which the commands
+of every work dir share (`flows.localserver`)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def _describe(info: object) -> None:
 
 @server_app.command("status")
 def status() -> None:
-    """Say whether the work dir's local Prefect server runs, where, and whether commands are
+    """Say whether your local Prefect server runs, where, and whether commands are
     using it; exits 1 if none runs."""
     from flows.localserver import ServerFiles, live_server
     from flows.runtime import prefect_home
@@ -66,7 +66,7 @@ def status() -> None:
 
 @server_app.command("start")
 def start() -> None:
-    """Start the work dir's local Prefect server now, if none runs (the first command that
+    """Start your local Prefect server now, if none runs (the first command that
     runs a flow does this anyway); prints its address, where Prefect's UI shows every run."""
     from flows.localserver import ensure_server
     from flows.runtime import prefect_home
@@ -76,7 +76,7 @@ def start() -> None:
 
 @server_app.command("stop")
 def stop() -> None:
-    """Stop the work dir's local Prefect server. A run using it at the time keeps every
+    """Stop your local Prefect server. A run using it at the time keeps every
     stored reply and its record; `judgeline runs` shows how to resume it."""
     from flows.localserver import stop_server
     from flows.runtime import prefect_home

@@ -176,3 +176,26 @@ def test_a_flows_parameters_are_recorded_as_prefect_records_them() -> None:
     prefects = Flow(fn=fn, name="prefects").serialize_parameters(parameters)
     assert ours == prefects
     assert ours["judges"][0]["configs"][0]["name"] == "low" and ours["odd"] == "<object>"
+
+
+def test_the_settings_a_server_on_a_copied_database_sets_are_prefects() -> None:
+    """flows/serverd.py skips the block registration of a server whose database is a copy by
+    two environment variables, read when Prefect is imported."""
+    probe = (
+        "from prefect.settings import get_current_settings as s; "
+        "print(s().server.register_blocks_on_start, s().server.memoize_block_auto_registration)"
+    )
+    env = {k: v for k, v in os.environ.items() if k == "PREFECT_HOME" or "PREFECT_" not in k}
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
+    assert out.stdout.split() == ["True", "True"], out.stderr
+    from flows.serverd import _skip_block_registration
+
+    saved = dict(os.environ)
+    try:
+        _skip_block_registration()
+        env.update({k: os.environ[k] for k in os.environ if k not in saved})
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
+    assert out.stdout.split() == ["False", "False"], out.stderr

@@ -124,11 +124,16 @@ def fits(table: Table) -> bool:
     return tables.fits(console, table)
 
 
-def prepare_prefect(*flow_modules: str) -> None:
+def prepare_prefect(*flow_modules: str, records: bool = True) -> None:
     """For the jobs that run flows, before their flows are imported: Prefect's client on
     the user's local server (one per user, any work dir), `flow_modules` imported while
-    that server starts (`flows.runtime.start_prefect`). Everything that can refuse the
-    job's input runs before this."""
+    that server starts (`flows.runtime.start_prefect`), and for a job that `records` a new
+    run the git commands of its record's code version started meanwhile. Everything that
+    can refuse the job's input runs before this."""
+    if records:
+        from tasks.runrecord import start_code_version
+
+        start_code_version()
     start_prefect(state.work, *flow_modules)
 
 

@@ -38,7 +38,7 @@ def remap(
     from rich.table import Table
 
     RunFolder(state.work, run_id).read_info()  # an unknown run is refused before Prefect starts
-    prepare_prefect("flows.stageflows")
+    prepare_prefect("flows.stageflows", records=False)
     from flows.stageflows import remap_flow
 
     counts = remap_flow(run_id, state.work.address)

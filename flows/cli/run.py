@@ -216,7 +216,7 @@ def serve(
     if note:
         err_console.print(f"note: {note}", highlight=False, soft_wrap=True)
     state.work = open_work_dir(work_dir)
-    prepare_prefect("flows.deploy")
+    prepare_prefect("flows.deploy", records=False)
     from flows.deploy import build_deployments
     from flows.serving import serve_deployments
 

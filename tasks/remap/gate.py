@@ -141,7 +141,6 @@ def check_call_columns(calls: pa.Table, *, where: str) -> None:
 
 
 def _expect_true(column: str, says: str) -> Check:
-
     return Check(Expect("ExpectColumnValuesToBeInSet", column=column, value_set=[True]), says)
 
 

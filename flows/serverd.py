@@ -266,12 +266,12 @@ def serve(home: Path, idle_s: float, port: int = 0) -> None:
         raise SystemExit("the local server needs its secret (PREFECT_SERVER_API_AUTH_STRING)")
     files = ServerFiles(home)
     database, empty = home / "prefect.db", empty_database()
-    builds = empty is not None and not database.exists()
-    copied = builds and (
+    new = empty is not None and not database.exists()
+    copied = new and (
         _start_from_empty(database, empty)
         or _start_from_empty(database, installed_empty_database())
     )
-    builds = builds and not copied
+    builds = new and not copied  # no copy to start from: this server migrates a database
     if copied:
         _skip_block_registration()
     import uvicorn

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from tasks.errors import IntegrityError
 
-__all__ = ["first_rows", "row_codes", "rows_in", "sort_order", "taken"]
+__all__ = ["first_rows", "places", "row_codes", "rows_in", "sort_order", "taken"]
 
 Column: TypeAlias = pa.Array | pa.ChunkedArray
 
@@ -56,12 +56,18 @@ def sort_order(columns: Sequence[Column]) -> np.ndarray:
     key = np.zeros(len(columns[0]), dtype=np.int64)
     for column in columns:
         codes, distinct = _encoded(column)
-        rank = np.empty(len(distinct), dtype=np.int64)
-        rank[pc.sort_indices(distinct).to_numpy()] = np.arange(len(distinct))
+        rank = places(pc.sort_indices(distinct).to_numpy())
         if len(key) and int(key.max()) >= (1 << 62) // max(len(distinct), 1):
             key = np.unique(key, return_inverse=True)[1].astype(np.int64)  # same order
         key = key * len(distinct) + rank[codes]
     return np.argsort(key, kind="stable")
+
+
+def places(order: np.ndarray) -> np.ndarray:
+    """Each row's place in `order` (a permutation of the rows): its inverse."""
+    place = np.empty(len(order), dtype=np.int64)
+    place[order] = np.arange(len(order))
+    return place
 
 
 def first_rows(codes: np.ndarray) -> np.ndarray:

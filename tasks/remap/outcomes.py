@@ -21,7 +21,7 @@ from schemas.vocabulary import DISPOSITIONS, OUTCOMES
 from tasks.errors import GateError, InputError, IntegrityError
 from tasks.remap.dispositions import compute_disclosure, compute_dispositions
 from tasks.remap.gate import STAGE, RunRef, check_call_columns, check_remap
-from tasks.remap.keys import first_rows, row_codes, rows_in, sort_order, taken
+from tasks.remap.keys import first_rows, places, row_codes, rows_in, sort_order, taken
 from tasks.runfolder import RunFolder
 from tasks.storage import read_parquet, write_parquet_atomic
 from tasks.workdir import WorkDir
@@ -92,9 +92,7 @@ def _judges(calls: pa.Table) -> tuple[pa.Table, np.ndarray]:
     codes = row_codes([calls["judge"], calls["config"]])
     judges = calls.select(["judge", "config"]).take(pa.array(first_rows(codes)))
     order = sort_order([judges["judge"], judges["config"]])
-    rank = np.empty(judges.num_rows, dtype=np.int64)
-    rank[order] = np.arange(judges.num_rows)
-    return judges.take(pa.array(order)), rank[codes]
+    return judges.take(pa.array(order)), places(order)[codes]
 
 
 def _sorted_map(presentations: pa.Table, manifest: pa.Table) -> tuple[pa.Table, np.ndarray]:
@@ -111,9 +109,7 @@ def _sorted_map(presentations: pa.Table, manifest: pa.Table) -> tuple[pa.Table, 
     pres = pres.append_column("dataset", taken(manifest["dataset"], pair))
     pres = pres.append_column("key", taken(manifest["key"], pair))
     order = sort_order([pres[c] for c in OUTCOME_ORDER[2:]])
-    position = np.empty(pres.num_rows, dtype=np.int64)
-    position[order] = np.arange(pres.num_rows)
-    return pres.take(pa.array(order)), position
+    return pres.take(pa.array(order)), places(order)
 
 
 def remap_outcomes(

@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 import pytest
 
 from tasks.errors import IntegrityError
-from tasks.remap.keys import first_rows, row_codes, rows_in, sort_order, taken
+from tasks.remap.keys import first_rows, places, row_codes, rows_in, sort_order, taken
 
 
 def random_columns(rng: random.Random, n: int) -> list[pa.ChunkedArray]:
@@ -74,8 +74,16 @@ def test_sort_order_is_arrows_stable_sort(seed: int) -> None:
     assert sort_order(columns).tolist() == want.to_pylist()
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_places_are_each_rows_place_in_the_order(seed: int) -> None:
+    order = list(range(50))
+    random.Random(seed).shuffle(order)
+    assert places(np.array(order)).tolist() == [order.index(row) for row in range(50)]
+
+
 def test_sort_order_of_nothing() -> None:
     empty = pa.chunked_array([], pa.string())
     assert sort_order([empty]).tolist() == []
     assert rows_in([empty], [empty]).tolist() == []
     assert first_rows(np.zeros(0, dtype=np.int64)).tolist() == []
+    assert places(np.zeros(0, dtype=np.int64)).tolist() == []

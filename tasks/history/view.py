@@ -16,7 +16,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from schemas.run import RunRecord
 from tasks.agreement.tables import order_value_counts
@@ -24,6 +23,7 @@ from tasks.errors import InputError, IntegrityError
 from tasks.ingest.manifest import read_manifest
 from tasks.runcheck import check_readable
 from tasks.runfolder import RunFolder
+from tasks.storage import read_parquet
 from tasks.workdir import WorkDir
 
 __all__ = ["CONFIG_KEYS", "PAIR_KEYS", "RunView", "read_run_view"]
@@ -78,7 +78,7 @@ def _grid_decisions(folder: RunFolder) -> pa.Table:
     (more A outcomes than B, fewer, or as many: docs/design.md#decisions-and-scores), and its
     calls of each value in each order (`COUNT_COLUMNS`, for agreement); in no particular
     order."""
-    outcomes = pq.read_table(folder.table("outcomes"), columns=[*_GRID_KEYS, "order", "outcome"])
+    outcomes = read_parquet(folder.table("outcomes"), columns=[*_GRID_KEYS, "order", "outcome"])
     counts = order_value_counts(outcomes, _GRID_KEYS)
     a = pc.add(counts.column("n_AB_A"), counts.column("n_BA_A"))
     b = pc.add(counts.column("n_AB_B"), counts.column("n_BA_B"))
@@ -93,7 +93,7 @@ def _reference_scores(folder: RunFolder) -> pa.Table:
     if not folder.table("replay").is_file():
         empty = {k: pa.array([], pa.string()) for k in _GRID_KEYS}
         return pa.table(empty | {"reference_score": pa.array([], pa.float64())})
-    replay = pq.read_table(
+    replay = read_parquet(
         folder.table("replay"), columns=[*_GRID_KEYS, "design", "reference_score"]
     )
     designs = replay.column("design")
@@ -128,14 +128,14 @@ def _figures(folder: RunFolder) -> pd.DataFrame:
     """Per judge config (all datasets): valid share, consistency, position-bias share among
     order conflicts (the left slot won both orders) and failed calls."""
     counted = ["planned", "valid", "stable", "conflicting", "mixed"]
-    disclosure = pq.read_table(folder.table("disclosure"), columns=[*CONFIG_KEYS, *counted])
+    disclosure = read_parquet(folder.table("disclosure"), columns=[*CONFIG_KEYS, *counted])
     sums = _sorted(
         disclosure.group_by(CONFIG_KEYS).aggregate([(c, "sum") for c in counted]), CONFIG_KEYS
     )
     per = {k: sums.column(k) for k in CONFIG_KEYS}
     per |= {c: sums.column(f"{c}_sum").to_numpy() for c in counted}
     configs = list(zip(*(sums.column(k).to_pylist() for k in CONFIG_KEYS), strict=True))
-    dispositions = pq.read_table(
+    dispositions = read_parquet(
         folder.table("dispositions"), columns=[*CONFIG_KEYS, "disposition", "outcome_ab"]
     )
     conflicts = dispositions.filter(pc.equal(dispositions.column("disposition"), "order_conflict"))
@@ -147,7 +147,7 @@ def _figures(folder: RunFolder) -> pd.DataFrame:
     with np.errstate(divide="ignore", invalid="ignore"):  # NaN or inf, as pandas divides
         per["consistency"] = per["stable"] / np.where(decided > 0, decided, np.nan)
         per["valid_share"] = per["valid"] / per["planned"]
-    calls = pq.read_table(folder.calls, columns=[*CONFIG_KEYS, "status"])
+    calls = read_parquet(folder.calls, columns=[*CONFIG_KEYS, "status"])
     failed = _counts(calls, pc.equal(calls.column("status"), "failed"))
     per["failed_calls"] = np.array([failed.get(k, (0, 0))[0] for k in configs], dtype=np.int64)
     return pa.table(per).to_pandas()

@@ -10,6 +10,7 @@ Where the tests run as root, the "other user" is a child process that drops to u
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import os
 import signal
@@ -121,6 +122,20 @@ def _post(info: ServerInfo, path: str, body: bytes, auth: str | None) -> tuple[i
         return exc.code, exc.read()
 
 
+def _declared_too_large(info: ServerInfo, auth: str) -> int:
+    """The status for a gate request that declares a body past the limit and sends none:
+    the server must answer from the header alone, before reading anything."""
+    connection = http.client.HTTPConnection("127.0.0.1", info.port, timeout=30)
+    try:
+        connection.putrequest("POST", GATE_PATH)
+        connection.putheader("authorization", "Basic " + base64.b64encode(auth.encode()).decode())
+        connection.putheader("content-length", str(64 * 1024 * 1024 + 1))
+        connection.endheaders()
+        return connection.getresponse().status
+    finally:
+        connection.close()
+
+
 def test_without_the_secret_every_route_answers_401_and_nothing_is_made(
     started: tuple[Path, ServerInfo],
 ) -> None:
@@ -155,11 +170,12 @@ def test_the_gate_builds_only_judgelines_expectations_even_with_the_secret(
         status, body = _post(info, GATE_PATH, json.dumps(head).encode() + b"\n", auth)
         assert status == 400, body
     assert not target.exists()
+    assert _declared_too_large(info, auth) == 413
     huge = b"0" * (64 * 1024 * 1024 + 1)
     try:
         status, _ = _post(info, GATE_PATH, huge, auth)
-    except urllib.error.URLError as exc:  # refused before the body was read: the reset
-        assert isinstance(exc.reason, ConnectionResetError), exc
+    except urllib.error.URLError as exc:  # refused before the body was sent: reset or EPIPE
+        assert isinstance(exc.reason, (ConnectionResetError, BrokenPipeError)), exc
         status = 413
     assert status == 413
     assert ServerFiles(home).read() == info  # still the same server

@@ -52,9 +52,9 @@ def remap(
     disp = ", ".join(f"{name} {n}" for name, n in counts["dispositions"].items() if n)
     console.print(f"two-order dispositions: {disp or 'none'}", highlight=False, soft_wrap=True)
 
-    import pyarrow.parquet as pq
+    from tasks.storage import read_parquet
 
-    rows = pq.read_table(RunFolder(state.work, run_id).disclosure).to_pylist()
+    rows = read_parquet(RunFolder(state.work, run_id).disclosure).to_pylist()
     # One column per (judge, config, dataset) so the table fits a narrow terminal.
     table = Table(title="Disclosure (consistency and accuracy apart)")
     table.add_column("count")

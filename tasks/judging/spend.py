@@ -13,7 +13,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from schemas.cost import Price, SpendRow
 from schemas.judge import JudgeSpec
@@ -21,6 +20,7 @@ from tasks.errors import InputError
 from tasks.judging.cache import read_attempts, read_replies
 from tasks.judging.prices import price_of
 from tasks.runfolder import RunFolder
+from tasks.storage import read_parquet
 from tasks.workdir import WorkDir
 
 __all__ = ["reply_usd", "run_prices", "run_spend", "sent_keys"]
@@ -72,7 +72,7 @@ def run_spend(work: WorkDir, run_id: str, attempts: pa.Table | None = None) -> l
     path = RunFolder(work, run_id).calls
     if not path.is_file():
         raise InputError(f"run {run_id!r} has no calls table: {path} does not exist")
-    calls = pq.read_table(path, columns=["judge", "config", "call_key", "status"]).to_pylist()
+    calls = read_parquet(path, ["judge", "config", "call_key", "status"]).to_pylist()
     sent = sent_keys(work, run_id, attempts)
     replies = {
         r["call_key"]: r

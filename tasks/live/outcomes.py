@@ -19,7 +19,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from schemas import LivePairRow, LiveSummaryRow, rows_to_table
 from schemas.vocabulary import Design, Policy
@@ -28,7 +27,7 @@ from tasks.live.draws import Group, Slot
 from tasks.remap.dispositions import compute_disclosure, compute_dispositions
 from tasks.remap.outcomes import RemapResult, remap_run
 from tasks.runfolder import RunFolder
-from tasks.storage import write_parquet_atomic
+from tasks.storage import read_parquet, write_parquet_atomic
 from tasks.workdir import WorkDir
 
 __all__ = [
@@ -62,7 +61,7 @@ def remap_executed(work: WorkDir, run_id: str, executed: set[Slot]) -> RemapResu
     path = RunFolder(work, run_id).calls
     if not path.is_file():
         raise InputError(f"run {run_id!r} has no calls table: {path} does not exist")
-    calls = pq.read_table(path)
+    calls = read_parquet(path)
     slots = list(
         zip(
             calls.column("judge").to_pylist(),

@@ -17,6 +17,7 @@ from tasks.report.since import since_section
 from tasks.runfolder import RunFolder
 from tasks.runhealth import reasons, run_health, run_status
 from tasks.runrecord import read_record
+from tasks.storage import read_parquet
 from tasks.warehouse import check_run_tables, query, warehouse_reads
 from tasks.workdir import WorkDir
 
@@ -139,7 +140,7 @@ def run_agreement(work: WorkDir, run_id: str) -> AgreementTables | None:
     path = RunFolder(work, run_id).outcomes
     if not path.is_file():
         return None
-    return agreement_tables(pd.read_parquet(path, columns=AGREEMENT_COLUMNS))
+    return agreement_tables(read_parquet(path, AGREEMENT_COLUMNS).to_pandas())
 
 
 def _no_replay(work: WorkDir, run_id: str) -> str:

@@ -262,3 +262,14 @@ def rater_agreement(
         low = 1.0 - (1.0 - raw_low) / (1.0 - chance)
         kappa = Estimate(kappa.value, max(-1.0, low), 1.0)
     return kappa, raw
+
+
+def decision_agreement(
+    first: np.ndarray, second: np.ndarray, *, seed_parts: tuple[Any, ...]
+) -> tuple[int, Estimate, Estimate]:
+    """Two judge configs' `rater_agreement` on the pairs both judged, and how many those are:
+    `first` and `second` hold a decision code per pair (A, B, N as 0-2; -1 where that config
+    did not judge the pair), the pairs in the same order in both."""
+    both = (first >= 0) & (second >= 0)
+    kappa, raw = rater_agreement(first[both], second[both], 3, seed_parts=seed_parts)
+    return int(both.sum()), kappa, raw

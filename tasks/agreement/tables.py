@@ -29,9 +29,9 @@ from tasks.agreement.stats import (
     Estimate,
     across_features,
     alpha_from_sums,
+    decision_agreement,
     estimates,
     fleiss_from_sums,
-    rater_agreement,
     unit_features,
 )
 from tasks.bootstrap import BOOTSTRAP_RESAMPLES
@@ -200,17 +200,14 @@ def judge_agreement(outcomes: pd.DataFrame | ConfigCounts) -> pd.DataFrame:
         decided[key][[place[u] for u in judged[key]]] = np.minimum(_decision_class(counts), 2)
     rows = []
     for one, two in combinations(per_config, 2):
-        shared = (decided[one] >= 0) & (decided[two] >= 0)
-        kappa, raw = rater_agreement(
-            decided[one][shared], decided[two][shared], 3, seed_parts=(*one, *two)
-        )
+        pairs, kappa, raw = decision_agreement(decided[one], decided[two], seed_parts=(*one, *two))
         rows.append(
             {
                 "judge_1": one[0],
                 "config_1": one[1],
                 "judge_2": two[0],
                 "config_2": two[1],
-                "pairs": int(shared.sum()),
+                "pairs": pairs,
                 "kappa": kappa.value,
                 "kappa_low": kappa.low,
                 "kappa_high": kappa.high,

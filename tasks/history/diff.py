@@ -17,7 +17,7 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from tasks.agreement.stats import rater_agreement
+from tasks.agreement.stats import decision_agreement
 from tasks.agreement.tables import COUNT_COLUMNS, VALUES, alpha_change
 from tasks.bootstrap import BOOTSTRAP_RESAMPLES, percentile_interval
 from tasks.hashing import digest
@@ -245,13 +245,12 @@ def _judge_agreement(a: dict[Any, np.ndarray], b: dict[Any, np.ndarray]) -> list
     out = []
     for (ja, ca), first in a.items():
         for (jb, cb), second in b.items():
-            both = (first >= 0) & (second >= 0)
-            kappa, raw = rater_agreement(first[both], second[both], 3, seed_parts=(ja, ca, jb, cb))
+            pairs, kappa, raw = decision_agreement(first, second, seed_parts=(ja, ca, jb, cb))
             out.append(
                 JudgeAgreement(
                     f"{ja} · {ca}",
                     f"{jb} · {cb}",
-                    int(both.sum()),
+                    pairs,
                     kappa.value,
                     kappa.low,
                     kappa.high,

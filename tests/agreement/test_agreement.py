@@ -14,6 +14,7 @@ from tasks.agreement.stats import (
     alpha_from_sums,
     cohen_features,
     cohen_from_sums,
+    decision_agreement,
     estimate,
     fleiss_from_sums,
     unit_features,
@@ -230,3 +231,16 @@ def test_cohen_features_match_literal() -> None:
     kappa = cohen_from_sums(cohen_features(first, second, 3).sum(axis=0))
     names = np.array(["A", "B", "N"])
     assert kappa == pytest.approx(literal_cohen(list(names[first]), list(names[second])))
+
+
+def test_decision_agreement_counts_only_pairs_both_judged() -> None:
+    first = np.array([0, -1, 1, 2, 0, 1, -1, 2])
+    second = np.array([0, 1, 1, -1, 2, 1, -1, 2])
+    pairs, kappa, raw = decision_agreement(first, second, seed_parts=("x",))
+    assert pairs == 5  # units 0, 2, 4, 5, 7
+    names = np.array(["A", "B", "N"])
+    both = [0, 2, 4, 5, 7]
+    assert kappa.value == pytest.approx(
+        literal_cohen(list(names[first[both]]), list(names[second[both]]))
+    )
+    assert raw.value == pytest.approx(4 / 5) and raw.low <= 0.8 <= raw.high

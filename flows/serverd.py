@@ -248,9 +248,10 @@ def _keep_empty(database: Path, empty: Path) -> None:
 def _skip_block_registration() -> None:
     """A database copied from an empty one already holds the block types a server of this
     Prefect version registers on start (the server that built it registered them): this
-    server does not register them again (about 1.7 s, with the import of every Prefect
-    collection it does first). Set before Prefect is imported, which reads its settings
-    once. The home's next server start registers them as Prefect always does (memoized)."""
+    server does not register them again (about 2.5 s of a first start: importing every
+    Prefect collection to hash the registry, then 1.7 s registering). Set before Prefect is
+    imported, which reads its settings once. The home's next server start registers them as
+    Prefect always does (memoized)."""
     os.environ["PREFECT_SERVER_REGISTER_BLOCKS_ON_START"] = "false"
     os.environ["PREFECT_SERVER_MEMOIZE_BLOCK_AUTO_REGISTRATION"] = "false"
 

@@ -45,6 +45,9 @@ def main() -> None:
     atexit.register(_leave)  # before anything else is imported: it runs after their handlers
     gc.set_threshold(*GC_THRESHOLDS)
     from flows.cli import main as run_command
+    from flows.serverwatch import WATCHING
+
+    WATCHING.append(True)  # this process is a command: one its server's loss may end
 
     try:
         run_command()

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefect import task
+from prefect import runtime, task
 from prefect.cache_policies import NO_CACHE
-from prefect.context import FlowRunContext
 from prefect.events import emit_event
 
 from flows.judge import HOOKS
@@ -48,9 +47,8 @@ def alarms_task(work_dir: str, record: dict[str, Any]) -> list[dict[str, Any]]:
     before = None if view is None else previous_view(work, run)
     diff = None if view is None or before is None else diff_views(before, view)
     alarms = check_alarms(cfg.alarms, run, view, diff, run.probe)
-    ctx = FlowRunContext.get()
-    if ctx is not None and ctx.flow_run is not None:
-        _PENDING.setdefault(str(ctx.flow_run.id), []).extend((run, a) for a in alarms)
+    if runtime.flow_run.id is not None:
+        _PENDING.setdefault(str(runtime.flow_run.id), []).extend((run, a) for a in alarms)
     return alarms
 
 

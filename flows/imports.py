@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from flows.flowkind import flow
 from flows.remap import remap_stage
 from flows.replay import replay_stage
 from flows.report import report_task
+from flows.runtime import flow
 from schemas.run import RunRecord
 from schemas.vocabulary import DESIGNS, POLICIES
 from tasks.jobrecord import (

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefect import get_run_logger, task
+from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from flows.flowkind import flow
 from flows.judge import HOOKS
 from schemas.judge import JudgeSpec
 from tasks.judging.request import JudgeRequest

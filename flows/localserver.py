@@ -1,34 +1,32 @@
-"""The local Prefect server a user's commands share: found, started, reused, stopped.
+"""The local Prefect server a user's commands share: found, checked, started, stopped.
 
-With no PREFECT_API_URL, the first command that runs a flow starts one Prefect server for
-the Prefect home (its database lives there: the user's `~/.local/state/judgeline/prefect`
-unless PREFECT_HOME says otherwise) as a detached process in a session of its own
-(`flows.serverd`), and points itself at it; later commands, in any work dir, find it in
-`HOME/judgeline-server.json` and pay no start-up. It stops once no command has used it for
-its idle period.
+With no PREFECT_API_URL, the first command that runs a flow starts `prefect server start` on a
+free loopback port for the Prefect home (its database lives there: the user's
+`~/.local/state/judgeline/prefect` unless PREFECT_HOME says otherwise), under a small
+supervisor (`flows.serverd`) that stops it once no command has used it for its idle period;
+later commands, from any work dir or installation of the same Prefect version, find it in
+`HOME/judgeline-server.json` and pay no start-up.
 
-Nobody else on the machine may talk to it: the home is a folder only its user can enter
-(0700, every file in it 0600); the server and every client share a random secret kept there
-(`judgeline-server.secret`), which Prefect checks as its API's auth string and the gate
-route checks the same way; and a client trusts a port only once the listening socket on it
-is found among the server process's own descriptors (`serves_port`), so a port another
-process took after the server died is never sent a byte.
+Nobody else on the machine may talk to it: the home is a folder only its user can enter (0700,
+every file in it 0600); each start makes a new auth string (`judgeline-server.auth`), which
+Prefect checks on its API and its UI asks for, so what a process that took a dead server's
+port may catch opens nothing; and a client sends it only to a port it has checked is held by
+the server's own process (`flows.serveraccess.listens`).
 
-Three files keep starters and the server honest with each other, all under HOME:
-- `judgeline-server.lock`: held while a command checks for, replaces or starts the server,
-  and by a server from the moment it decides to stop until it exits, so two commands
-  starting at once start one, and none picks a server that is going away;
-- `judgeline-clients.lock`: every command using the server holds it shared for its whole
-  life; the server counts itself idle only while nobody does (a lock dies with its process,
-  so a killed command never keeps a server alive);
-- `judgeline-server.json`: pid, port and Prefect version of the live server, written by the
-  server once its API answers.
+Files under HOME:
+- `judgeline-server.lock`: held while a command checks for, replaces or starts the server, and
+  by a supervisor from the moment it decides to stop until it exits;
+- `clients/PID`: one per command using the server, locked by it for its whole life and naming
+  it (a lock dies with its process, so a killed command never keeps a server alive);
+- `judgeline-server.json`: the live server's pid, start time, port and Prefect version,
+  written by its supervisor once the server answers; `judgeline-server.log`, its output.
 
 Nothing here imports Prefect: a command that only reads runs never pays for it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -38,52 +36,44 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
 
 from flows.serveraccess import (
     ServerError,
-    authorized,
-    basic_auth,
-    code_stamp,
+    check_listeners_visible,
+    free_port,
+    listens,
     lock_file,
+    private_folder,
     private_home,
-    read_or_make_secret,
+    read_private,
     server_environment,
-    serves_port,
+    server_process,
+    write_private,
 )
 from tasks.errors import InputError
-
-__all__ = [
-    "ServerError", "authorized", "basic_auth", "code_stamp", "private_home", "serves_port",
-]  # fmt: skip
 
 IDLE_SECONDS = 600.0
 """How long a server with no client waits before it stops (JUDGELINE_SERVER_IDLE_SECONDS).
 Ten minutes: a working session's next command finds it; a nightly run's machine is quiet
 again soon after the run."""
 
-GATE_PATH = "/judgeline/gate"
-"""Where the server runs commands' great-expectations gates (`tasks.gates.answer_gate`): it
-imported the library once; each command would import it again (seconds of CPU)."""
-
-WATCH_EVERY_S = 1.0
-"""How often a command checks that its server's process is still alive (no request made)."""
-
 START_TIMEOUT_S = 120.0
 """A fresh database on a loaded 2-core machine takes 10-30 s; beyond this, something is wrong."""
-
 
 AUTH_USER = "judgeline"
 """The user part of the auth string (`user:secret`, HTTP basic auth) Prefect's UI asks for."""
 
+KILLED_WHILE_STARTING = 3
+"""The supervisor's exit code when its server was killed by a signal before it answered."""
+
+STATE_FORMAT = 2
+"""The state file's layout; a file of another layout names no server this code can check."""
+
 _held: list[int] = []
-"""Descriptors of the clients' lock this process holds (for its whole life)."""
-STOPPED_HERE: set[int] = set()
-"""Servers this process stopped (its own watcher says nothing of them)."""
+"""Descriptors of the locks this process holds for its whole life (its client file)."""
 
 
 def prefect_version() -> str:
@@ -105,13 +95,17 @@ class ServerInfo:
     """What `judgeline-server.json` says of the live server."""
 
     pid: int
+    """The `prefect server start` process, which listens on `port`."""
+    started: float
+    """Its start time (psutil's create time): a pid reused by another process is not it."""
     port: int
     prefect_version: str
+    supervisor: int
+    """The judgeline process that started it and stops it once idle (`flows.serverd`)."""
+    supervisor_started: float
     idle_seconds: float
     started_at: float
-    code: str = ""
-    """`code_stamp()` when the server started: a server whose code changed since (an upgrade,
-    an edit) is replaced, not kept answering with the old gate route until it idles out."""
+    format: int = STATE_FORMAT
 
     @property
     def url(self) -> str:
@@ -122,53 +116,30 @@ class ServerInfo:
         return f"{self.url}/api"
 
 
-def process_alive(pid: int) -> bool:
-    """Whether `pid` runs (a zombie does not: a server this process started and that died
-    stays one until this process exits)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state != "Z"
-
-
 class ServerFiles:
-    """The lock, state and log files of one Prefect home's server."""
+    """The lock, state, secret and log files of one Prefect home's server."""
 
     def __init__(self, home: Path) -> None:
         self.home = home
         self.state = home / "judgeline-server.json"
         self.start_lock = home / "judgeline-server.lock"
-        self.clients_lock = home / "judgeline-clients.lock"
+        self.clients = home / "clients"
         self.log = home / "judgeline-server.log"
+        self.auth = home / "judgeline-server.auth"
+        """`judgeline:SECRET`, made anew for each server start: Prefect's auth string."""
         self.stopped = home / "judgeline-server.stopped"
-        """Names the pid `stop_server` stopped: a command using it does not restart it."""
-        self.secret = home / "judgeline-server.secret"
-        """The random secret the server and its clients share (HTTP basic auth's password)."""
-
-    def auth_string(self) -> str:
-        """`judgeline:SECRET`, the secret made once (0600) and kept for the home's life."""
-        return f"{AUTH_USER}:{read_or_make_secret(self.secret)}"
+        """Names the pid `judgeline server stop` stopped, for the commands that used it."""
 
     def read(self) -> ServerInfo | None:
-        """The state file's server, or None (absent or unreadable: no server to trust)."""
+        """The state file's server, or None (absent, unreadable, another layout)."""
         try:
-            return ServerInfo(**json.loads(self.state.read_text()))
-        except (OSError, ValueError, TypeError):
+            info = ServerInfo(**json.loads(read_private(self.state) or ""))
+        except (ValueError, TypeError):
             return None
+        return info if info.format == STATE_FORMAT else None
 
     def publish(self, info: ServerInfo) -> None:
-        tmp = self.state.with_name(f".{self.state.name}.{info.pid}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w") as out:
-            out.write(json.dumps(asdict(info)))
-        os.replace(tmp, self.state)
+        write_private(self.state, json.dumps(asdict(info)))
 
     def clear(self, pid: int | None = None) -> None:
         """Remove the state file (only if it names `pid`, when given)."""
@@ -176,37 +147,49 @@ class ServerFiles:
         if pid is None or (info is not None and info.pid == pid):
             self.state.unlink(missing_ok=True)
 
-    @contextmanager
-    def starting(self) -> Iterator[None]:
-        """Hold the start lock (waits for another starter or a stopping server)."""
-        fd = lock_file(self.start_lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            if fd is not None:
-                os.close(fd)
+    def auth_string(self) -> str | None:
+        text = read_private(self.auth)
+        return text.strip() if text and text.strip() else None
 
     def hold_client(self) -> None:
-        """Hold the clients' lock shared until this process exits."""
-        fd = lock_file(self.clients_lock, fcntl.LOCK_SH)
+        """Register this process as a client until it exits: `clients/PID`, locked and
+        naming the command."""
+        private_folder(self.clients)
+        fd = lock_file(self.clients / str(os.getpid()), fcntl.LOCK_EX)
         if fd is not None:
             _held.append(fd)
 
-    def clients_active(self) -> bool:
-        fd = lock_file(self.clients_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        if fd is None:
-            return True
-        os.close(fd)
-        return False
+    def active_clients(self) -> list[str]:
+        """The commands using the server now (`pid N (command)`); the files of commands
+        that ended are removed."""
+        from flows.serveraccess import lock_holder
+
+        found = []
+        with contextlib.suppress(FileNotFoundError):
+            for entry in sorted(self.clients.iterdir()):
+                if entry.name == str(os.getpid()):
+                    continue
+                try:
+                    fd = os.open(entry, os.O_RDONLY | os.O_NOFOLLOW)
+                except OSError:
+                    continue
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                    entry.unlink(missing_ok=True)  # nobody holds it: its command ended
+                except BlockingIOError:
+                    found.append(lock_holder(fd))
+                finally:
+                    os.close(fd)
+        return found
 
     def retire(self, pid: int) -> bool:
-        """Called by the idle server `pid`: unless a command is starting or using it,
-        remove the state file and keep the start lock until this process exits, so the next
-        command waits for it to be gone and starts a new one."""
+        """Called by the supervisor of the idle server `pid`: unless a command is starting
+        or using it, remove the state file and keep the start lock until this process exits,
+        so the next command waits for it to be gone and starts a new one."""
         start = lock_file(self.start_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         if start is None:
             return False
-        if self.clients_active():
+        if self.active_clients():
             os.close(start)
             return False
         self.clear(pid)
@@ -214,41 +197,43 @@ class ServerFiles:
         return True
 
 
-def _healthy(info: ServerInfo, *, tries: int = 1, timeout: float = 5.0) -> bool:
-    for _ in range(tries):
-        try:
-            with urllib.request.urlopen(f"{info.api_url}/health", timeout=timeout) as reply:
-                if reply.status == 200:
-                    return True
-        except (OSError, urllib.error.URLError):
-            time.sleep(0.2)
-    return False
+def healthy(port: int, *, timeout: float = 5.0) -> bool:
+    """Whether Prefect's API on `port` answers its health check (a route that needs no
+    auth string: nothing secret is sent)."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(f"http://127.0.0.1:{port}/api/health", timeout=timeout) as reply:
+            return bool(reply.status == 200)
+    except (OSError, urllib.error.URLError):
+        return False
 
 
 def live_server(files: ServerFiles) -> ServerInfo | None:
-    """The server the state file names, if it runs this Prefect and this judgeline code,
-    holds its port and answers."""
+    """The server the state file names, if its own process holds its port and answers."""
     info = files.read()
-    if info is None or not process_alive(info.pid) or not serves_port(info.pid, info.port):
+    if info is None or not listens(info.pid, info.started, info.port):
         return None
-    if info.prefect_version != prefect_version() or info.code != code_stamp():
-        return None
-    # A busy machine can be slow to answer: a live server is never replaced on one miss.
-    if not _healthy(info, tries=3):
-        return None
-    return info
+    # A busy machine can be slow to answer: a live server is never given up on one miss.
+    for _ in range(3):
+        if healthy(info.port):
+            return info
+        time.sleep(0.2)
+    return None
 
 
-def _terminate(pid: int, timeout: float = 15.0) -> None:
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
+def terminate(pid: int, started: float, timeout: float = 15.0) -> None:
+    """SIGTERM the process `pid` (if it is still the one started at `started`), SIGKILL it
+    after `timeout`."""
+    if not server_process(pid, started):
         return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while process_alive(pid) and time.monotonic() < deadline:
+    while server_process(pid, started) and time.monotonic() < deadline:
         time.sleep(0.1)
-    if process_alive(pid):
-        os.kill(pid, signal.SIGKILL)
+    if server_process(pid, started):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _check_home(home: Path) -> None:
@@ -269,30 +254,25 @@ def _check_home(home: Path) -> None:
 
 
 def _log_tail(path: Path, lines: int = 12) -> str:
-    try:
-        text = path.read_text(errors="replace").strip().splitlines()
-    except OSError:
-        return ""
+    text = (read_private(path) or "").strip().splitlines()
     return "\n".join(text[-lines:])
 
 
-def _spawn(files: ServerFiles, idle_s: float, port: int) -> subprocess.Popen[bytes]:
-    """Start a server process for this home on `port` (returns at once): isolated from the
-    command's Python settings and folder (`python -I`, cwd `/`), with only the environment
-    it needs (`server_environment`) and a umask that keeps what it writes private."""
+def _spawn(files: ServerFiles, idle_s: float) -> tuple[subprocess.Popen[bytes], int, str]:
+    """Start a supervisor and its server for this home on a free port, with a new auth
+    string (returns at once): isolated from the command's Python settings and folder (`-I`,
+    cwd `/`), with only the environment it needs and a umask that keeps what it writes
+    private."""
+    import secrets
+
+    port = free_port()
+    auth = f"{AUTH_USER}:{secrets.token_urlsafe(32)}"
+    write_private(files.auth, auth + "\n")
     fd = os.open(files.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "ab") as log:
-        return subprocess.Popen(
-            [
-                sys.executable,
-                "-I",
-                "-m",
-                "flows.serverd",
-                str(files.home),
-                str(idle_s),
-                str(port),
-            ],  # fmt: skip
-            env=server_environment(files.home, files.auth_string(), dict(os.environ)),
+        proc = subprocess.Popen(
+            [sys.executable, "-I", "-m", "flows.serverd", str(files.home), str(idle_s), str(port)],
+            env=server_environment(files.home, auth, port, dict(os.environ)),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -300,10 +280,12 @@ def _spawn(files: ServerFiles, idle_s: float, port: int) -> subprocess.Popen[byt
             cwd="/",
             umask=0o077,
         )
+    return proc, port, auth
 
 
 def _wait_started(files: ServerFiles, proc: subprocess.Popen[bytes]) -> ServerInfo:
-    """Wait until the server `proc` has published itself and its API answers."""
+    """Wait until the supervisor `proc` has published its server, checked to listen on its
+    port and answering."""
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -313,62 +295,104 @@ def _wait_started(files: ServerFiles, proc: subprocess.Popen[bytes]) -> ServerIn
                 + _log_tail(files.log)
             )
         info = files.read()
-        if (
-            info is not None
-            and info.pid == proc.pid
-            and serves_port(info.pid, info.port)
-            and _healthy(info, timeout=2.0)
-        ):
-            return info
+        if info is not None and info.supervisor == proc.pid:  # noqa: SIM102
+            if listens(info.pid, info.started, info.port) and healthy(info.port, timeout=2):
+                return info
         time.sleep(0.1)
-    _terminate(proc.pid)
+    proc.terminate()  # the supervisor stops its server
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
     raise ServerError(
         f"the local Prefect server for {files.home} did not answer within "
         f"{START_TIMEOUT_S:.0f} s; the end of {files.log}:\n" + _log_tail(files.log)
     )
 
 
-def start_server(files: ServerFiles, idle_s: float) -> ServerInfo:
-    """Start a server for this home on a port it binds itself (never one a server had
-    before, which another process may hold now) and wait until its API answers."""
-    return _wait_started(files, _spawn(files, idle_s, 0))
-
-
 class ServerStart:
     """The home's server found, or started without waiting for it; `ready()` waits until it
-    answers. Between the two the start lock is held, so two commands starting at once still
-    start one server; the caller imports its flows meanwhile (the server's start and
-    Prefect's import use a core each)."""
+    answers. `api_url` and `auth_string` are known at once, so the caller imports its flows
+    meanwhile (the server's start and Prefect's import use a core each); nothing is sent to
+    the server before `ready()` has checked it. Between the two the start lock is held, so
+    two commands starting at once start one server."""
 
     def __init__(self, home: Path, *, idle_s: float | None = None) -> None:
         _check_home(home)
+        check_listeners_visible()
         self.files = ServerFiles(home)
+        self._idle = idle_seconds() if idle_s is None else idle_s
         self._lock = lock_file(self.files.start_lock, fcntl.LOCK_EX)
         self._proc: subprocess.Popen[bytes] | None = None
         try:
             self.info = live_server(self.files)
+            if self.info is not None and self.info.prefect_version != prefect_version():
+                self._replace_other_version(self.info)
+                self.info = None
             if self.info is None:
-                stale = self.files.read()
-                if stale is not None and process_alive(stale.pid):
-                    _terminate(stale.pid)
-                self.files.clear()
-                idle = idle_seconds() if idle_s is None else idle_s
-                self._proc = _spawn(self.files, idle, 0)
+                self._start()
+            else:
+                self.port, self.auth_string = self.info.port, self._auth()
         except BaseException:
             self._release()
             raise
+
+    def _auth(self) -> str:
+        auth = self.files.auth_string()
+        if auth is None:
+            raise ServerError(
+                f"the local Prefect server's auth string is missing: {self.files.auth}"
+            )
+        return auth
+
+    def _start(self) -> None:
+        stale = self.files.read()
+        if stale is not None:
+            terminate(stale.supervisor, stale.supervisor_started)
+            terminate(stale.pid, stale.started)
+        self.files.clear()
+        self._proc, self.port, self.auth_string = _spawn(self.files, self._idle)
+
+    def _replace_other_version(self, info: ServerInfo) -> None:
+        """A server of another Prefect version (another installation's) is replaced only
+        while no command uses it."""
+        using = self.files.active_clients()
+        if using:
+            raise ServerError(
+                f"the local Prefect server for {self.files.home} runs Prefect "
+                f"{info.prefect_version} (another installation's) and this judgeline has "
+                f"Prefect {prefect_version()}; it is in use by {'; '.join(using)}. Once they "
+                "end, this command replaces it; or set PREFECT_HOME to give this installation "
+                "a home of its own"
+            )
+        terminate(info.supervisor, info.supervisor_started)
+        terminate(info.pid, info.started)
 
     def _release(self) -> None:
         if self._lock is not None:
             os.close(self._lock)
             self._lock = None
 
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api"
+
     def ready(self) -> ServerInfo:
-        """The live server, once it answers; this process holds it as a client."""
+        """The live server, once it answers; this process holds it as a client. A server
+        killed while it started is started once more."""
         try:
             if self.info is None:
                 assert self._proc is not None
-                self.info = _wait_started(self.files, self._proc)
+                try:
+                    self.info = _wait_started(self.files, self._proc)
+                except ServerError:
+                    if self._proc.returncode != KILLED_WHILE_STARTING:
+                        raise
+                    self._start()  # killed by a signal while starting: once more
+                    assert self._proc is not None
+                    self.info = _wait_started(self.files, self._proc)
+                if self.info.port != self.port:
+                    raise ServerError(f"the local Prefect server for {self.files.home} moved")
             self.files.hold_client()
         finally:
             self._release()
@@ -376,24 +400,34 @@ class ServerStart:
 
 
 def ensure_server(home: Path, *, idle_s: float | None = None) -> ServerInfo:
-    """The home's live server, started if none runs (or the one running is stale: dead,
-    not answering, or another Prefect version); this process holds it as a client."""
+    """The home's live server, started if none runs; this process holds it as a client."""
     return ServerStart(home, idle_s=idle_s).ready()
 
 
-def stop_server(home: Path) -> ServerInfo | None:
-    """Stop the home's server (SIGTERM, then SIGKILL after 15 s); the one stopped, if any.
-    Runs using it at the time lose their connection to Prefect, not their records."""
+def stop_server(home: Path, *, force: bool = True) -> ServerInfo | None:
+    """Stop the home's server (SIGTERM to its supervisor and to it, SIGKILL after 15 s); the
+    one stopped, if any. Without `force`, refused (ServerError naming them) while commands
+    use it."""
     files = ServerFiles(home)
     if not files.state.exists():
         return None
-    with files.starting():
+    fd = lock_file(files.start_lock, fcntl.LOCK_EX)
+    try:
         info = files.read()
         if info is None:
             return None
-        files.stopped.write_text(str(info.pid))
-        STOPPED_HERE.add(info.pid)
-        if process_alive(info.pid):
-            _terminate(info.pid)
+        using = files.active_clients()
+        if using and not force:
+            raise InputError(
+                f"the local Prefect server is in use by {'; '.join(using)}; stopping it stops "
+                "them (each keeps every reply it stored and can be resumed): wait until they "
+                "end, or give --force"
+            )
+        write_private(files.stopped, str(info.pid))
+        terminate(info.supervisor, info.supervisor_started)
+        terminate(info.pid, info.started)
         files.clear()
+    finally:
+        if fd is not None:
+            os.close(fd)
     return info

@@ -13,16 +13,14 @@ import time
 from typing import Any
 
 from prefect import get_run_logger
-from prefect.context import SyncClientContext
 
-from flows.flowkind import flow
 from flows.history import alarms_task, emit_alarms, probe_task
 from flows.judge import judge_stage, rerun_failed_stage
 from flows.prepare import freeze_stage, plan_stage
 from flows.remap import remap_stage
 from flows.replay import replay_stage
 from flows.report import report_task
-from flows.runtime import subflow_tags
+from flows.runtime import flow
 from flows.served import refuse_overrides, refuse_overrides_sync
 from schemas.config import RunConfig
 from schemas.run import RunRecord
@@ -67,21 +65,18 @@ async def nightly_flow(
     # Freezing and planning write shared, content-addressed files only; a dataset that
     # cannot be frozen is refused here, and the plan tells whether a run already under this
     # id is of these pairs.
-    # One Prefect client for the stages' task runs (each would make its own, TLS set-up
-    # included, for a server on loopback).
-    with SyncClientContext.get_or_create():
-        clock = time.perf_counter()
-        datasets = [d.model_dump() for d in cfg.datasets]
-        record.manifest_hash = freeze_stage(datasets, str(work.root))
-        record.stage_seconds["freeze"] = round(time.perf_counter() - clock, 3)
-        clock = time.perf_counter()
-        record.plan_id = plan_stage(record.manifest_hash, cfg.k, "full", None, str(work.root))
-        record.stage_seconds["plan"] = round(time.perf_counter() - clock, 3)
-        # The run's lock, and a run under this id of another configuration or plan refused
-        # (either way nothing is written); the record says `running` until the stages end,
-        # then their status or the error.
-        with recorded_run(work, record):
-            await _stages(cfg, work, record, show_progress)
+    clock = time.perf_counter()
+    datasets = [d.model_dump() for d in cfg.datasets]
+    record.manifest_hash = freeze_stage(datasets, str(work.root))
+    record.stage_seconds["freeze"] = round(time.perf_counter() - clock, 3)
+    clock = time.perf_counter()
+    record.plan_id = plan_stage(record.manifest_hash, cfg.k, "full", None, str(work.root))
+    record.stage_seconds["plan"] = round(time.perf_counter() - clock, 3)
+    # The run's lock, and a run under this id of another configuration or plan refused
+    # (either way nothing is written); the record says `running` until the stages end,
+    # then their status or the error.
+    with recorded_run(work, record):
+        await _stages(cfg, work, record, show_progress)
     # Everything is written: a degraded or failed run now ends its flow run Failed.
     raise_unless_completed(run_id, record.status, record.health)
     get_run_logger().info("run %s completed: %s", run_id, record.outcomes)
@@ -119,11 +114,10 @@ async def _stages(cfg: RunConfig, work: WorkDir, record: RunRecord, show_progres
             if cfg.live.advised_by is None
             else advised_savings(work, cfg.live.advised_by, cfg.judges)
         )
-        with subflow_tags():
-            live = await live_flow(
-                run_id, record.plan_id, cfg.judges, cfg.live.rng_seed, cfg.template,
-                cfg.batch_size, root, show_progress,
-            )  # fmt: skip
+        live = await live_flow(
+            run_id, record.plan_id, cfg.judges, cfg.live.rng_seed, cfg.template,
+            cfg.batch_size, root, show_progress,
+        )  # fmt: skip
         record.calls, record.live = live["calls"], live["live"]
         for line in realised_against_advised(RunFolder(work, run_id), advised or {}):
             logger.info(line)

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import logging
 import os
 import signal
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
-from flows.prefecttls import share_tls_contexts, shared_while_importing
 from flows.serverwatch import use_local_server
 from tasks.errors import InputError, JudgelineError, StoreError
 from tasks.workdir import WorkDir
@@ -23,9 +22,11 @@ RUN_LOGGERS = (
     "prefect.task_engine",
 )
 # Prefect's background workers, which warn while they drain their queues at exit, and its
-# events client, which reports every failed attempt while the local server is being
-# restarted (`flows.localserver` says so once).
-WORKER_LOGGERS = ("EventsWorker", "APILogWorker", "prefect.events.clients")
+# events clients, which report every failed attempt (a traceback each) once the local server
+# went away (`flows.serverwatch` says so once).
+WORKER_LOGGERS = (
+    "EventsWorker", "APILogWorker", "prefect.events.clients", "prefect.FlowRunCancellingObserver"
+)  # fmt: skip
 
 
 class DropLogs(logging.Filter):
@@ -196,34 +197,52 @@ def start_prefect(work: WorkDir, *modules: str) -> None:
         ) from None
     server = use_local_server(home)
     raise_on_stop_signals()
-    with shared_while_importing():
-        for module in modules:
-            importlib.import_module(module)
-    share_tls_contexts()
+    for module in modules:
+        importlib.import_module(module)
     tag_runs(work)
     if server is not None:
         server.ready()
 
 
+def private_temp(home: Path) -> None:
+    """This process's temporary folder, and its children's, one only its user can enter
+    (`HOME/tmp`): Prefect's runner keeps the flow code it runs under the temporary folder,
+    which on a shared machine may hold another user's `runner_storage`."""
+    import tempfile
+
+    from flows.serveraccess import private_folder, private_home
+
+    private_home(home)
+    folder = private_folder(home / "tmp")
+    os.environ["TMPDIR"] = str(folder)
+    tempfile.tempdir = str(folder)
+
+
 def tag_runs(work: WorkDir) -> None:
     """Tag every flow run of this process with its work dir (`work-dir:ADDRESS`): one Prefect
-    server holds the runs of all of a user's work dirs. (A flow's task runs carry no tags:
-    `flows.flowkind`; a subflow run is tagged by `subflow_tags`.)"""
-    import prefect
-
+    server holds the runs of all of a user's work dirs."""
     RUN_TAGS[:] = [f"work-dir:{work.address}"]
-    context = prefect.tags(*RUN_TAGS)
-    context.__enter__()
-    _entered.append(context)  # kept: a collected generator would leave the context
 
 
 RUN_TAGS: list[str] = []
-_entered: list[object] = []
 
 
-def subflow_tags() -> contextlib.AbstractContextManager[set[str]]:
-    """Inside a flow, where no tags are in context: the tags of this process's flow runs,
-    for a subflow run started there."""
-    import prefect
+def _tag_flow_run(flow: Any, flow_run: Any, state: Any) -> None:
+    """A flow's `on_running` hook: add this process's RUN_TAGS to its flow run. Its task runs
+    carry none: Prefect asks the server for concurrency slots for each tag a task run carries
+    (a request per task run, for limits judgeline never sets)."""
+    from prefect import get_client
 
-    return prefect.tags(*RUN_TAGS)
+    if RUN_TAGS and not set(RUN_TAGS) <= set(flow_run.tags):
+        with get_client(sync_client=True) as client:
+            client.update_flow_run(flow_run.id, tags=sorted({*flow_run.tags, *RUN_TAGS}))
+
+
+def flow(**options: Any) -> Any:
+    """Prefect's `@flow(...)` for judgeline's flows: tagged with the work dir once running,
+    and no result persisted (what a run makes is in its work dir)."""
+    from prefect import flow as prefect_flow
+
+    options.setdefault("persist_result", False)
+    options["on_running"] = [_tag_flow_run, *options.get("on_running", [])]
+    return prefect_flow(**options)

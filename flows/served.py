@@ -37,9 +37,11 @@ def _refuse(deployment_name: str, changed: list[str]) -> None:
 
 def _deployment_id() -> Any:
     """The deployment that made the current flow run (None: no deployment did)."""
-    from prefect.context import FlowRunContext
+    from prefect.context import FlowRunContext, get_run_context
 
-    return getattr(getattr(FlowRunContext.get(), "flow_run", None), "deployment_id", None)
+    context = get_run_context()
+    run = context.flow_run if isinstance(context, FlowRunContext) else None
+    return None if run is None else run.deployment_id
 
 
 async def refuse_overrides(given: dict[str, Any]) -> None:

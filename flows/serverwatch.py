@@ -1,40 +1,41 @@
-"""A command's side of the local Prefect server: its address and secret set for Prefect's
-client before Prefect is imported, the server waited for before the first flow runs, and
-replaced, on a port of its own, should it die while the command runs (`flows.localserver`
-starts and stops it).
+"""A command's side of the local Prefect server: Prefect's client pointed at it before Prefect
+is imported, the server checked before the first flow runs, and watched while the command
+runs.
 
-The command's Prefect client (its API calls, event and log streams, the gate requests, and
-those of the processes it starts, such as Dask workers) never connects to the server's port
-itself: it connects to a relay this process listens on (`flows.relay`), which carries each
-connection to the live server once it has checked that the socket listening on the server's
-port is the server process's own. A server that died is replaced on a new port and the relay
-follows it; a port another process took in the meantime is never sent a byte.
+Should the server stop under a command (killed, or `judgeline server stop --force`), the
+command cannot go on: Prefect's client would retry its calls for a minute and then fail the
+run with every reply stored. Within a second the command says so, stops as on SIGTERM (no
+judge call starts after that; the replies in flight are kept), and once its run is recorded
+`interrupted` it exits 75 with the command that resumes it. It never talks to the dead
+server's port again: what a process that took that port meanwhile could catch is an auth
+string no server takes any more.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
-from flows.localserver import (
-    GATE_PATH,
-    STOPPED_HERE,
-    ServerFiles,
-    ServerInfo,
-    ServerStart,
-    live_server,
-    process_alive,
-    serves_port,
-    start_server,
-)
-from flows.relay import Relay
-from tasks.errors import JudgelineError
-from tasks.gates import GATE_AUTH_ENV, GATE_URL_ENV
+from flows.localserver import ServerFiles, ServerInfo, ServerStart
+from flows.serveraccess import read_private, server_process
+from tasks.errors import stop_for
+from tasks.judging.stopping import GRACE_S
 
-READY_WAIT_S = 180.0
-"""How long a connection made before the server answered waits for it."""
+WATCH_EVERY_S = 1.0
+"""How often a command checks that its server's process is still alive (no request made)."""
+SETTLE_S = GRACE_S + 10.0
+"""How long a command whose server went away waits for its runs to be recorded."""
+
+WATCHING: list[bool] = []
+"""Non-empty in a `judgeline` command (`flows.entry`), the process the watcher may end."""
+
+_leaving = threading.Event()
+"""Set once the watcher is about to print a command's last line and end the process."""
 
 
 def _say(message: str) -> None:
@@ -42,80 +43,76 @@ def _say(message: str) -> None:
 
 
 class LocalServer:
-    """This process's use of its home's server: a relay's address at once, the server itself
-    once `ready()`; each connection through the relay goes to the live server, replaced
-    should it die while this process runs."""
+    """This process's use of its home's server: its address and auth string at once, the
+    server itself once `ready()` has checked it."""
 
     def __init__(self, home: Path) -> None:
         self.start = ServerStart(home)
-        self.files: ServerFiles = self.start.files
-        self.info: ServerInfo | None = None
-        self._ready = threading.Event()
-        self._lock = threading.Lock()
-        self._gone: int | None = None  # a server stopped by `server stop`: not replaced
-        os.environ[GATE_AUTH_ENV] = self.files.auth_string()
-        self.relay = Relay(self.upstream)
-        os.environ["PREFECT_API_URL"] = f"{self.relay.url}/api"
-        # The server runs this installation's Prefect (a server of another version or code
-        # is replaced): each client's version handshake is a request for nothing, and so is
-        # its CSRF token while the server asks for none.
-        os.environ.setdefault("PREFECT_CLIENT_SERVER_VERSION_CHECK_ENABLED", "false")
-        csrf = os.environ.get("PREFECT_SERVER_API_CSRF_PROTECTION_ENABLED", "")
-        if csrf.strip().lower() not in ("1", "true", "yes", "on"):
-            os.environ.setdefault("PREFECT_CLIENT_CSRF_SUPPORT_ENABLED", "false")
+        os.environ["PREFECT_API_URL"] = self.start.api_url
+        os.environ["PREFECT_API_AUTH_STRING"] = self.start.auth_string
+        # The UI's links in Prefect's messages name this server, not Prefect's default port.
+        os.environ["PREFECT_UI_URL"] = self.start.api_url.removesuffix("/api")
 
     def ready(self) -> ServerInfo:
         info = self.start.ready()
-        self.info = info
-        os.environ[GATE_URL_ENV] = f"{self.relay.url}{GATE_PATH}"
-        self._ready.set()
+        if not WATCHING:
+            return info  # Python's own use of judgeline's flows: Prefect reports what fails
+        threading.Thread(
+            target=_watch, args=(info, self.start.files), name="judgeline-server-watch",
+            daemon=True,
+        ).start()  # fmt: skip
         return info
 
-    def upstream(self, refused: ServerInfo | None = None) -> ServerInfo | None:
-        """The live server a new connection goes to: the one this process uses while its
-        process lives (and, if the relay just `refused` it, holds its port), else the one
-        another command started since, else a new one (None if it was stopped on purpose or
-        cannot be started). The relay checks every connection's port after connecting, so a
-        live server's port is checked here only after that check failed."""
-        if not self._ready.wait(READY_WAIT_S):
-            return None
-        with self._lock:
-            info = self.info
-            assert info is not None
-            held = info != refused or serves_port(info.pid, info.port)
-            if process_alive(info.pid) and held:
-                return info
-            if self._gone == info.pid:
-                return None
-            if self.files.stopped.is_file() and self.files.stopped.read_text().strip() == str(
-                info.pid
-            ):
-                self._gone = info.pid
-                if info.pid not in STOPPED_HERE:
-                    _say(
-                        f"the local Prefect server (pid {info.pid}) was stopped by "
-                        "`judgeline server stop`; this command's flow run cannot go on"
-                    )
-                return None
-            with self.files.starting():
-                live = live_server(self.files)
-                if live is None:
-                    _say(f"the local Prefect server (pid {info.pid}) stopped; starting another")
-                    try:
-                        live = start_server(self.files, info.idle_seconds)
-                    except JudgelineError as exc:
-                        self._gone = info.pid
-                        _say(f"could not start another local Prefect server: {exc}")
-                        return None
-            self.info = live
-            return live
+
+def _watch(info: ServerInfo, files: ServerFiles) -> None:
+    while server_process(info.pid, info.started):
+        time.sleep(WATCH_EVERY_S)
+    by_user = (read_private(files.stopped) or "").strip() == str(info.pid)
+    how = "was stopped by `judgeline server stop`" if by_user else "stopped"
+    cause = f"the local Prefect server (pid {info.pid}) {how}"
+    if "--debug" not in sys.argv:
+        logging.disable(logging.CRITICAL)  # Prefect's clients report every failed reconnect
+    _say(f"{cause}: this command sends nothing more and stops, keeping every reply it stored")
+    stop_for(cause)
+    os.kill(os.getpid(), signal.SIGTERM)
+    _leave_once_recorded(cause)
+
+
+def _leave_once_recorded(cause: str) -> None:
+    """Once every run this process keeps a record of is recorded (or SETTLE_S passed), print
+    the command's last line and exit 75: Prefect's client cannot report anything any more."""
+    from flows.cli.app import resume_line
+    from tasks.jobrecord import ACTIVE, SETTLED
+
+    deadline = time.monotonic() + SETTLE_S
+    while ACTIVE and time.monotonic() < deadline:
+        time.sleep(0.1)
+    _leaving.set()
+    for record in [*SETTLED, *ACTIVE]:
+        said = (
+            record.error
+            if record.status == "interrupted" and record.error
+            else (f"run {record.run_id} stopped: {cause}; every reply stored so far is kept")
+        )
+        _say(f"{said}; resume with: {resume_line(record.run_id)}")
+    if not SETTLED and not ACTIVE:
+        _say(f"stopped: {cause}; run the command again (it reuses everything stored)")
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(75)
+
+
+def last_line() -> None:
+    """Called by the command line before it prints a command's last line: where the watcher
+    is leaving, it prints that line, and this thread waits for the process to end."""
+    while _leaving.is_set():
+        time.sleep(1)
 
 
 def use_local_server(home: Path) -> LocalServer | None:
     """Point this process's Prefect client at the home's server (found, or started without
-    waiting for it) through a relay of this process, unless PREFECT_API_URL already names a
-    server. Call before Prefect is imported, and `ready()` on the result before the first
-    flow runs."""
+    waiting for it), unless PREFECT_API_URL already names a server. Call before Prefect is
+    imported, and `ready()` on the result before the first flow runs."""
     if os.environ.get("PREFECT_API_URL"):
         return None
     return LocalServer(home)

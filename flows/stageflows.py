@@ -9,11 +9,11 @@ judge stages' judges are large models).
 
 from __future__ import annotations
 
-from flows.flowkind import flow
 from flows.judge import judge_stage, rerun_failed_stage
 from flows.prepare import freeze_stage, plan_stage
 from flows.remap import remap_stage
 from flows.replay import replay_stage
+from flows.runtime import flow
 
 judge_flow = flow(name="judge-calls")(judge_stage)
 rerun_failed_flow = flow(name="judge-rerun-failed")(rerun_failed_stage)

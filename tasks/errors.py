@@ -1,12 +1,14 @@
 """The errors judgeline raises for bad input and failed checks.
 
-JudgelineError            one readable paragraph; the CLI prints it without a traceback
+JudgelineError            one readable paragraph; the CLI prints it without a traceback and
+│                         exits with its `exit_code` (2: bad input, unless it says otherwise)
 ├── InputError            a bad input file or row (names the file and the row)
 ├── IntegrityError        stored data that does not match its own hash or contract
 ├── StoreError            the work dir's object store refused or failed a request
 │   └── StoreUnreachable  ... left it unanswered for the whole patience
 ├── GateError             a data-quality gate between stages failed (names the rows)
 └── Interrupted           a stage stopped on SIGINT or SIGTERM after storing what it had
+    │                     (or, exit 75, because its Prefect server went away: `stop_for`)
     ├── DiskFull          ... or because the work dir's file system is full
     └── StoreDown         ... or because the work dir's object store stopped answering
 """
@@ -19,6 +21,24 @@ from typing import Any
 
 class JudgelineError(Exception):
     """Base of every error meant for the user rather than for a developer."""
+
+    exit_code = 2
+
+
+_stop_cause: list[str] = []
+"""Why this process sent itself SIGTERM, when it did (`stop_for`)."""
+
+
+def stop_for(cause: str) -> None:
+    """Say why this process is about to stop itself with SIGTERM (its Prefect server went
+    away): an `Interrupted` for that signal then names the cause and exits 75 (try again
+    later), not 143."""
+    _stop_cause[:] = [cause]
+
+
+def stop_cause(signum: int) -> str | None:
+    """The cause `stop_for` gave, for SIGTERM; None for a signal from outside."""
+    return _stop_cause[0] if _stop_cause and signum == signal.SIGTERM else None
 
 
 class InputError(JudgelineError):
@@ -64,8 +84,8 @@ class GateError(JudgelineError):
 class Interrupted(JudgelineError):
     """The judge stage stopped on a signal after storing every reply it received.
 
-    `exit_code` is the shell's for that signal (130 for SIGINT, 143 for SIGTERM); the same
-    command with `--run-id run_id` resumes the run.
+    `exit_code` is the shell's for that signal (130 for SIGINT, 143 for SIGTERM), or 75 for
+    a stop this process made itself (`stop_for`); `rerun-failed RUN` resumes the run.
     """
 
     def __init__(self, run_id: str, signum: int, counts: dict[str, Any]) -> None:
@@ -73,17 +93,18 @@ class Interrupted(JudgelineError):
         self.resume: str | None = None
         """The command that resumes it, when it is not `rerun-failed RUN` (the demo's)."""
         self.signum = signum
-        self.exit_code = 128 + signum
+        cause = stop_cause(signum)
+        self.exit_code = 75 if cause else 128 + signum
         self.counts = counts
-        name = signal.Signals(signum).name
+        name = f"because {cause}" if cause else f"by {signal.Signals(signum).name}"
         if "planned" not in counts:
             said = (
-                f"run {run_id} interrupted by {name} before its judge stage ended; every "
+                f"run {run_id} interrupted {name} before its judge stage ended; every "
                 "reply stored so far is kept"
             )
         else:
             said = (
-                f"run {run_id} interrupted by {name}: "
+                f"run {run_id} interrupted {name}: "
                 f"{counts.get('stored', 0)} of {counts.get('planned', 0)} planned calls stored "
                 f"(replies in flight were kept), {counts.get('failed', 0)} failed, "
                 f"{counts.get('pending', 0)} not sent yet"

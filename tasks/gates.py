@@ -5,21 +5,28 @@ columns in pandas first (for example "stored SHA-256 equals the hash of the stor
 and calls `run_gate`. A failed gate raises GateError listing each failed expectation with
 its unexpected count and the ids of the first offending rows; checks that repeat one
 expectation are validated once and share its result.
+
+A table that must be validated goes to the command's gate runner: a child process
+(`python -m tasks.gates`) started on the first gate with new data to check (or by
+`preload_great_expectations`), which imports great-expectations on the other core while the
+command goes on, and answers over its pipes. Where it cannot (it failed to start, a table it
+would not see as it is), the gate runs in the command itself, with the same results.
 """
 
 from __future__ import annotations
 
-import base64
+import atexit
+import contextlib
 import hashlib
-import importlib
 import itertools
 import json
 import logging
 import os
+import signal
+import struct
+import subprocess
 import sys
 import threading
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,42 +39,17 @@ from tasks.storage import write_text_atomic
 if TYPE_CHECKING:  # imported where used: the command line imports this module's names
     import pandas as pd
 
-GATE_URL_ENV = "JUDGELINE_GATE_URL"
-"""Set by a command using the local Prefect server (`flows.serverwatch`): where that server
-runs gates (`answer_gate`), with great-expectations already imported, instead of this
-process importing it (seconds of CPU in every command that gates new data)."""
-REMOTE_TIMEOUT_S = 600.0
-GATE_AUTH_ENV = "PREFECT_API_AUTH_STRING"
-"""The local server's auth string, which its gate route checks as Prefect checks its API's."""
-MAX_GATE_BODY = 64 * 1024 * 1024
-"""The largest gate request the local server reads; a larger table is gated in the command."""
-
 _lock = threading.Lock()
 _counter = itertools.count()
 _context: Any = None
-_preload: threading.Thread | None = None
 
 
 def preload_great_expectations() -> None:
-    """Start importing great-expectations on a background thread (it costs seconds of CPU),
-    for a gate that will run after slow input and output: the judge stage calls this when it
-    has calls to send, so the remap gate finds the library loaded."""
-    global _preload
-    if os.environ.get(GATE_URL_ENV):
-        return  # the local server runs the gates: nothing to load here
-    if _preload is None and "great_expectations" not in sys.modules:
-        _preload = threading.Thread(
-            target=importlib.import_module, args=("great_expectations",), daemon=True,
-            name="great-expectations-import",
-        )  # fmt: skip
-        _preload.start()
-
-
-def warm_up() -> None:
-    """Import great-expectations and make this process's context (for a process that will
-    run many gates: the local server)."""
-    with _lock:
-        _gx_context()
+    """Start the gate runner now (it imports great-expectations, seconds of CPU, on the other
+    core), for a gate that will run after slow input and output: the judge stage calls this
+    when it has calls to send, so the remap gate finds the library loaded."""
+    with _runner_lock:
+        _gate_runner()
 
 
 def _gx_context() -> Any:
@@ -164,7 +146,7 @@ def run_gate(
 
 def _validate(stage: str, df: pd.DataFrame, checks: list[Check], *, id_column: str) -> None:
     distinct, slots = _distinct(checks)
-    results = _remote_results(stage, df, distinct)
+    results = _runner_results(stage, df, distinct)
     if results is None:
         results = gx_results(stage, df, distinct)
     failures: list[str] = []
@@ -194,8 +176,6 @@ def gx_results(stage: str, df: pd.DataFrame, distinct: list[Expect]) -> list[dic
     """Validate `df` against the distinct expectations with great-expectations: one plain
     result per expectation, in order (success, unexpected count, the positions or values of
     the first five offending rows, the error of a check that could not run)."""
-    if _preload is not None:
-        _preload.join()
     import great_expectations as gx
 
     with _lock:
@@ -284,9 +264,10 @@ def _plain_kwargs(expectation: Expect) -> bool:
 
 
 def gate_request(stage: str, df: pd.DataFrame, distinct: list[Expect]) -> bytes | None:
-    """The body of a remote gate: a JSON line (stage and expectations), then the table as an
-    Arrow stream; None when the server would not see the same table (a column that does not
-    come back from Arrow with its dtype) or an expectation's arguments are not plain JSON."""
+    """The body of a gate runner's request: a JSON line (stage and expectations), then the
+    table as an Arrow stream; None when the runner would not see the same table (a column that
+    does not come back from Arrow with its dtype) or an expectation's arguments are not plain
+    JSON."""
     import pandas as pd
     import pyarrow as pa
 
@@ -316,8 +297,8 @@ def gate_request(stage: str, df: pd.DataFrame, distinct: list[Expect]) -> bytes 
 
 
 def answer_gate(body: bytes) -> bytes:
-    """Run a remote gate's request (`gate_request`) here: its results as JSON. The request
-    is checked (`_read_head`) before the table is read or anything is built."""
+    """Run a gate runner's request (`gate_request`) here: its results as JSON. The request
+    is checked (`read_head`) before the table is read or anything is built."""
     import pandas as pd
     import pyarrow as pa
 
@@ -336,27 +317,88 @@ def answer_gate(body: bytes) -> bytes:
     return json.dumps(gx_results(stage, df, distinct)).encode()
 
 
-def _remote_results(
+_runner: subprocess.Popen[bytes] | None = None
+_runner_lock = threading.Lock()
+_runner_failed = False
+"""A runner that could not start or answer is not tried again: the gates run here."""
+
+
+def _gate_runner() -> subprocess.Popen[bytes] | None:
+    """This command's gate runner, started on first use (call with `_runner_lock` held): a
+    child process reading requests on its standard input, whose pipes only this process
+    holds, with none of the command's secrets in its environment."""
+    global _runner, _runner_failed
+    if _runner is None and not _runner_failed:
+        keep = ("PATH", "HOME", "USER", "LANG", "TZ", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV")
+        env = {k: v for k, v in os.environ.items() if k in keep or k.startswith("LC_")}
+        try:
+            _runner = subprocess.Popen(
+                [sys.executable, "-m", "tasks.gates"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+            )  # fmt: skip
+        except OSError:
+            _runner_failed = True
+            return None
+        atexit.register(_runner.kill)
+    return _runner
+
+
+def _frame(data: bytes) -> bytes:
+    return struct.pack(">Q", len(data)) + data
+
+
+def _read_frame(stream: Any) -> bytes | None:
+    head = stream.read(8)
+    if len(head) < 8:
+        return None
+    size = struct.unpack(">Q", head)[0]
+    data = stream.read(size)
+    return data if len(data) == size else None
+
+
+def _runner_results(
     stage: str, df: pd.DataFrame, distinct: list[Expect]
 ) -> list[dict[str, Any]] | None:
-    """The results from the local server's gate runner, or None (no server, a table it
-    would not see as it is, or any failure to get an answer): the gate then runs here."""
-    url = os.environ.get(GATE_URL_ENV)
-    body = gate_request(stage, df, distinct) if url else None
-    if url is None or body is None or len(body) > MAX_GATE_BODY:
+    """The results from this command's gate runner, or None (a table it would not see as it
+    is, a runner that could not start or answer): the gate then runs here."""
+    global _runner_failed
+    body = gate_request(stage, df, distinct)
+    if body is None:
         return None
-    headers = {"content-type": "application/octet-stream"}
-    auth = os.environ.get(GATE_AUTH_ENV)
-    if auth:
-        headers["authorization"] = "Basic " + base64.b64encode(auth.encode()).decode()
-    request = urllib.request.Request(url, data=body, method="POST", headers=headers)
-    try:
-        # No proxy: the server is on this machine's loopback, whatever http_proxy says.
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        with opener.open(request, timeout=REMOTE_TIMEOUT_S) as reply:
-            results = json.loads(reply.read())
-    except (OSError, urllib.error.URLError, ValueError):
-        return None
-    if not isinstance(results, list) or len(results) != len(distinct):
-        return None
+    with _runner_lock:
+        runner = _gate_runner()
+        if runner is None or runner.stdin is None or runner.stdout is None:
+            return None
+        try:
+            runner.stdin.write(_frame(body))
+            runner.stdin.flush()
+            reply = _read_frame(runner.stdout)
+            results = json.loads(reply) if reply is not None else None
+        except (OSError, ValueError):
+            results = None
+        if not isinstance(results, list) or len(results) != len(distinct):
+            _runner_failed = True
+            runner.kill()
+            return None
     return results
+
+
+def serve_gates() -> None:
+    """The gate runner's loop (`python -m tasks.gates`): import great-expectations, then
+    answer each request (`answer_gate`) until the command closes its end of the pipe."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the command handles Ctrl-C
+    with contextlib.suppress(OSError):
+        os.nice(10)  # while it loads, the command's own work comes first
+    _gx_context()
+    source, sink = sys.stdin.buffer, sys.stdout.buffer
+    while (body := _read_frame(source)) is not None:
+        try:
+            reply = answer_gate(body)
+        except GateRequestError as exc:
+            reply = json.dumps({"error": str(exc)}).encode()
+        sink.write(_frame(reply))
+        sink.flush()
+
+
+if __name__ == "__main__":
+    serve_gates()

@@ -21,7 +21,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from schemas.run import RunRecord
-from tasks.errors import IntegrityError, Interrupted, StoreUnreachable, describe_validation
+from tasks.errors import (
+    IntegrityError,
+    Interrupted,
+    StoreUnreachable,
+    describe_validation,
+    stop_cause,
+)
 from tasks.hashing import canonical_json, sha256_text
 from tasks.judging.claims import RunLock, run_lock_is_free
 from tasks.runfolder import RECORD_FILE, RunFolder, is_run_id
@@ -30,6 +36,8 @@ from tasks.runrecord import code_version, read_record, write_record
 from tasks.workdir import WorkDir, disk_full
 
 __all__ = [
+    "ACTIVE",
+    "SETTLED",
     "RunEntry",
     "check_reuse",
     "check_import_id",
@@ -43,6 +51,13 @@ __all__ = [
     "scan_records",
     "settle_status",
 ]
+
+
+ACTIVE: list[RunRecord] = []
+"""The records `recorded_run` keeps in this process now."""
+SETTLED: list[RunRecord] = []
+"""Those it has written for the last time (a command that must stop at once, its Prefect
+server gone, leaves once none is active and says how each ended: `flows.serverwatch`)."""
 
 
 def new_record(run_id: str, name: str, config: dict[str, Any]) -> RunRecord:
@@ -164,6 +179,7 @@ def recorded_run(
         )
         record.status, record.error, record.ended_at = "running", None, None
         write_record(work, record)
+        ACTIVE.append(record)
         clock = time.perf_counter()
         error: BaseException | None = None
         try:
@@ -177,7 +193,8 @@ def recorded_run(
             raise
         except BaseException as exc:
             error = exc
-            signum = _stop_signal(exc)
+            # Whatever ends a job once its Prefect server went away (`stop_for`) stops it.
+            signum = _stop_signal(exc) or (signal.SIGTERM if stop_cause(signal.SIGTERM) else None)
             if signum is not None:
                 # A signal outside the judge stage (which turns its own into Interrupted).
                 record.status = "interrupted"
@@ -199,6 +216,9 @@ def recorded_run(
                 # interrupted once this process ends, or its lease on the store runs out).
                 if error is None or not (disk_full(exc) or isinstance(exc, StoreUnreachable)):
                     raise
+            finally:
+                ACTIVE.remove(record)
+                SETTLED.append(record)
 
 
 def _stop_signal(exc: BaseException) -> int | None:

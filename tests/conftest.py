@@ -23,7 +23,7 @@ for _name in ("COLUMNS", "LINES"):
 # The commands tests start share one local Prefect server for this home (flows.localserver),
 # stopped when the session ends; should the session die, it stops itself soon after.
 os.environ.setdefault("JUDGELINE_SERVER_IDLE_SECONDS", "120")
-# The empty Prefect database new homes start from (flows.serverd) is the session's own.
+# The user's cache (token buckets, an object store's scratch copies) is the session's own.
 os.environ["XDG_CACHE_HOME"] = str(_PREFECT_HOME / "xdg-cache")
 # A command run without PREFECT_HOME uses the user's Prefect home in the state folder.
 os.environ["XDG_STATE_HOME"] = str(_PREFECT_HOME / "xdg-state")

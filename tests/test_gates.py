@@ -83,9 +83,10 @@ def test_failed_gate_leaves_no_memo(tmp_path: Path) -> None:
 def test_great_expectations_logs_nothing_below_a_warning() -> None:
     import logging
 
+    from tasks.gates import gx_results
+
     df = pd.DataFrame({"row_id": ["r1"], "x": [1]})
-    checks = [Check(Expect("ExpectColumnValuesToNotBeNull", column="x"), "x is set")]
-    run_gate("quiet", df, checks, id_column="row_id")
+    gx_results("quiet", df, [Expect("ExpectColumnValuesToNotBeNull", column="x")])
     names = [n for n in logging.root.manager.loggerDict if n.startswith("great_expectations")]
     loud = [n for n in names if logging.getLogger(n).getEffectiveLevel() < logging.WARNING]
     assert names and not loud, loud
@@ -123,15 +124,13 @@ from tasks.gates import Check, Expect, run_gate
 df = pd.DataFrame({{"pair_id": ["p1"], "ok": [True]}})
 checks = [Check(Expect("ExpectColumnValuesToBeInSet", column="ok", value_set=[True]), "ok")]
 run_gate("stage", df, checks, id_column="pair_id", memo_dir=Path({str(tmp_path)!r}))
-print("great_expectations" in sys.modules)
+from tasks import gates
+print(gates._runner is not None or "great_expectations" in sys.modules)
 """
-    from tasks.gates import GATE_URL_ENV
-
-    # Gated here, not by a local server an earlier command of this session pointed us at.
-    env = {k: v for k, v in os.environ.items() if k != GATE_URL_ENV}
     runs = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                           env=env) for _ in range(2)]  # fmt: skip
+                           env=dict(os.environ)) for _ in range(2)]  # fmt: skip
     assert [r.stdout.strip() for r in runs] == ["True", "False"], [r.stderr for r in runs]
+    assert [r.stderr for r in runs] == ["", ""]  # the gate runner shares stderr: it is quiet
 
 
 def _round_trip_cases() -> list[tuple[pd.DataFrame, list[Expect]]]:
@@ -169,10 +168,11 @@ def _round_trip_cases() -> list[tuple[pd.DataFrame, list[Expect]]]:
 
 
 @pytest.mark.parametrize("case", range(3))
-def test_a_gate_run_by_the_server_answers_as_one_run_here(case: int) -> None:
-    """The local server's gate runner (`answer_gate` over `gate_request`'s Arrow bytes) gives
-    the very results of great-expectations in this process, failures and offending rows
-    included."""
+def test_a_gate_run_by_the_gate_runner_answers_as_one_run_here(case: int) -> None:
+    """The command's gate runner (`answer_gate` over `gate_request`'s Arrow bytes, in its
+    child process) gives the very results of great-expectations in this process, failures
+    and offending rows included."""
+    from tasks import gates
     from tasks.gates import answer_gate, gate_request, gx_results
 
     df, expectations = _round_trip_cases()[case]
@@ -180,6 +180,7 @@ def test_a_gate_run_by_the_server_answers_as_one_run_here(case: int) -> None:
     body = gate_request("round-trip", df, expectations)
     assert body is not None
     assert json.loads(answer_gate(body)) == json.loads(json.dumps(here))
+    assert gates._runner_results("round-trip", df, expectations) == json.loads(json.dumps(here))
     if case == 0:
         assert not any(r["success"] for r in here)
         assert here[2]["positions"]
@@ -206,17 +207,23 @@ def test_a_table_arrow_would_change_is_gated_here() -> None:
         Expect("ExpectColumnValuesToBeInSet", column="n", value_set={1})  # not a list
 
 
-def test_an_unreachable_server_leaves_the_gate_to_this_process(
+def test_a_gate_runner_that_died_leaves_the_gate_to_this_process(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from tasks.gates import GATE_URL_ENV
+    from tasks import gates
 
-    monkeypatch.setenv(GATE_URL_ENV, "http://127.0.0.1:9/judgeline/gate")
+    monkeypatch.setattr(gates, "_runner", None)
+    monkeypatch.setattr(gates, "_runner_failed", False)
+    gates.preload_great_expectations()
+    assert gates._runner is not None
+    gates._runner.kill()
+    gates._runner.wait()
     df = pd.DataFrame({"id": ["a", "b"], "ok": [True, False]})
     check = Check(Expect("ExpectColumnValuesToBeInSet", column="ok", value_set=[True]), "not ok")
     with pytest.raises(GateError) as info:
         run_gate("fallback", df, [check], id_column="id")
     assert "not ok (1 row; id b)" in str(info.value)
+    assert gates._runner_failed  # not tried again: the gates run here
 
 
 def test_only_judgelines_expectations_can_be_made() -> None:

@@ -32,6 +32,7 @@ from flows.cli import (  # noqa: F401
     simjudge,
 )
 from flows.cli.app import app, err_console, resume_line
+from flows.serverwatch import last_line
 from tasks.errors import Interrupted, JudgelineError
 from tasks.workdir import cannot_write
 
@@ -68,13 +69,16 @@ def _cannot_write(exc: OSError) -> str:
 
 
 def main() -> None:
-    """Console entry point: user errors print as one paragraph, tracebacks only with --debug;
-    a stage stopped by SIGINT or SIGTERM prints one line and exits 130 or 143."""
+    """Console entry point: user errors print as one paragraph, tracebacks only with --debug,
+    and exit 2 (75 for a local server that cannot start or be checked); a stage stopped by
+    SIGINT or SIGTERM prints one line and exits 130 or 143 (75 when its Prefect server went
+    away)."""
     try:
         app()
     except Interrupted as exc:
         if "--debug" in sys.argv:
             raise
+        last_line()
         err_console.print(
             f"{escape(str(exc))}; resume with: {escape(exc.resume or resume_line(exc.run_id))}",
             highlight=False,
@@ -98,7 +102,8 @@ def main() -> None:
             raise
         # Messages quote file contents (values, column names, ids): escaped, a `[/x]` in
         # them is text, not rich markup that would crash or vanish.
+        last_line()
         err_console.print(
             f"[bold red]error:[/bold red] {escape(str(exc))}", highlight=False, soft_wrap=True
         )
-        raise SystemExit(2) from None
+        raise SystemExit(exc.exit_code) from None

@@ -210,12 +210,14 @@ def serve(
     On the server PREFECT_API_URL names, else on your local Prefect server (which
     stays up while it serves); schedules fire there.
     """
+    from flows.runtime import prefect_home, private_temp
     from tasks.runconfig import choose_work_dir, load_run_config
 
     work_dir, note = choose_work_dir(load_run_config(config), state.work_given)
     if note:
         err_console.print(f"note: {note}", highlight=False, soft_wrap=True)
     state.work = open_work_dir(work_dir)
+    private_temp(prefect_home(state.work))
     prepare_prefect("flows.deploy", records=False)
     from flows.deploy import build_deployments
     from flows.serving import serve_deployments

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from typing import Annotated
 
 import typer
 from rich.markup import escape
@@ -19,71 +20,77 @@ server_app = typer.Typer(
 app.add_typer(server_app, name="server")
 
 
-def _describe(info: object) -> None:
+def _say(text: str) -> None:
+    console.print(escape(text), highlight=False, soft_wrap=True)
+
+
+def _describe(info: object, auth_file: object) -> None:
     from flows.localserver import ServerInfo
 
     assert isinstance(info, ServerInfo)
     started = dt.datetime.fromtimestamp(info.started_at).strftime("%Y-%m-%d %H:%M:%S")
-    console.print(
-        f"local Prefect server: pid {info.pid}, {info.url} (UI and API), Prefect "
-        f"{info.prefect_version}, started {started}; stops after {info.idle_seconds:.0f} s "
-        "with no command using it",
-        highlight=False,
-        soft_wrap=True,
+    _say(
+        f"local Prefect server: pid {info.pid}, Prefect {info.prefect_version}, started "
+        f"{started}; stops after {info.idle_seconds:.0f} s with no command or browser using it"
+    )
+    _say(f"UI: {info.url}  (API: {info.api_url})")
+    _say(
+        f"log in with the auth string in {auth_file} (`judgeline:` and a secret, made anew at "
+        "each start): only you can read it, and the server answers nobody without it"
     )
 
 
 @server_app.command("status")
 def status() -> None:
-    """Say whether your local Prefect server runs, where, and whether commands are
-    using it; exits 1 if none runs."""
+    """Say whether your local Prefect server runs, its UI's address and how to log in, and
+    which commands use it; exits 1 if none runs."""
     from flows.localserver import ServerFiles, live_server
     from flows.runtime import prefect_home
 
     if os.environ.get("PREFECT_API_URL"):
-        console.print(
-            f"PREFECT_API_URL names {escape(os.environ['PREFECT_API_URL'])}: commands use that "
-            "server, not a local one",
-            highlight=False,
-            soft_wrap=True,
+        _say(
+            f"PREFECT_API_URL names {os.environ['PREFECT_API_URL']}: commands use that server, "
+            "not a local one"
         )
     home = prefect_home(state.work)
     files = ServerFiles(home)
     info = live_server(files)
     if info is None:
-        console.print(f"no local Prefect server runs for {escape(str(home))}", highlight=False)
+        _say(f"no local Prefect server runs for {home}")
         raise typer.Exit(1)
-    _describe(info)
-    busy = "in use by a command now" if files.clients_active() else "idle"
-    console.print(f"{busy}; its home (database, log): {escape(str(home))}", highlight=False)
-    console.print(
-        f"only you can use it: its UI and API ask for the auth string `judgeline:` followed by "
-        f"the secret in {escape(str(files.secret))}",
-        highlight=False,
-        soft_wrap=True,
-    )
+    _describe(info, files.auth)
+    using = files.active_clients()
+    _say(f"in use by {'; '.join(using)}" if using else "idle: no command uses it now")
+    _say(f"its home (database, log): {home}")
 
 
 @server_app.command("start")
 def start() -> None:
-    """Start your local Prefect server now, if none runs (the first command that
-    runs a flow does this anyway); prints its address, where Prefect's UI shows every run."""
-    from flows.localserver import ensure_server
+    """Start your local Prefect server now, if none runs (the first command that runs a flow
+    does this anyway); prints its UI's address, where Prefect shows every run."""
+    from flows.localserver import ServerFiles, ensure_server
     from flows.runtime import prefect_home
 
-    _describe(ensure_server(prefect_home(state.work)))
+    home = prefect_home(state.work)
+    _describe(ensure_server(home), ServerFiles(home).auth)
 
 
 @server_app.command("stop")
-def stop() -> None:
-    """Stop your local Prefect server. A run using it at the time keeps every
-    stored reply and its record; `judgeline runs` shows how to resume it."""
+def stop(
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Stop it even while commands use it (they stop too)."),
+    ] = False,
+) -> None:
+    """Stop your local Prefect server. Refused while commands use it, unless --force: each
+    of them then stops within seconds, keeping every stored reply and its record
+    (`judgeline runs` shows how to resume it)."""
     from flows.localserver import stop_server
     from flows.runtime import prefect_home
 
     home = prefect_home(state.work)
-    info = stop_server(home)
+    info = stop_server(home, force=force)
     if info is None:
-        console.print(f"no local Prefect server runs for {escape(str(home))}", highlight=False)
+        _say(f"no local Prefect server runs for {home}")
         return
-    console.print(f"stopped the local Prefect server (pid {info.pid}, {info.url})", highlight=False)
+    _say(f"stopped the local Prefect server (pid {info.pid}, {info.url})")

@@ -26,6 +26,8 @@ import threading
 from collections.abc import Awaitable, Iterator
 from typing import TypeVar
 
+from tasks.errors import stop_cause
+
 __all__ = ["GRACE_S", "STOP_SIGNALS", "StopRequest", "stop_on_signals"]
 
 GRACE_S = 10.0
@@ -75,11 +77,15 @@ class StopRequest:
             sys.stderr.write(f"{signal.Signals(signum).name} again: exiting at once\n")
             os._exit(128 + signum)
         self.signum = signum
-        sys.stderr.write(
-            f"{signal.Signals(signum).name}: no new judge calls; waiting up to "
-            f"{self.grace_s:g} s for the {len(self._inflight)} in flight and storing their "
-            "replies (press Ctrl-C again to quit at once)\n"
+        waiting = (
+            f"no new judge calls; waiting up to {self.grace_s:g} s for the "
+            f"{len(self._inflight)} in flight and storing their replies"
         )
+        if stop_cause(signum) is None:  # a signal from outside: the user may stop sooner
+            waiting = (
+                f"{signal.Signals(signum).name}: {waiting} (press Ctrl-C again to quit at once)"
+            )
+        sys.stderr.write(waiting + "\n")
         asyncio.get_running_loop().call_later(self.grace_s, self._abandon)
 
     def _abandon(self) -> None:

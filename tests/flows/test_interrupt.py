@@ -53,18 +53,15 @@ def _judge(server: SimJudgeServer) -> JudgeSpec:
     )  # fmt: skip
 
 
-def _local_servers(home_path: Path) -> list[int]:
-    """Pids of local Prefect servers of this Prefect home."""
-    home = str(home_path).encode()
-    pids = []
-    for proc in Path("/proc").iterdir():
-        try:
-            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
-        except (OSError, ValueError):
-            continue
-        if b"flows.serverd" in cmdline and home in cmdline:
-            pids.append(int(proc.name))
-    return pids
+def _local_servers(home: Path) -> list[int]:
+    """Pids of the live local Prefect server of this Prefect home and its supervisor."""
+    from flows.localserver import ServerFiles
+    from flows.serveraccess import server_process
+
+    info = ServerFiles(home).read()
+    if info is None or not server_process(info.pid, info.started):
+        return []
+    return [info.pid, info.supervisor]
 
 
 def _paid(server: SimJudgeServer) -> Counter[str]:
@@ -99,7 +96,7 @@ def test_a_signal_to_the_process_group_stops_cleanly_and_pays_nothing_twice(
             assert time.monotonic() < deadline, "no judge call within 300 s"
             time.sleep(0.05)
         servers = _local_servers(home)
-        assert len(servers) == 1, servers
+        assert len(servers) == 2, servers
         os.killpg(proc.pid, signum)
         signalled = time.monotonic()
         out, err = proc.communicate(timeout=120)

@@ -1,16 +1,16 @@
-"""Nobody but its user talks to the local Prefect server (flows.localserver, flows.serverd,
-flows.relay): its API and gate route answer 401 without the home's secret and do nothing;
-the gate builds only judgeline's own expectations; a restarted server is never reached on a
-port another process holds; its home is private; its environment holds no key.
+"""Nobody but its user talks to the local Prefect server (flows.localserver, flows.serverd):
+its API answers 401 without the auth string and does nothing; its UI is told the server's own
+address; the gates run in a child of the command that no other process can reach; a dead
+server's port taken by another process catches nothing that opens the new server; the home
+is private; no process of it holds a key.
 
 Where the tests run as root, the "other user" is a child process that drops to uid 65534
-(nobody); elsewhere it is a process of the same user without the secret.
+(nobody); elsewhere it is a process of the same user without the auth string.
 """
 
 from __future__ import annotations
 
 import base64
-import http.client
 import json
 import os
 import signal
@@ -24,10 +24,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from server_support import env_for, finish, import_command, server_info, starts
 from support import CountingListener
 
-from flows.localserver import GATE_PATH, ServerFiles, ServerInfo, ensure_server, stop_server
-from flows.serveraccess import ServerError, lock_file, private_home, serves_port
+from flows.localserver import ServerFiles, ServerInfo, ensure_server, stop_server
+from flows.serveraccess import ServerError, lock_file, private_home
 from tasks.errors import InputError
 
 pytestmark = pytest.mark.slow
@@ -98,11 +99,7 @@ def post(url, body, headers):
     except urllib.error.HTTPError as e:
         return e.code
 base = "http://127.0.0.1:{port}"
-gate = json.dumps({{"stage": "x", "expectations": [["ExpectColumnValuesToBeInSet",
-    {{"column": "a", "value_set": [1], "row_condition": "a.__class__",
-      "condition_parser": "pandas"}}]], "objects": []}}).encode() + b"\\n"
 print(json.dumps({{
-    "gate": post(base + "/judgeline/gate", gate, {{}}),
     "flow_runs": post(base + "/api/flow_runs/filter", b"{{}}", JSON),
     "create_flow": post(base + "/api/flows/", json.dumps({{"name": "theirs"}}).encode(), JSON),
     "variables": post(base + "/api/variables/filter", b"{{}}", JSON),
@@ -122,20 +119,6 @@ def _post(info: ServerInfo, path: str, body: bytes, auth: str | None) -> tuple[i
         return exc.code, exc.read()
 
 
-def _declared_too_large(info: ServerInfo, auth: str) -> int:
-    """The status for a gate request that declares a body past the limit and sends none:
-    the server must answer from the header alone, before reading anything."""
-    connection = http.client.HTTPConnection("127.0.0.1", info.port, timeout=30)
-    try:
-        connection.putrequest("POST", GATE_PATH)
-        connection.putheader("authorization", "Basic " + base64.b64encode(auth.encode()).decode())
-        connection.putheader("content-length", str(64 * 1024 * 1024 + 1))
-        connection.endheaders()
-        return connection.getresponse().status
-    finally:
-        connection.close()
-
-
 def test_without_the_secret_every_route_answers_401_and_nothing_is_made(
     started: tuple[Path, ServerInfo],
 ) -> None:
@@ -143,63 +126,82 @@ def test_without_the_secret_every_route_answers_401_and_nothing_is_made(
     auth = ServerFiles(home).auth_string()
     done = _as_other_user(ATTACK.format(port=info.port))
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == {
-        "gate": 401, "flow_runs": 401, "create_flow": 401, "variables": 401,
-    }  # fmt: skip
+    assert json.loads(done.stdout) == {"flow_runs": 401, "create_flow": 401, "variables": 401}
     status, body = _post(info, "/api/flows/filter", b"{}", auth)
     assert status == 200
     assert "theirs" not in {flow["name"] for flow in json.loads(body)}
 
 
-def test_the_gate_builds_only_judgelines_expectations_even_with_the_secret(
-    started: tuple[Path, ServerInfo], tmp_path: Path
+def test_the_ui_is_told_the_servers_own_address_and_asks_for_the_auth_string(
+    started: tuple[Path, ServerInfo],
 ) -> None:
-    home, info = started
-    auth = ServerFiles(home).auth_string()
-    target = tmp_path / "written-by-the-server"
-    condition = f"a.__class__.__name__ == open({str(target)!r}, 'w').write('x') * 0"
-    payloads = [
-        ["ExpectColumnValuesToBeInSet",
-         {"column": "a", "value_set": [1], "row_condition": condition,
-          "condition_parser": "pandas"}],
-        ["ExpectColumnValuesToMatchRegex", {"column": "a", "regex": "."}],
-        ["ExpectColumnValuesToBeInSet", {"column": {"$eval": 1}, "value_set": [1]}],
-    ]  # fmt: skip
-    for expectation in payloads:
-        head = {"stage": "x", "expectations": [expectation], "objects": []}
-        status, body = _post(info, GATE_PATH, json.dumps(head).encode() + b"\n", auth)
-        assert status == 400, body
-    assert not target.exists()
-    assert _declared_too_large(info, auth) == 413
-    huge = b"0" * (64 * 1024 * 1024 + 1)
+    """Prefect's UI learns its API's address from `/ui-settings`: the server's own port, not
+    Prefect's default 4200 (where the browser would send the auth string to whoever listens)."""
+    _, info = started
+    with urllib.request.urlopen(f"{info.url}/ui-settings", timeout=30) as reply:
+        settings = json.loads(reply.read())
+    assert settings["api_url"] == info.api_url and settings["auth"] == "BASIC"
+    assert info.port != 4200
+
+
+def test_the_gate_runner_is_reached_only_through_its_pipes_and_holds_no_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gates run in a child of the command: it listens on nothing, and its environment
+    holds none of the command's keys."""
+    import psutil
+
+    from tasks import gates
+
+    for name, value in KEYS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(gates, "_runner", None)
+    monkeypatch.setattr(gates, "_runner_failed", False)
+    with gates._runner_lock:
+        runner = gates._gate_runner()
+    assert runner is not None
     try:
-        status, _ = _post(info, GATE_PATH, huge, auth)
-    except urllib.error.URLError as exc:  # refused before the body was sent: reset or EPIPE
-        assert isinstance(exc.reason, (ConnectionResetError, BrokenPipeError)), exc
-        status = 413
-    assert status == 413
-    assert ServerFiles(home).read() == info  # still the same server
-    assert _post(info, "/api/flows/filter", b"{}", auth)[0] == 200
+        child = psutil.Process(runner.pid)
+        assert child.net_connections("inet") == []
+        environ = child.environ()
+        for name, value in KEYS.items():
+            assert name not in environ and value not in environ.values()
+        assert "PREFECT_API_AUTH_STRING" not in environ
+    finally:
+        runner.kill()
+        runner.wait()
 
 
 def test_the_home_is_private_and_the_server_holds_no_key(started: tuple[Path, ServerInfo]) -> None:
     home, info = started
     assert stat.S_IMODE(home.stat().st_mode) == 0o700
     for path in home.rglob("*"):
-        assert stat.S_IMODE(path.lstat().st_mode) & 0o077 == 0, path
-    environ = Path(f"/proc/{info.pid}/environ").read_bytes().decode(errors="replace")
-    for name, value in KEYS.items():
-        assert name not in environ and value not in environ
-    cmdline = Path(f"/proc/{info.pid}/cmdline").read_bytes().split(b"\0")
-    assert b"-I" in cmdline
-    assert os.readlink(f"/proc/{info.pid}/cwd") == "/"
+        # Prefect's copy of its UI (public files) keeps the installation's modes; nobody
+        # else can enter the home it lies in.
+        if "ui" not in path.relative_to(home).parts[:1]:
+            assert stat.S_IMODE(path.lstat().st_mode) & 0o077 == 0, path
+    import psutil
+
+    for pid in (info.pid, info.supervisor):
+        process = psutil.Process(pid)
+        environ = process.environ()
+        for name, value in KEYS.items():
+            assert name not in environ and value not in environ.values(), pid
+        assert process.cwd() == "/"
+    # The server is Prefect's own, started as Prefect documents it.
+    assert psutil.Process(info.pid).cmdline()[-7:] == [
+        "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(info.port)
+    ][-7:] or psutil.Process(info.pid).cmdline()[-6:] == [
+        "server", "start", "--host", "127.0.0.1", "--port", str(info.port)
+    ]  # fmt: skip
+    assert "-I" in psutil.Process(info.supervisor).cmdline()
     # Another user can read none of it.
     probe = f"""
 import os
 home = {str(home)!r}
 seen = []
-for name in ["judgeline-server.secret", "judgeline-server.json", "prefect.db",
-             "judgeline-server.lock"]:
+for name in ["judgeline-server.auth", "judgeline-server.json", "prefect.db",
+             "judgeline-server.lock", "judgeline-server.log"]:
     try:
         open(os.path.join(home, name), "rb").read(1)
         seen.append(name)
@@ -237,9 +239,11 @@ def test_a_lock_wait_is_bounded_and_names_the_holder(tmp_path: Path) -> None:
     path = tmp_path / "judgeline-server.lock"
     holder = subprocess.Popen(
         [sys.executable, "-c",
-         "import fcntl, os, sys, time\n"
-         f"fd = os.open({str(path)!r}, os.O_RDWR | os.O_CREAT, 0o600)\n"
-         "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)"],
+         "import fcntl, time\n"
+         "from pathlib import Path\n"
+         "from flows.serveraccess import lock_file\n"
+         f"lock_file(Path({str(path)!r}), fcntl.LOCK_EX); print('held', flush=True)\n"
+         "time.sleep(60)"],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -265,66 +269,42 @@ def _bind_when_free(port: int, within_s: float = 20) -> CountingListener:
             time.sleep(0.1)
 
 
-def test_a_restarted_server_is_never_reached_on_a_port_another_process_holds(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_a_dead_servers_port_taken_by_another_process_catches_nothing_that_opens_the_next(
+    tmp_path: Path,
 ) -> None:
-    from flows.relay import Relay
-    from flows.serverwatch import LocalServer
-
-    for name in ("PREFECT_API_URL", "PREFECT_API_AUTH_STRING", "JUDGELINE_GATE_URL"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("JUDGELINE_SERVER_IDLE_SECONDS", "120")
+    """The server dies; another process takes its port at once. The next command starts a
+    new server on a port of its own, with a new auth string, and never sends that process a
+    byte; the auth string a client of the dead server might still send it opens nothing."""
     home = tmp_path / "home"
-    local = LocalServer(home)
-    squatter: CountingListener | None = None
     try:
-        first = local.ready()
-        auth = os.environ["PREFECT_API_AUTH_STRING"]
-        through = ServerInfo(0, local.relay.port, "", 0, 0)
-        assert _post(through, "/api/flows/filter", b"{}", auth)[0] == 200
-
-        # A live server's process, but its port held by another process (the state file
-        # named a port the server no longer holds): the relay connects, finds the socket
-        # is not the server's, and sends nothing.
-        decoy = CountingListener(0)
-        try:
-            fake = ServerInfo(first.pid, decoy.port, "", 0, 0)
-            assert not serves_port(first.pid, fake.port) and serves_port(first.pid, first.port)
-            relay = Relay(lambda refused: fake)
-            with pytest.raises((urllib.error.URLError, ConnectionError, OSError)):
-                _post(ServerInfo(0, relay.port, "", 0, 0), "/api/flows/filter", b"{}", auth)
-            time.sleep(0.5)
-            assert decoy.received == b""
-        finally:
-            decoy.close()
-
-        # The server dies; another process takes its port at once.
+        finish(subprocess.Popen(import_command(tmp_path), env=env_for(home), text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE))  # fmt: skip
+        first, old_auth = server_info(home), ServerFiles(home).auth_string()
         os.kill(first.pid, signal.SIGKILL)
         squatter = _bind_when_free(first.port)
-        status, _ = _post(through, "/api/flows/filter", b"{}", auth)
-        assert status == 200
-        assert local.info is not None and local.info.pid != first.pid
-        assert local.info.port != first.port
-        assert squatter.connections == 0 and squatter.received == b""
-    finally:
-        if squatter is not None:
+        try:
+            finish(subprocess.Popen(import_command(tmp_path), env=env_for(home), text=True,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE))  # fmt: skip
+            second, new_auth = server_info(home), ServerFiles(home).auth_string()
+            assert second.pid != first.pid and second.port != first.port and starts(home) == 2
+            assert squatter.connections == 0 and squatter.received == b""
+            assert new_auth != old_auth
+            assert _post(second, "/api/flows/filter", b"{}", old_auth)[0] == 401
+            assert _post(second, "/api/flows/filter", b"{}", new_auth)[0] == 200
+        finally:
             squatter.close()
+    finally:
         stop_server(home)
 
 
-def test_every_gate_judgeline_runs_is_answered_by_the_server(
-    started: tuple[Path, ServerInfo], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The stage names and expectations of judgeline's own gates pass the server's checks: a
+def test_every_gate_judgeline_runs_is_answered_by_the_gate_runner() -> None:
+    """The stage names and expectations of judgeline's own gates pass the runner's checks: a
     refusal would silently gate in the command, which then imports great-expectations."""
     import pandas as pd
 
     from tasks import gates
     from tasks.remap.gate import STAGE
 
-    home, info = started
-    monkeypatch.setenv(gates.GATE_URL_ENV, f"{info.url}{GATE_PATH}")
-    monkeypatch.setenv(gates.GATE_AUTH_ENV, ServerFiles(home).auth_string())
     df = pd.DataFrame({"pair_id": ["p1", "p2"], "seed": [0, 1], "order": ["AB", "BA"]})
     checks = [
         gates.Expect("ExpectColumnValuesToBeUnique", column="pair_id"),
@@ -333,26 +313,6 @@ def test_every_gate_judgeline_runs_is_answered_by_the_server(
         gates.Expect("ExpectColumnValuesToBeInSet", column="order", value_set=["AB", "BA"]),
     ]
     for stage in ("manifest", "plan 0123456789abcdef", STAGE):
-        answered = gates._remote_results(stage, df, checks)
+        answered = gates._runner_results(stage, df, checks)
         assert answered is not None and all(r["success"] for r in answered), stage
-
-
-def test_a_server_running_other_code_is_replaced(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A server started by another version of judgeline's server code (an upgrade, an edit)
-    is not reused: it would answer with its own gate route until it idled out."""
-    import flows.localserver as localserver
-    from flows.localserver import live_server, process_alive
-
-    home = tmp_path / "home"
-    first = ensure_server(home, idle_s=120)
-    try:
-        assert first.code == localserver.code_stamp()
-        assert live_server(ServerFiles(home)) == first
-        monkeypatch.setattr(localserver, "code_stamp", lambda: "other code")
-        assert live_server(ServerFiles(home)) is None
-        second = ensure_server(home, idle_s=120)
-        assert second.pid != first.pid and not process_alive(first.pid)
-    finally:
-        stop_server(home)
+    assert not gates._runner_failed

@@ -1,12 +1,11 @@
-"""judgeline's flows (flows/flowkind.py): a flow run carries the process's run tags, its task
-runs none (a tagged task run asks the server for concurrency slots first); a subflow run
-started under `subflow_tags` carries them too."""
+"""judgeline's flows (`flows.runtime.flow`): a flow run carries the work dir's tag, added by
+its `on_running` hook; its task runs carry none (a tagged task run asks the server for
+concurrency slots first, a request each); a subflow run carries the tag too."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
 from uuid import UUID
 
 import pytest
@@ -19,7 +18,7 @@ TAG = "work-dir:/somewhere/work"
 def _task_run_tags(flow_run_id: UUID, expected: int) -> list[tuple[str, list[str]]]:
     """(task name, tags) of a flow run's task runs, once the server has recorded `expected`
     of them (task runs reach it as events)."""
-    from prefect.client.orchestration import get_client
+    from prefect import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
     async def read() -> list[tuple[str, list[str]]]:
@@ -39,7 +38,7 @@ def _task_run_tags(flow_run_id: UUID, expected: int) -> list[tuple[str, list[str
 
 
 def _flow_run_tags(flow_run_id: UUID) -> list[str]:
-    from prefect.client.orchestration import get_client
+    from prefect import get_client
 
     async def read() -> list[str]:
         async with get_client() as client:
@@ -48,16 +47,13 @@ def _flow_run_tags(flow_run_id: UUID) -> list[str]:
     return asyncio.run(read())
 
 
-def test_flow_runs_carry_the_run_tags_and_their_task_runs_none(
+def test_flow_runs_carry_the_work_dirs_tag_and_their_task_runs_none(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import prefect
-    from prefect import task
-    from prefect.context import FlowRunContext
+    from prefect import runtime, task
 
     import flows.runtime
-    from flows.flowkind import flow
-    from flows.runtime import subflow_tags
+    from flows.runtime import flow
 
     monkeypatch.setattr(flows.runtime, "RUN_TAGS", [TAG])
 
@@ -66,50 +62,31 @@ def test_flow_runs_carry_the_run_tags_and_their_task_runs_none(
         return 1
 
     def this_run() -> UUID:
-        context = FlowRunContext.get()
-        assert context is not None and context.flow_run is not None
-        return context.flow_run.id
+        return UUID(runtime.flow_run.id)
 
-    @flow(name="kind-child")
+    @flow(name="tags-child")
     async def child() -> UUID:
         step()
         return this_run()
 
-    @flow(name="kind-parent")
-    async def parent() -> dict[str, Any]:
+    @flow(name="tags-parent")
+    async def parent() -> dict[str, UUID]:
         step()
-        with subflow_tags():
-            child_run = await child()
-        return {"parent": this_run(), "child": child_run}
+        return {"parent": this_run(), "child": await child()}
 
-    @flow(name="kind-sync")
+    @flow(name="tags-sync")
     def sync_flow() -> UUID:
         step()
         step()
         return this_run()
 
-    with prefect.tags(TAG):  # as flows.runtime.tag_runs enters it for a command
-        ids = asyncio.run(parent())
-        sync_id = sync_flow()
+    ids = asyncio.run(parent())
+    sync_id = sync_flow()
     for run_id in (ids["parent"], ids["child"], sync_id):
         assert TAG in _flow_run_tags(run_id)
-    # The parent's task runs: its step, and the subflow run's node in it (tagged as the
-    # subflow run is).
-    assert _task_run_tags(ids["parent"], 2) == [("kind-child", [TAG]), ("step", [])]
+    assert _task_run_tags(ids["parent"], 2) == [("step", []), ("tags-child", [])]
     assert _task_run_tags(ids["child"], 1) == [("step", [])]
     assert _task_run_tags(sync_id, 2) == [("step", []), ("step", [])]
-
-
-def test_a_flows_options_keep_its_function() -> None:
-    """`with_options` builds the flow again from its own function: not wrapped twice, and
-    its version is still the hash of the function's file."""
-    from flows.flowkind import flow
-
-    def work(n: int = 1) -> int:
-        return n
-
-    first = flow(name="kind-options")(work)
-    second = first.with_options(name="kind-options-2")
-    assert second.version == first.version and first.version is not None
-    assert second.fn(n=3) == 3
-    assert getattr(second.fn, "__wrapped__", None) is work
+    # Without a tag of this process, a flow run keeps the tags it was given.
+    monkeypatch.setattr(flows.runtime, "RUN_TAGS", [])
+    assert TAG not in _flow_run_tags(sync_flow())

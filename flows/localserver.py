@@ -258,20 +258,31 @@ def _log_tail(path: Path, lines: int = 12) -> str:
     return "\n".join(text[-lines:])
 
 
-def _spawn(files: ServerFiles, idle_s: float) -> tuple[subprocess.Popen[bytes], int, str]:
-    """Start a supervisor and its server for this home on a free port, with a new auth
-    string (returns at once): isolated from the command's Python settings and folder (`-I`,
-    cwd `/`), with only the environment it needs and a umask that keeps what it writes
-    private."""
+def new_auth_string() -> str:
     import secrets
 
-    port = free_port()
-    auth = f"{AUTH_USER}:{secrets.token_urlsafe(32)}"
+    return f"{AUTH_USER}:{secrets.token_urlsafe(32)}"
+
+
+def _spawn(files: ServerFiles, idle_s: float, port: int, auth: str) -> subprocess.Popen[bytes]:
+    """Start a supervisor and its server for this home on `port` with `auth` (returns at
+    once): isolated from the command's Python settings and folder (`-I`, cwd `/`), with only
+    the environment it needs and a umask that keeps what it writes private; it writes no
+    bytecode (`-B`): the installation's files stay readable by every user of it."""
     write_private(files.auth, auth + "\n")
     fd = os.open(files.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-I", "-m", "flows.serverd", str(files.home), str(idle_s), str(port)],
+            [
+                sys.executable,
+                "-I",
+                "-B",
+                "-m",
+                "flows.serverd",
+                str(files.home),
+                str(idle_s),
+                str(port),
+            ],  # fmt: skip
             env=server_environment(files.home, auth, port, dict(os.environ)),
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -280,7 +291,7 @@ def _spawn(files: ServerFiles, idle_s: float) -> tuple[subprocess.Popen[bytes], 
             cwd="/",
             umask=0o077,
         )
-    return proc, port, auth
+    return proc
 
 
 def _wait_started(files: ServerFiles, proc: subprocess.Popen[bytes]) -> ServerInfo:
@@ -351,7 +362,8 @@ class ServerStart:
             terminate(stale.supervisor, stale.supervisor_started)
             terminate(stale.pid, stale.started)
         self.files.clear()
-        self._proc, self.port, self.auth_string = _spawn(self.files, self._idle)
+        self.port, self.auth_string = free_port(), new_auth_string()
+        self._proc = _spawn(self.files, self._idle, self.port, self.auth_string)
 
     def _replace_other_version(self, info: ServerInfo) -> None:
         """A server of another Prefect version (another installation's) is replaced only
@@ -388,11 +400,11 @@ class ServerStart:
                 except ServerError:
                     if self._proc.returncode != KILLED_WHILE_STARTING:
                         raise
-                    self._start()  # killed by a signal while starting: once more
-                    assert self._proc is not None
+                    # Killed by a signal while starting: once more, on the same port with
+                    # the same auth string (this process's client has them; nothing was sent
+                    # to that port, which is checked again before anything is).
+                    self._proc = _spawn(self.files, self._idle, self.port, self.auth_string)
                     self.info = _wait_started(self.files, self._proc)
-                if self.info.port != self.port:
-                    raise ServerError(f"the local Prefect server for {self.files.home} moved")
             self.files.hold_client()
         finally:
             self._release()

@@ -206,10 +206,11 @@ def start_time(pid: int) -> float | None:
 
 
 _SERVER_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR",
-               "XDG_CACHE_HOME", "XDG_STATE_HOME", "SQLITE_TMPDIR")  # fmt: skip
+               "XDG_CACHE_HOME", "XDG_STATE_HOME", "SQLITE_TMPDIR", "LD_LIBRARY_PATH")  # fmt: skip
 """What the server keeps of the starting command's environment (besides `LC_*`, Prefect's
-server and database settings and judgeline's own): never a judge's key, a store's
-credentials or a token it has no use for."""
+server and database settings and judgeline's own; LD_LIBRARY_PATH, where an interpreter's
+own library lies elsewhere): never a judge's key, a store's credentials or a token it has no
+use for."""
 _SERVER_DROPS = ("PREFECT_API_URL", "PREFECT_API_KEY", "PREFECT_API_AUTH_STRING")
 
 
@@ -235,4 +236,6 @@ def server_environment(
     keep["PREFECT_UI_STATIC_DIRECTORY"] = str(home / "ui" / metadata.version("prefect"))
     keep["PREFECT_SERVER_LOGGING_LEVEL"] = "WARNING"
     keep["PREFECT_LOGGING_LEVEL"] = "WARNING"
+    # Its umask is 077: bytecode it wrote into a shared installation would be its own only.
+    keep["PYTHONDONTWRITEBYTECODE"] = "1"
     return keep

@@ -13,6 +13,7 @@ string no server takes any more.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -79,23 +80,27 @@ def _watch(info: ServerInfo, files: ServerFiles) -> None:
 
 
 def _leave_once_recorded(cause: str) -> None:
-    """Once every run this process keeps a record of is recorded (or SETTLE_S passed), print
-    the command's last line and exit 75: Prefect's client cannot report anything any more."""
+    """Once every run this process keeps a record of has stopped (or SETTLE_S passed), record
+    each `interrupted`, print the command's last line and exit 75: Prefect's client cannot
+    report anything any more, and would retry for a minute."""
     from flows.cli.app import resume_line
-    from tasks.jobrecord import ACTIVE, SETTLED
+    from tasks.errors import STOPPED, Interrupted
+    from tasks.jobrecord import ACTIVE, SETTLED, record_interrupted
 
     deadline = time.monotonic() + SETTLE_S
-    while ACTIVE and time.monotonic() < deadline:
+    while set(ACTIVE) - set(STOPPED) and time.monotonic() < deadline:
         time.sleep(0.1)
     _leaving.set()
-    for record in [*SETTLED, *ACTIVE]:
-        said = (
-            record.error
-            if record.status == "interrupted" and record.error
-            else (f"run {record.run_id} stopped: {cause}; every reply stored so far is kept")
-        )
+    ended = list(SETTLED)
+    for run_id, (work, record) in list(ACTIVE.items()):
+        stopped = STOPPED.get(run_id) or Interrupted(run_id, signal.SIGTERM, record.calls)
+        with contextlib.suppress(Exception):  # a record that cannot be written says running
+            record_interrupted(work, record, stopped)
+        ended.append(record)
+    for record in ended:
+        said = record.error if record.error else f"run {record.run_id} {record.status}"
         _say(f"{said}; resume with: {resume_line(record.run_id)}")
-    if not SETTLED and not ACTIVE:
+    if not ended:
         _say(f"stopped: {cause}; run the command again (it reuses everything stored)")
     for stream in (sys.stdout, sys.stderr):
         stream.flush()

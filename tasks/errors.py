@@ -41,6 +41,12 @@ def stop_cause(signum: int) -> str | None:
     return _stop_cause[0] if _stop_cause and signum == signal.SIGTERM else None
 
 
+STOPPED: dict[str, Interrupted] = {}
+"""The `Interrupted` raised for each run a stop of this process's own (`stop_for`) ended:
+what its record says, even should Prefect keep the exception from reaching the record's
+keeper (`flows.serverwatch`)."""
+
+
 class InputError(JudgelineError):
     """Bad input: names the file, the row (1-based line or record number) and the problem."""
 
@@ -96,6 +102,8 @@ class Interrupted(JudgelineError):
         cause = stop_cause(signum)
         self.exit_code = 75 if cause else 128 + signum
         self.counts = counts
+        if cause:
+            STOPPED[run_id] = self
         name = f"because {cause}" if cause else f"by {signal.Signals(signum).name}"
         if "planned" not in counts:
             said = (

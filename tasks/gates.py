@@ -329,7 +329,8 @@ def _gate_runner() -> subprocess.Popen[bytes] | None:
     holds, with none of the command's secrets in its environment."""
     global _runner, _runner_failed
     if _runner is None and not _runner_failed:
-        keep = ("PATH", "HOME", "USER", "LANG", "TZ", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV")
+        keep = ("PATH", "HOME", "USER", "LANG", "TZ", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV",
+                "LD_LIBRARY_PATH")  # fmt: skip
         env = {k: v for k, v in os.environ.items() if k in keep or k.startswith("LC_")}
         try:
             _runner = subprocess.Popen(

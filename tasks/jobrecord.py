@@ -38,6 +38,7 @@ from tasks.workdir import WorkDir, disk_full
 __all__ = [
     "ACTIVE",
     "SETTLED",
+    "record_interrupted",
     "RunEntry",
     "check_reuse",
     "check_import_id",
@@ -53,11 +54,23 @@ __all__ = [
 ]
 
 
-ACTIVE: list[RunRecord] = []
-"""The records `recorded_run` keeps in this process now."""
+ACTIVE: dict[str, tuple[WorkDir, RunRecord]] = {}
+"""The records `recorded_run` keeps in this process now, by run id."""
 SETTLED: list[RunRecord] = []
 """Those it has written for the last time (a command that must stop at once, its Prefect
-server gone, leaves once none is active and says how each ended: `flows.serverwatch`)."""
+server gone, says how each ended: `flows.serverwatch`)."""
+
+
+def _interrupted(record: RunRecord, stopped: Interrupted) -> None:
+    record.status, record.error = "interrupted", str(stopped)
+    record.calls = stopped.counts or record.calls
+
+
+def record_interrupted(work: WorkDir, record: RunRecord, stopped: Interrupted) -> None:
+    """Write `record` as `interrupted` by `stopped`, now."""
+    _interrupted(record, stopped)
+    record.ended_at = dt.datetime.now(dt.UTC)
+    write_record(work, record)
 
 
 def new_record(run_id: str, name: str, config: dict[str, Any]) -> RunRecord:
@@ -179,7 +192,7 @@ def recorded_run(
         )
         record.status, record.error, record.ended_at = "running", None, None
         write_record(work, record)
-        ACTIVE.append(record)
+        ACTIVE[record.run_id] = (work, record)
         clock = time.perf_counter()
         error: BaseException | None = None
         try:
@@ -188,8 +201,7 @@ def recorded_run(
                 record.status = "completed"
         except Interrupted as exc:
             error = exc
-            record.status, record.error = "interrupted", str(exc)
-            record.calls = exc.counts or record.calls
+            _interrupted(record, exc)
             raise
         except BaseException as exc:
             error = exc
@@ -197,9 +209,8 @@ def recorded_run(
             signum = _stop_signal(exc) or (signal.SIGTERM if stop_cause(signal.SIGTERM) else None)
             if signum is not None:
                 # A signal outside the judge stage (which turns its own into Interrupted).
-                record.status = "interrupted"
                 stopped = Interrupted(record.run_id, signum, record.calls)
-                record.error = str(stopped)
+                _interrupted(record, stopped)
                 raise stopped from None
             record.status = "failed"
             record.error = f"{type(exc).__name__}: {exc}"
@@ -217,7 +228,7 @@ def recorded_run(
                 if error is None or not (disk_full(exc) or isinstance(exc, StoreUnreachable)):
                     raise
             finally:
-                ACTIVE.remove(record)
+                ACTIVE.pop(record.run_id, None)
                 SETTLED.append(record)
 
 

@@ -9,7 +9,7 @@ import yaml
 from pydantic import ValidationError
 
 from schemas.config import RunConfig
-from tasks.errors import InputError
+from tasks.errors import InputError, describe_validation
 from tasks.hashing import canonical_json, sha256_text
 from tasks.store import is_store_url
 from tasks.workdir import DEFAULT_WORK_DIR
@@ -74,14 +74,7 @@ def load_run_config(path: str | Path) -> RunConfig:
     try:
         config = _relative_to(RunConfig.model_validate(raw), source.resolve().parent)
     except ValidationError as exc:
-        problems = []
-        for err in exc.errors():
-            where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-            msg = err["msg"]
-            if err["type"] == "extra_forbidden":
-                msg = "unknown field"
-            problems.append(f"{where}: {msg}")
-        problem = "invalid run configuration: " + "; ".join(problems)
+        problem = f"invalid run configuration: {describe_validation(exc)}"
         raise InputError(problem, file=str(source)) from None
     from tasks.judge_preflight import check_judges
 

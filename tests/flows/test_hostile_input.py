@@ -947,13 +947,17 @@ def test_cli_config_with_unknown_fields(monkeypatch: pytest.MonkeyPatch, tmp_pat
 def test_cli_judges_file_with_unknown_field(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    """A judges file names a field's path as a run configuration does: `judges.0.x`."""
+    judges = "judges:\n  - {name: j, base_url: 'http://127.0.0.1:9/v1', model: m, temprature: 0}\n"
     path = tmp_path / "judges.yaml"
-    path.write_text(
-        "judges:\n  - {name: j, base_url: 'http://127.0.0.1:9/v1', model: m, temprature: 0}\n"
-    )
+    path.write_text(judges)
     work = tmp_path / "work"
     result = run_main(monkeypatch, "--work-dir", str(work), "judge", "abc", "--judges", str(path))
-    result.assert_one_paragraph(str(path), "judges[0.temprature]: unknown field")
+    result.assert_one_paragraph(str(path), "judges.0.temprature: unknown field")
+    config = tmp_path / "run.yaml"
+    config.write_text("datasets: [{kind: demo}]\n" + judges)
+    result = run_main(monkeypatch, "--work-dir", str(work), "run", str(config))
+    result.assert_one_paragraph(str(config), "judges.0.temprature: unknown field")
 
 
 def test_cli_debug_shows_the_traceback(tmp_path: Path) -> None:

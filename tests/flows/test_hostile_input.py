@@ -960,6 +960,30 @@ def test_cli_judges_file_with_unknown_field(
     result.assert_one_paragraph(str(config), "judges.0.temprature: unknown field")
 
 
+def test_cli_refuses_an_alias_bomb_in_a_free_form_field(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Nine levels of anchors in `judges[].extra` (1,290 bytes, 387M values once expanded)
+    ran `run --dry-run` into MemoryError after 16 s; a judges file and a personas file are
+    read the same way."""
+    levels = ["      l0: &l0 [" + ", ".join(["lol"] * 9) + "]"]
+    levels += [f"      l{n}: &l{n} [" + ", ".join([f"*l{n - 1}"] * 9) + "]" for n in range(1, 9)]
+    bomb = "    extra:\n" + "\n".join(levels) + "\n"
+    config = tmp_path / "run.yaml"
+    config.write_text(GOOD_CONFIG.replace("    model: strong\n", "    model: strong\n" + bomb))
+    assert len(bomb) < 1400
+    work = tmp_path / "work"
+    result = run_main(monkeypatch, "--work-dir", str(work), "run", "--dry-run", str(config))
+    result.assert_one_paragraph(str(config), "aliases")
+    result = run_main(monkeypatch, "--work-dir", str(work), "judge", "abc", "--judges", str(config))
+    result.assert_one_paragraph(str(config), "aliases")
+    personas = tmp_path / "personas.yaml"
+    personas.write_text("personas:\n  - name: p\n" + bomb)
+    result = run_main(monkeypatch, "serve-judge", "--personas", str(personas))
+    result.assert_one_paragraph(str(personas), "aliases")
+    assert not work.exists()
+
+
 def test_cli_debug_shows_the_traceback(tmp_path: Path) -> None:
     """The installed entry point in a fresh process, with and without --debug."""
     path = tmp_path / "run.yaml"

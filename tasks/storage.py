@@ -186,7 +186,7 @@ def read_stored_folder(
 def publish_folder_once(
     final: Path,
     *,
-    table: pa.Table,
+    table: pa.Table | Callable[[], pa.Table],
     table_file: str,
     info: BaseModel,
     info_file: str,
@@ -198,6 +198,9 @@ def publish_folder_once(
     then the staging folder is renamed into place in one step, so `final` is either
     complete and checked or absent.
 
+    `table` may be a function making the table: it is then made when it is written and
+    not held while `check` reads the staged copy (a large table is in memory once).
+
     Returns None when this call published the folder. If `final` already stands (before,
     or because another writer renamed theirs into place first: rename never replaces a
     non-empty folder), returns `verify_existing()`, which must raise if the stored folder
@@ -208,7 +211,11 @@ def publish_folder_once(
         return verify_existing()
     staging = final.parent / f".staging-{final.name[:16]}-{uuid.uuid4().hex}"
     try:
-        write_parquet_atomic(table, staging / table_file)
+        if callable(table):
+            write_parquet_atomic(table(), staging / table_file)
+            pa.default_memory_pool().release_unused()  # Arrow's allocator keeps freed pages
+        else:
+            write_parquet_atomic(table, staging / table_file)
         write_json_atomic(info.model_dump(mode="json"), staging / info_file)
         check(staging)
         if not store.publish_folder(staging, final, complete_with=info_file):

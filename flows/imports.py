@@ -22,7 +22,7 @@ from tasks.jobrecord import (
     rerecorded_run,
     settle_status,
 )
-from tasks.runfolder import RunFolder
+from tasks.runfolder import RunFolder, check_run_id
 from tasks.runhealth import raise_unless_completed
 from tasks.runrecord import new_run_id, outcome_counts, write_record
 from tasks.workdir import WorkDir
@@ -85,6 +85,8 @@ async def import_flow(
         read_seeds,
     )
 
+    if run_id is not None:
+        check_run_id(run_id)  # before any file is read
     work = WorkDir.at(work_dir)
     options = ImportOptions(dataset, questions, answers_dir, mapping, judge, template, baseline)
     files = [f for p in paths for f in read_seeds(fmt, p, options)]

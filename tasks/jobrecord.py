@@ -30,7 +30,7 @@ from tasks.errors import (
 )
 from tasks.hashing import canonical_json, sha256_text
 from tasks.judging.claims import RunLock, run_lock_is_free
-from tasks.runfolder import RECORD_FILE, RunFolder, is_run_id
+from tasks.runfolder import RECORD_FILE, RunFolder, is_run_id, parse_record
 from tasks.runhealth import run_health, run_status
 from tasks.runrecord import code_version, read_record, write_record
 from tasks.workdir import WorkDir, disk_full
@@ -305,7 +305,7 @@ def scan_records(work: WorkDir) -> list[RunEntry]:
         if not path.exists():
             continue
         try:
-            record = RunRecord.model_validate_json(path.read_text("utf-8"))
+            record = parse_record(path, run_id)
         except (OSError, ValueError) as exc:
             problem = f"{path} is damaged and cannot be read ({describe_validation(exc)})"
             damaged.append(RunEntry(run_id, None, "damaged", problem))

@@ -19,6 +19,7 @@ from tasks.ingest.tables import ColumnMapping
 from tasks.jobrecord import check_reuse
 from tasks.judging.claims import RunLock
 from tasks.judging.client import aresolve_api_key
+from tasks.judging.token_budget import budget_for
 from tasks.runfolder import RunFolder, check_run_id
 from tasks.templates import get_template
 from tasks.workdir import WorkDir
@@ -27,8 +28,8 @@ __all__ = ["check_keys", "check_run", "unset_key_variables"]
 
 
 def check_run(config: RunConfig, work: WorkDir, run_id: str | None) -> None:
-    """Refuse a configuration whose run id, template, dataset files or key variables would
-    fail a stage: an InputError naming the first problem."""
+    """Refuse a configuration whose run id, template, dataset files, key variables or token
+    budget folders would fail a stage: an InputError naming the first problem."""
     if run_id is not None:
         check_run_id(run_id)
     get_template(config.template)
@@ -40,9 +41,10 @@ def check_run(config: RunConfig, work: WorkDir, run_id: str | None) -> None:
             from tasks.ingest.answers import read_answers
 
             read_answers(dataset.path, baseline=dataset.baseline, pairs=dataset.pairs)
-    if not _keys_resolved_elsewhere(config):
+    if not _keys_resolved_elsewhere(config):  # Dask workers pace with their own budgets
         for judge in config.judges:
             _check_key_variable(judge)
+            budget_for(judge)  # a budget folder that is not the user's alone is refused
     if run_id is not None:
         _check_run_id(config, work, run_id)
 

@@ -9,7 +9,7 @@ import yaml
 from pydantic import ValidationError
 
 from schemas.config import RunConfig
-from tasks.errors import InputError
+from tasks.errors import InputError, describe_validation
 from tasks.hashing import canonical_json, sha256_text
 from tasks.store import is_store_url
 from tasks.workdir import DEFAULT_WORK_DIR
@@ -39,10 +39,74 @@ def _unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> Any:
 
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
 
+MAX_YAML_VALUES = 100_000
+"""The most values a YAML file of judgeline's may stand for once its aliases are expanded.
+PyYAML builds an alias as a second reference to the anchored value, so a few hundred bytes
+of anchors repeating each other ("billion laughs") load in a millisecond, and then every
+reader of the data (validation, hashing, JSON) walks billions of values. A run
+configuration holds a few thousand at most."""
+
+
+def _expanded_values(root: yaml.Node) -> int:
+    """How many values `root` stands for with every alias written out (iterative: as deep
+    as the composer could go); ValueError for a node that contains itself."""
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        else:
+            children = []
+        if children_done:
+            on_path.discard(key)
+            sizes[key] = min(MAX_YAML_VALUES + 1, 1 + sum(sizes[id(c)] for c in children))
+            continue
+        if key in sizes:
+            continue
+        if key in on_path:
+            raise ValueError(f"line {node.start_mark.line + 1}")
+        on_path.add(key)
+        stack.append((node, True))
+        stack.extend((c, False) for c in children if id(c) not in sizes)
+    return sizes[id(root)]
+
+
+def _load(text: str, source: Path, what: str) -> Any:
+    """The data of one YAML document, refused (InputError) if its aliases expand past
+    MAX_YAML_VALUES or refer to themselves."""
+    loader = _UniqueKeyLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        try:
+            values = _expanded_values(node)
+        except ValueError as exc:
+            raise InputError(
+                f"the {what} has an alias (*name) that refers to itself ({exc}); write the "
+                "value out",
+                file=str(source),
+            ) from None
+        if values > MAX_YAML_VALUES:
+            raise InputError(
+                f"the {what} stands for more than {MAX_YAML_VALUES:,} values once its aliases "
+                "(&name, *name) are expanded; write the values out, or use fewer aliases",
+                file=str(source),
+            )
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
 
 def read_yaml(path: str | Path, what: str) -> Any:
-    """A YAML file's data; unreadable, non-UTF-8 or malformed files and repeated keys are an
-    InputError naming the file (and the line), `what` saying which file it is."""
+    """A YAML file's data; unreadable, non-UTF-8 or malformed files, repeated keys, and
+    aliases that expand past MAX_YAML_VALUES are an InputError naming the file (and the
+    line), `what` saying which file it is."""
     source = Path(path)
     try:
         text = source.read_text(encoding="utf-8")
@@ -53,7 +117,9 @@ def read_yaml(path: str | Path, what: str) -> Any:
         problem = f"the {what} is not UTF-8 text: invalid byte at line {line}"
         raise InputError(problem, file=str(source)) from None
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+        return _load(text, source, what)
+    except RecursionError:
+        raise InputError(f"the {what} is nested too deeply to read", file=str(source)) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -74,14 +140,7 @@ def load_run_config(path: str | Path) -> RunConfig:
     try:
         config = _relative_to(RunConfig.model_validate(raw), source.resolve().parent)
     except ValidationError as exc:
-        problems = []
-        for err in exc.errors():
-            where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-            msg = err["msg"]
-            if err["type"] == "extra_forbidden":
-                msg = "unknown field"
-            problems.append(f"{where}: {msg}")
-        problem = "invalid run configuration: " + "; ".join(problems)
+        problem = f"invalid run configuration: {describe_validation(exc)}"
         raise InputError(problem, file=str(source)) from None
     from tasks.judge_preflight import check_judges
 

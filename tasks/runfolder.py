@@ -27,6 +27,7 @@ __all__ = [
     "RunFolder",
     "check_run_id",
     "is_run_id",
+    "parse_record",
 ]
 
 RECORD_FILE: Final = "record.json"
@@ -75,12 +76,26 @@ def check_run_id(run_id: str) -> str:
     return run_id
 
 
+def parse_record(path: Path, run_id: str) -> RunRecord:
+    """The record in `path`, the record file of run `run_id`: ValueError if it does not read
+    or names another run (a copied folder, or a planted one: readers would follow its id)."""
+    record = RunRecord.model_validate_json(path.read_text("utf-8"))
+    if record.run_id != run_id:
+        raise ValueError(f"it names run {record.run_id!r}, not its folder's")
+    return record
+
+
 @dataclass(frozen=True)
 class RunFolder:
-    """The files of one run under a work directory (paths only; nothing is created)."""
+    """The files of one run under a work directory (paths only; nothing is created). A name
+    that is not a run id is refused here, before any path is made of it: every reader and
+    writer of a run comes through this class, so none can be led outside `runs/`."""
 
     work: WorkDir
     run_id: str
+
+    def __post_init__(self) -> None:
+        check_run_id(self.run_id)
 
     @property
     def path(self) -> Path:
@@ -95,9 +110,7 @@ class RunFolder:
         return self.path.is_dir()
 
     def create(self) -> RunFolder:
-        """Make the folder (and `runs/`) if missing; for writers. Refuses a name that is not
-        a run id (it could name a folder outside `runs/`)."""
-        check_run_id(self.run_id)
+        """Make the folder (and `runs/`) if missing; for writers."""
         self.path.mkdir(parents=True, exist_ok=True)
         return self
 
@@ -182,7 +195,7 @@ class RunFolder:
                 f"no run {self.run_id!r} in {self.work.address} ({path} does not exist)"
             )
         try:
-            return RunRecord.model_validate_json(path.read_text("utf-8"))
+            return parse_record(path, self.run_id)
         except (OSError, ValueError) as exc:
             raise IntegrityError(
                 f"run {self.run_id!r}: {path} is damaged and cannot be read "

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 
 from schemas.run import CodeVersion, RunRecord
 from schemas.vocabulary import OUTCOMES
-from tasks.runfolder import RECORD_FILE, RunFolder, is_run_id
+from tasks.runfolder import RECORD_FILE, RunFolder, is_run_id, parse_record
 from tasks.storage import read_parquet
 from tasks.workdir import WorkDir
 
@@ -124,7 +124,7 @@ def list_records(work: WorkDir) -> list[RunRecord]:
         if not is_run_id(path.parent.name):
             continue
         try:
-            records.append(RunRecord.model_validate_json(path.read_text("utf-8")))
+            records.append(parse_record(path, path.parent.name))
         except (OSError, ValueError):
             continue
     return sorted(records, key=lambda r: r.started_at, reverse=True)

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
-import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -27,11 +27,32 @@ InfoT = TypeVar("InfoT", bound=BaseModel)
 T = TypeVar("T")
 
 
-def _temp_beside(path: Path) -> Path:
+SHARE_REPORTS = "JUDGELINE_SHARE_REPORTS"
+"""Set to 1 to write reports readable by whoever the umask lets read (0644 under umask
+022); otherwise they are 0600, as every other file of a run."""
+
+PRIVATE: Final = 0o600
+
+
+def report_mode() -> int:
+    """The mode a report is created with: 0o666 when `SHARE_REPORTS` is set (the umask then
+    takes away what it takes away), else PRIVATE. A report holds questions, answers and
+    replies, so sharing it is the user's choice, never the default."""
+    return 0o666 if os.environ.get(SHARE_REPORTS, "") not in ("", "0") else PRIVATE
+
+
+def _temp_beside(path: Path, mode: int = PRIVATE) -> Path:
+    """A new empty file beside `path` (never a link planted there), created with `mode`
+    less the umask."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    return Path(name)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    while True:
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            os.close(os.open(tmp, flags, mode))
+            return tmp
+        except FileExistsError:
+            continue
 
 
 def _fsync(path: Path) -> None:
@@ -92,9 +113,12 @@ def parquet_writer_atomic(
     _publish(tmp, path, overwrite=True)
 
 
-def write_text_atomic(text: str, path: Path, *, overwrite: bool = False) -> bool:
-    """Write a UTF-8 text file atomically; returns False if it existed and overwrite is off."""
-    tmp = _temp_beside(path)
+def write_text_atomic(
+    text: str, path: Path, *, overwrite: bool = False, mode: int = PRIVATE
+) -> bool:
+    """Write a UTF-8 text file atomically (created with `mode` less the umask); returns
+    False if it existed and overwrite is off."""
+    tmp = _temp_beside(path, mode)
     try:
         tmp.write_text(text, "utf-8")
         _fsync(tmp)
@@ -162,7 +186,7 @@ def read_stored_folder(
 def publish_folder_once(
     final: Path,
     *,
-    table: pa.Table,
+    table: pa.Table | Callable[[], pa.Table],
     table_file: str,
     info: BaseModel,
     info_file: str,
@@ -174,6 +198,9 @@ def publish_folder_once(
     then the staging folder is renamed into place in one step, so `final` is either
     complete and checked or absent.
 
+    `table` may be a function making the table: it is then made when it is written and
+    not held while `check` reads the staged copy (a large table is in memory once).
+
     Returns None when this call published the folder. If `final` already stands (before,
     or because another writer renamed theirs into place first: rename never replaces a
     non-empty folder), returns `verify_existing()`, which must raise if the stored folder
@@ -184,7 +211,11 @@ def publish_folder_once(
         return verify_existing()
     staging = final.parent / f".staging-{final.name[:16]}-{uuid.uuid4().hex}"
     try:
-        write_parquet_atomic(table, staging / table_file)
+        if callable(table):
+            write_parquet_atomic(table(), staging / table_file)
+            pa.default_memory_pool().release_unused()  # Arrow's allocator keeps freed pages
+        else:
+            write_parquet_atomic(table, staging / table_file)
         write_json_atomic(info.model_dump(mode="json"), staging / info_file)
         check(staging)
         if not store.publish_folder(staging, final, complete_with=info_file):

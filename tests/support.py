@@ -359,3 +359,47 @@ class CountingListener:
         self._stop.set()
         self._thread.join()
         self.sock.close()
+
+
+SYSTEM_PYTHON = next(
+    (p for p in ("/usr/bin/python3", "/usr/local/bin/python3") if os.access(p, os.X_OK)), None
+)
+"""An interpreter another user can run (this venv's may lie under a folder only we enter)."""
+OTHER_UID = 65534
+"""The other local user (nobody) of tests run as root."""
+AS_OTHER_UID = os.getuid() == 0 and SYSTEM_PYTHON is not None
+"""Whether `as_other_user` runs as another uid here (else as a process of ours)."""
+
+
+def as_other_user(code: str) -> subprocess.CompletedProcess[str]:
+    """Run `code` (standard library only) as another local user (uid 65534 when this is
+    root and a system Python exists), else as a process of ours; raises if it fails."""
+    import sys
+
+    def drop() -> None:
+        os.setgroups([])
+        os.setgid(OTHER_UID)
+        os.setuid(OTHER_UID)
+
+    done = subprocess.run(
+        [str(SYSTEM_PYTHON) if AS_OTHER_UID else sys.executable, "-I", "-c", code],
+        env={"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"},
+        cwd="/",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=drop if AS_OTHER_UID else None,
+    )
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+@contextmanager
+def shared_folder() -> Iterator[Path]:
+    """A folder every local user may write (1777, as /tmp), removed afterwards."""
+    folder = Path(tempfile.mkdtemp(prefix="judgeline-shared-"))
+    folder.chmod(0o1777)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

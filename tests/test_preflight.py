@@ -161,3 +161,17 @@ def test_an_estimate_names_an_unset_key_variable(
     monkeypatch.setenv(KEY_VAR, "sk-test")
     result = CliRunner().invoke(app, ["--work-dir", str(work), command[0], str(path), *command[1:]])
     assert result.exit_code == 0 and KEY_VAR not in result.output, result.output
+
+
+def test_a_token_budget_folder_others_can_write_is_refused_before_a_call(
+    work: WorkDir, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shared = tmp_path / "budgets"
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setenv("JUDGELINE_TOKEN_BUDGETS", str(shared))
+    judges = [{"name": "j", "base_url": "http://127.0.0.1:9/v1", "model": "m",
+               "tokens_per_minute": 1000}]  # fmt: skip
+    with pytest.raises(InputError, match="judge 'j': tokens_per_minute: the token budget"):
+        check_run(config(judges=judges), work, "r1")
+    assert not work.root.exists()

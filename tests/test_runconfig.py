@@ -143,3 +143,54 @@ def test_a_judge_its_model_refuses_is_named_with_the_file(tmp_path: Path) -> Non
     store = text.replace("reasoning: true,", "reasoning: true, extra: {store: true},")
     with pytest.raises(InputError, match="extra.store"):
         load_run_config(_write(tmp_path, store.replace("minimal", "low")))
+
+
+def _alias_bomb(levels: int, indent: str = "") -> str:
+    """Anchors that each repeat the one before nine times: 9**levels values from a few
+    hundred bytes (a "billion laughs")."""
+    lines = [f"{indent}l0: &l0 [{', '.join(['lol'] * 9)}]"]
+    for n in range(1, levels):
+        lines.append(f"{indent}l{n}: &l{n} [{', '.join([f'*l{n - 1}'] * 9)}]")
+    return "\n".join(lines) + "\n"
+
+
+def test_an_alias_bomb_is_refused_before_it_is_expanded(tmp_path: Path) -> None:
+    """531,441 values from 460 bytes of anchors in a judge's free-form `extra` (an alias
+    bomb of nine levels, 1,290 bytes, ran `run --dry-run` into MemoryError)."""
+    text = GOOD.replace(
+        "    api_key_env: JUDGE_KEY\n",
+        "    api_key_env: JUDGE_KEY\n    extra:\n" + _alias_bomb(6, "      "),
+    )
+    path = _write(tmp_path, text)
+    assert len(text) < 1000
+    with pytest.raises(InputError, match="aliases") as caught:
+        load_run_config(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: ") and "\n" not in message
+
+
+def test_anchors_and_merge_keys_of_a_few_values_still_load(tmp_path: Path) -> None:
+    text = GOOD.replace(
+        "      - name: high\n        extra: {reasoning_effort: high}\n",
+        "      - &high {name: high, extra: {reasoning_effort: high}}\n"
+        "      - {<<: *high, name: higher}\n",
+    )
+    config = load_run_config(_write(tmp_path, text))
+    assert [c.name for c in config.judges[0].configs] == ["low", "high", "higher"]
+    assert config.judges[0].configs[2].extra == {"reasoning_effort": "high"}
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [("&a [*a]", "refers to itself"), ("[" * 20_000 + "]" * 20_000, "nested")],
+    ids=["loop", "deep"],
+)
+def test_a_recursive_or_too_deep_yaml_is_one_paragraph(
+    tmp_path: Path, value: str, words: str
+) -> None:
+    text = GOOD.replace("    api_key_env: JUDGE_KEY\n", f"    extra: {{a: {value}}}\n")
+    path = _write(tmp_path, text)
+    with pytest.raises(InputError, match=words) as caught:
+        load_run_config(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: ") and "\n" not in message

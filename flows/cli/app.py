@@ -156,6 +156,7 @@ def load_judges(path: Path) -> list[JudgeSpec]:
     from pydantic import ValidationError
 
     from schemas.judge import JudgeFile
+    from tasks.errors import describe_validation
     from tasks.runconfig import read_yaml
 
     data = read_yaml(path, "judges file")
@@ -166,12 +167,7 @@ def load_judges(path: Path) -> list[JudgeSpec]:
     try:
         return list(JudgeFile.model_validate({"judges": data["judges"]}).judges)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"judges[{'.'.join(str(p) for p in e['loc'][1:])}]: "
-            + ("unknown field" if e["type"] == "extra_forbidden" else e["msg"])
-            for e in exc.errors()
-        )
-        raise InputError(problems, file=str(path)) from None
+        raise InputError(describe_validation(exc), file=str(path)) from None
 
 
 def print_rows(title: str, rows: Sequence[BaseModel], caption: str | None = None) -> None:

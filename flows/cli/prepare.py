@@ -124,23 +124,23 @@ def freeze(
         _answers_sources(answers or [], baseline, pairs),
     )  # fmt: skip
     # The job runs here, without a flow run: no Prefect server to start for a few files.
-    from tasks.ingest.manifest import read_manifest
+    from tasks.ingest.manifest import MANIFEST_FILE
     from tasks.ingest.sources import freeze_sources
+    from tasks.storage import read_parquet
 
     work = state.work
     frozen = freeze_sources(sources, work)
-    manifest_hash = frozen.info.manifest_hash
-    info, rows = read_manifest(work, manifest_hash, gate=False)
+    info = frozen.info
+    manifest_hash = info.manifest_hash
+    # Two columns of the stored (and gated) manifest, counted by Arrow: a manifest of a
+    # million pairs is not read whole again.
+    rows = read_parquet(work.manifest_dir(manifest_hash) / MANIFEST_FILE, ["dataset", "key"])
+    counted = rows.group_by(["dataset", "key"]).aggregate([([], "count_all")]).to_pylist()
 
     status = "already frozen" if frozen.already_frozen else "frozen"
     _say(f"manifest [bold]{manifest_hash}[/bold] ({status})")
     _say(f"  {info.pairs} pairs from {escape(', '.join(info.sources))}")
-    cells = Counter(
-        (d, k or "none")
-        for d, k in zip(
-            rows.column("dataset").to_pylist(), rows.column("key").to_pylist(), strict=True
-        )
-    )
+    cells = Counter({(r["dataset"], r["key"] or "none"): r["count_all"] for r in counted})
     for dataset in sorted(info.datasets):
         keys = ", ".join(f"key {k}: {n}" for (d, k), n in sorted(cells.items()) if d == dataset)
         _say(f"  {escape(dataset)}: {info.datasets[dataset]} pairs ({escape(keys)})")

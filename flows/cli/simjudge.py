@@ -18,21 +18,18 @@ def _load_personas(path: Path) -> list[Any]:
     """Persona dicts from a YAML or JSON file: a list, or a mapping with `personas`."""
     from pydantic import ValidationError
 
+    from tasks.runconfig import read_yaml
     from tasks.simjudge.persona import Persona
 
-    try:
-        text = path.read_text("utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read personas file: {exc.strerror}", file=str(path)) from None
-    try:
-        if path.suffix.lower() in (".yaml", ".yml"):
-            import yaml
-
-            data = yaml.safe_load(text)
-        else:
-            data = json.loads(text)
-    except Exception as exc:  # yaml and json raise different error types
-        raise InputError(f"not valid YAML/JSON: {exc}", file=str(path)) from None
+    if path.suffix.lower() in (".yaml", ".yml"):
+        data = read_yaml(path, "personas file")
+    else:
+        try:
+            data = json.loads(path.read_text("utf-8"))
+        except OSError as exc:
+            raise InputError(f"cannot read personas file: {exc.strerror}", file=str(path)) from None
+        except (ValueError, RecursionError) as exc:
+            raise InputError(f"not valid JSON: {exc}", file=str(path)) from None
     if isinstance(data, dict) and "personas" in data:
         data = data["personas"]
     if not isinstance(data, list) or not data:

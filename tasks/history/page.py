@@ -14,7 +14,7 @@ from markupsafe import Markup, escape
 
 from tasks.history.trends import TrendPoint
 from tasks.report.filters import usd
-from tasks.storage import write_text_atomic
+from tasks.storage import report_mode, write_text_atomic
 from tasks.workdir import WorkDir
 
 __all__ = ["CHARTS", "TRENDS_FILE", "render_trends", "write_trends"]
@@ -187,5 +187,7 @@ def write_trends(
 ) -> Path:
     """Write `trends.html` in the work directory; returns its path."""
     path = work.root / TRENDS_FILE
-    write_text_atomic(render_trends(points, systems=systems), path, overwrite=True)
+    write_text_atomic(
+        render_trends(points, systems=systems), path, overwrite=True, mode=report_mode()
+    )
     return path

@@ -31,7 +31,7 @@ from tasks.judging.stage import run_judge_stage
 from tasks.plan import make_plan, write_plan
 from tasks.remap.outcomes import remap_run, write_remap
 from tasks.runcheck import readable
-from tasks.runfolder import RunFolder
+from tasks.runfolder import RunFolder, is_run_id
 from tasks.runrecord import list_records
 from tasks.workdir import WorkDir
 
@@ -146,6 +146,8 @@ def previous_probe(work: WorkDir, name: str, run_id: str) -> RunFolder | None:
         probe = record.probe or {}
         if record.run_id == run_id or record.name != name or not probe.get("run_id"):
             continue
+        if not is_run_id(str(probe["run_id"])):
+            continue  # not a probe judgeline made: never followed
         folder = RunFolder(work, str(probe["run_id"]))
         if folder.outcomes.is_file() and readable(folder):
             return folder

@@ -17,10 +17,11 @@ with two texts.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 from schemas import Pair
 from tasks.errors import InputError
@@ -36,7 +37,7 @@ _SHOWN = 5
 """Examples a message lists before saying how many more there are."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Answer:
     row: int
     question_id: str
@@ -44,6 +45,10 @@ class _Answer:
     system: str
     answer: str
     reference: str | None
+
+
+Grid = dict[str, dict[str, _Answer]]
+"""The answers by question id, then by system, in the order of the file."""
 
 
 def _listing(items: list[str]) -> str:
@@ -69,16 +74,24 @@ def _question_id(record: dict[str, Any], *, file: Path, row: int) -> str:
 
 def _read_rows(path: Path) -> list[_Answer]:
     answers = []
+    # One string object per distinct id, question, system and reference: each repeats once
+    # per system (a million rows of answers hold a quarter of a million questions).
+    same: dict[str, str] = {}
     for row, record in iter_records(path, []):
         system_column = "system" if "system" in record or "model" not in record else "model"
+        reference = text_field(record, "reference", file=path, row=row, optional=True)
         answers.append(
             _Answer(
                 row=row,
-                question_id=_question_id(record, file=path, row=row),
-                question=required_text(record, "question", file=path, row=row),
-                system=required_text(record, system_column, file=path, row=row).strip(),
+                question_id=same.setdefault(q := _question_id(record, file=path, row=row), q),
+                question=same.setdefault(
+                    q := required_text(record, "question", file=path, row=row), q
+                ),
+                system=same.setdefault(
+                    s := required_text(record, system_column, file=path, row=row).strip(), s
+                ),
                 answer=required_text(record, "answer", file=path, row=row),
-                reference=text_field(record, "reference", file=path, row=row, optional=True),
+                reference=None if reference is None else same.setdefault(reference, reference),
             )
         )
     if not answers:
@@ -86,15 +99,16 @@ def _read_rows(path: Path) -> list[_Answer]:
     return answers
 
 
-def _check(answers: list[_Answer], baseline: str, path: Path) -> None:
-    """Every problem that makes the table not one answer per (question, system)."""
+def _check(answers: list[_Answer], baseline: str, path: Path) -> Grid:
+    """Every problem that makes the table not one answer per (question, system); the grid
+    of answers if there is none."""
     file = str(path)
     by_name: dict[str, set[str]] = defaultdict(set)
-    for a in answers:
-        by_name[a.system.casefold()].add(a.system)
+    for system in {a.system for a in answers}:
+        by_name[system.casefold()].add(system)
     clashes = [sorted(names) for names in by_name.values() if len(names) > 1]
     if clashes:
-        shown = "; ".join(" vs ".join(repr(n) for n in names) for names in clashes)
+        shown = "; ".join(" vs ".join(repr(n) for n in names) for names in sorted(clashes))
         raise InputError(
             f"system names that differ only in case: {shown}. A leaderboard would rank them "
             "as two systems; write each system's name the same way on every row",
@@ -118,13 +132,13 @@ def _check(answers: list[_Answer], baseline: str, path: Path) -> None:
             "one other system",
             file=file,
         )
-    seen: dict[tuple[str, str], int] = {}
+    grid: Grid = {}
     duplicates = []
     for a in answers:
-        first = seen.setdefault((a.question_id, a.system), a.row)
-        if first != a.row:
+        first = grid.setdefault(a.question_id, {}).setdefault(a.system, a)
+        if first is not a:
             duplicates.append(
-                f"question {a.question_id!r}, system {a.system!r} (rows {first}, {a.row})"
+                f"question {a.question_id!r}, system {a.system!r} (rows {first.row}, {a.row})"
             )
     if duplicates:
         raise InputError(
@@ -132,9 +146,8 @@ def _check(answers: list[_Answer], baseline: str, path: Path) -> None:
             f"{_listing(duplicates)}; keep one answer per question and system",
             file=file,
         )
-    texts: dict[str, _Answer] = {}
     for a in answers:
-        first_seen = texts.setdefault(a.question_id, a)
+        first_seen = next(iter(grid[a.question_id].values()))
         if first_seen.question != a.question or first_seen.reference != a.reference:
             field = "question" if first_seen.question != a.question else "reference"
             raise InputError(
@@ -143,11 +156,8 @@ def _check(answers: list[_Answer], baseline: str, path: Path) -> None:
                 file=file,
                 row=a.row,
             )
-    questions = set(texts)
-    answered: dict[str, set[str]] = defaultdict(set)
-    for a in answers:
-        answered[a.system].add(a.question_id)
-    missing = {s: sorted(questions - answered[s]) for s in systems if questions - answered[s]}
+    missing = {s: sorted(q for q, row in grid.items() if s not in row) for s in systems}
+    missing = {s: q for s, q in missing.items() if q}
     if missing:
         shown = "; ".join(
             f"{s!r} lacks {len(q)} ({_listing([repr(x) for x in q])})"
@@ -155,10 +165,83 @@ def _check(answers: list[_Answer], baseline: str, path: Path) -> None:
         )
         raise InputError(
             f"{len(missing)} of {len(systems)} systems miss answers for some of the "
-            f"{len(questions)} questions: {shown}. Every system needs an answer to every "
+            f"{len(grid)} questions: {shown}. Every system needs an answer to every "
             "question (drop the question or add the answer)",
             file=file,
         )
+    return grid
+
+
+class _Pairs(Sequence[Pair]):
+    """The pairs of a checked grid, each built when it is read: a million answers make
+    hundreds of thousands of pairs, and a pair model costs a kilobyte beyond its strings
+    (the freeze keeps its fields only)."""
+
+    def __init__(
+        self, grid: Grid, matchups: list[tuple[str, str]], baseline: str, name: str, path: Path
+    ) -> None:
+        self._grid, self._questions = grid, list(grid)
+        self._matchups, self._baseline, self._name, self._source = matchups, baseline, name, path
+        self.rows = _Rows(self)
+
+    def __len__(self) -> int:
+        return len(self._questions) * len(self._matchups)
+
+    def answers(self, index: int) -> tuple[str, str, str, _Answer, _Answer]:
+        """The question id, systems and answers of identity A and B of pair `index`."""
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        qid = self._questions[index // len(self._matchups)]
+        system_a, system_b = self._matchups[index % len(self._matchups)]
+        return qid, system_a, system_b, self._grid[qid][system_a], self._grid[qid][system_b]
+
+    @overload
+    def __getitem__(self, index: int) -> Pair: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Pair]: ...
+    def __getitem__(self, index: int | slice) -> Pair | list[Pair]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        qid, system_a, system_b, a, b = self.answers(index if index >= 0 else index + len(self))
+        metadata = {
+            "question_id": qid,
+            "model_a": system_a,
+            "model_b": system_b,
+            "role_a": "baseline" if system_a == self._baseline else "system",
+            "role_b": "baseline" if system_b == self._baseline else "system",
+        }
+        return Pair(
+            pair_id=f"{qid}:{system_a}:{system_b}",
+            dataset=self._name,
+            source=self._source.name,
+            question=a.question,
+            answer_a=a.answer,
+            answer_b=b.answer,
+            reference=a.reference,
+            metadata=canonical_json(metadata),
+        )
+
+    def __iter__(self) -> Iterator[Pair]:
+        return (self[i] for i in range(len(self)))
+
+
+class _Rows(Sequence[int]):
+    """The file row of each pair of `_Pairs`: its identity A's."""
+
+    def __init__(self, pairs: _Pairs) -> None:
+        self._pairs = pairs
+
+    def __len__(self) -> int:
+        return len(self._pairs)
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[int]: ...
+    def __getitem__(self, index: int | slice) -> int | list[int]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        return self._pairs.answers(index if index >= 0 else index + len(self))[3].row
 
 
 def read_answers(
@@ -181,39 +264,11 @@ def read_answers(
         raise InputError(
             "an answers table needs the baseline system's name (--baseline NAME)", file=str(path)
         )
-    answers = _read_rows(path)
-    _check(answers, baseline, path)
-    by_key = {(a.question_id, a.system): a for a in answers}
-    questions = list(dict.fromkeys(a.question_id for a in answers))
-    systems = sorted({a.system for a in answers})
+    grid = _check(_read_rows(path), baseline, path)
+    systems = sorted({system for answers in grid.values() for system in answers})
     if pairing == "baseline":
         matchups = [(s, baseline) for s in systems if s != baseline]
     else:
         matchups = list(combinations(systems, 2))
-    name = dataset or path.stem
-    built: list[Pair] = []
-    rows: list[int] = []
-    for qid in questions:
-        for system_a, system_b in matchups:
-            a, b = by_key[(qid, system_a)], by_key[(qid, system_b)]
-            metadata = {
-                "question_id": qid,
-                "model_a": system_a,
-                "model_b": system_b,
-                "role_a": "baseline" if system_a == baseline else "system",
-                "role_b": "baseline" if system_b == baseline else "system",
-            }
-            built.append(
-                Pair(
-                    pair_id=f"{qid}:{system_a}:{system_b}",
-                    dataset=name,
-                    source=path.name,
-                    question=a.question,
-                    answer_a=a.answer,
-                    answer_b=b.answer,
-                    reference=a.reference,
-                    metadata=canonical_json(metadata),
-                )
-            )
-            rows.append(a.row)
-    return LoadedPairs(built, rows)
+    built = _Pairs(grid, matchups, baseline, dataset or path.stem, path)
+    return LoadedPairs(built, built.rows)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,8 +50,8 @@ class LoadedPairs:
     part of the pair, so it never reaches the manifest or its hash.
     """
 
-    pairs: list[Pair]
-    rows: list[int]
+    pairs: Sequence[Pair]
+    rows: Sequence[int]
 
     def __post_init__(self) -> None:
         if len(self.rows) != len(self.pairs):

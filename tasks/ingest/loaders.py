@@ -108,7 +108,7 @@ def read_judgebench(path: str | Path, *, dataset: str | None = None) -> LoadedPa
 
 def load_judgebench(path: str | Path, *, dataset: str | None = None) -> list[Pair]:
     """The pairs of `read_judgebench`, without their lines."""
-    return read_judgebench(path, dataset=dataset).pairs
+    return list(read_judgebench(path, dataset=dataset).pairs)
 
 
 # --- RM-Bench --------------------------------------------------------------------------
@@ -239,7 +239,7 @@ def read_rmbench(path: str | Path, *, dataset: str | None = None) -> LoadedPairs
 
 def load_rmbench(path: str | Path, *, dataset: str | None = None) -> list[Pair]:
     """The pairs of `read_rmbench`, without their record numbers."""
-    return read_rmbench(path, dataset=dataset).pairs
+    return list(read_rmbench(path, dataset=dataset).pairs)
 
 
 # --- dispatch --------------------------------------------------------------------------
@@ -301,4 +301,4 @@ def load_source(
     dataset: str | None = None,
 ) -> list[Pair]:
     """The pairs of `read_source`, without their rows."""
-    return read_source(kind, path, mapping=mapping, dataset=dataset).pairs
+    return list(read_source(kind, path, mapping=mapping, dataset=dataset).pairs)

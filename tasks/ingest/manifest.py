@@ -3,22 +3,24 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import logging
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from schemas import MANIFEST_FORMAT, ManifestInfo, ManifestRow, Pair, rows_to_table
+from schemas import MANIFEST_FORMAT, ManifestInfo, ManifestRow, Pair, arrow_schema
 from tasks.errors import GateError, InputError, IntegrityError
 from tasks.gates import Check, Expect, gate_once, run_gate
 from tasks.hashing import canonical_json, sha256_text
-from tasks.ingest.validation import SourcePairs, validate_sources
+from tasks.ingest.validation import SourcePairs, check_sources
 from tasks.storage import publish_folder_once, published_folders, read_stored_folder
 from tasks.workdir import WorkDir
 
@@ -26,6 +28,7 @@ __all__ = [
     "MANIFEST_FILE",
     "MANIFEST_INFO_FILE",
     "FrozenManifest",
+    "PairColumns",
     "SourcePairs",
     "build_manifest_table",
     "freeze_manifest",
@@ -42,6 +45,9 @@ MANIFEST_FILE = "manifest.parquet"
 MANIFEST_INFO_FILE = "manifest.json"
 _HASH = re.compile(r"[0-9a-f]{64}")
 _PAIR_FIELDS = tuple(Pair.model_fields)
+_CHUNK = 20_000
+"""Rows turned into Python objects at a time while a manifest is hashed into its table or
+gated (the whole of a 750,000-pair manifest as dicts took a gigabyte)."""
 
 
 @dataclass(frozen=True)
@@ -57,37 +63,84 @@ class FrozenManifest:
 # --- canonical form -------------------------------------------------------------------
 
 
-def _canonical_text(rows: Iterable[Mapping[str, Any]]) -> str:
-    """The canonical serialisation: the format line, then one canonical JSON line per pair
-    holding exactly the Pair fields, sorted by pair id."""
-    ordered = sorted(rows, key=lambda row: row["pair_id"])
-    lines = (canonical_json({f: row[f] for f in _PAIR_FIELDS}) + "\n" for row in ordered)
-    return MANIFEST_FORMAT + "\n" + "".join(lines)
-
-
 def manifest_hash_of(rows: Iterable[Mapping[str, Any]]) -> str:
-    """SHA-256 of the canonical serialisation of pair rows (Pair dicts or ManifestRow dicts)."""
-    return sha256_text(_canonical_text(rows))
+    """SHA-256 of the canonical serialisation of pair rows (Pair dicts or ManifestRow dicts):
+    the format line, then one canonical JSON line per pair holding exactly the Pair fields,
+    sorted by pair id."""
+    return _streamed_hash(sorted(rows, key=lambda row: row["pair_id"]))
+
+
+def _streamed_hash(rows: Iterable[Mapping[str, Any]]) -> str:
+    """`manifest_hash_of` rows already sorted by pair id, without holding the whole text."""
+    digest = hashlib.sha256((MANIFEST_FORMAT + "\n").encode("utf-8"))
+    for row in rows:
+        digest.update((canonical_json({f: row[f] for f in _PAIR_FIELDS}) + "\n").encode("utf-8"))
+    return digest.hexdigest()
 
 
 # --- building and gating --------------------------------------------------------------
 
 
-def build_manifest_table(pairs: list[Pair]) -> tuple[str, pa.Table]:
+class PairColumns:
+    """Pairs kept as one list per Pair field, in the order they came: what a manifest is
+    built from. A pydantic pair costs about a kilobyte beyond its strings; a freeze of a
+    million answers made 750,000 of them."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, list[Any]] = {f: [] for f in _PAIR_FIELDS}
+
+    @classmethod
+    def of(cls, pairs: Iterable[Pair]) -> PairColumns:
+        columns = cls()
+        for pair in pairs:
+            columns.append(pair)
+        return columns
+
+    def __len__(self) -> int:
+        return len(self.values["pair_id"])
+
+    def append(self, pair: Pair) -> None:
+        for name, values in self.values.items():
+            values.append(getattr(pair, name))
+
+
+def _sorted(columns: PairColumns) -> dict[str, list[Any]]:
+    """The columns' values in pair id order (the manifest's order)."""
+    ids = columns.values["pair_id"]
+    order = sorted(range(len(ids)), key=ids.__getitem__)
+    return {f: [v[i] for i in order] for f, v in columns.values.items()}
+
+
+def _hash_of(values: dict[str, list[Any]]) -> str:
+    """The manifest hash of sorted column values (`manifest_hash_of`, streamed)."""
+    count = len(values["pair_id"])
+    return _streamed_hash({f: values[f][i] for f in _PAIR_FIELDS} for i in range(count))
+
+
+def _table(values: dict[str, list[Any]], manifest_hash: str) -> pa.Table:
+    """The manifest table of sorted column values."""
+    schema = arrow_schema(ManifestRow)
+    count = len(values["pair_id"])
+    arrays: dict[str, Any] = {f: pa.array(values[f], schema.field(f).type) for f in _PAIR_FIELDS}
+    arrays["manifest_hash"] = pa.array([manifest_hash] * count, pa.string())
+    for side in ("a", "b"):
+        texts = values[f"answer_{side}"]
+        arrays[f"answer_{side}_sha256"] = pa.chunked_array(
+            [
+                pa.array([sha256_text(t) for t in texts[start : start + _CHUNK]], pa.string())
+                for start in range(0, count, _CHUNK)
+            ],
+            pa.string(),
+        )
+    return pa.Table.from_pydict({n: arrays[n] for n in schema.names}, schema=schema)
+
+
+def build_manifest_table(pairs: Iterable[Pair] | PairColumns) -> tuple[str, pa.Table]:
     """The manifest hash and table of validated pairs, in memory (`freeze_manifest` stores
     them)."""
-    dumped = [p.model_dump() for p in pairs]
-    manifest_hash = manifest_hash_of(dumped)
-    rows = [
-        {
-            "manifest_hash": manifest_hash,
-            **d,
-            "answer_a_sha256": sha256_text(d["answer_a"]),
-            "answer_b_sha256": sha256_text(d["answer_b"]),
-        }
-        for d in sorted(dumped, key=lambda d: d["pair_id"])
-    ]
-    return manifest_hash, rows_to_table(rows, ManifestRow)
+    values = _sorted(pairs if isinstance(pairs, PairColumns) else PairColumns.of(pairs))
+    manifest_hash = _hash_of(values)
+    return manifest_hash, _table(values, manifest_hash)
 
 
 def _hash_or_none(value: Any) -> str | None:
@@ -103,6 +156,23 @@ def _nonblank(value: Any) -> bool:
     return isinstance(value, str) and value.strip() != ""
 
 
+def _recomputed_hash(table: pa.Table) -> str:
+    """The manifest hash of the table's rows, recomputed from their fields."""
+    try:
+        ids = table.column("pair_id").to_pylist()
+        order = sorted(range(len(ids)), key=ids.__getitem__)
+        del ids
+        fields = table.select(list(_PAIR_FIELDS))
+
+        def rows() -> Iterator[dict[str, Any]]:
+            for start in range(0, len(order), _CHUNK):
+                yield from fields.take(order[start : start + _CHUNK]).to_pylist()
+
+        return _streamed_hash(rows())
+    except (KeyError, TypeError, ValueError, UnicodeEncodeError):
+        return "<rows cannot be serialised>"
+
+
 def gate_manifest(table: pa.Table, *, expected_hash: str | None = None) -> None:
     """The manifest's data-quality gate; raises GateError naming offending pairs.
 
@@ -110,30 +180,31 @@ def gate_manifest(table: pa.Table, *, expected_hash: str | None = None) -> None:
     bytes, keys in {A, B, null}, and the manifest hash recomputed from the rows against the
     stored column (and against `expected_hash`, the folder name, when given).
     """
-
-    rows = table.to_pylist()
-    try:
-        recomputed = manifest_hash_of(rows)
-    except (KeyError, TypeError, ValueError, UnicodeEncodeError):
-        recomputed = "<rows cannot be serialised>"
+    recomputed = _recomputed_hash(table)
+    checked: dict[str, list[bool]] = {
+        name: []
+        for name in ("answer_a_nonblank", "answer_b_nonblank", "answer_a_sha256_ok",
+                     "answer_b_sha256_ok", "manifest_hash_ok", "name_ok")
+    }  # fmt: skip
+    names = ["answer_a", "answer_b", "answer_a_sha256", "answer_b_sha256", "manifest_hash"]
+    for batch in table.select(names).to_batches(max_chunksize=_CHUNK):
+        a, b, a_sha, b_sha, stored_hash = (batch.column(n).to_pylist() for n in names)
+        checked["answer_a_nonblank"] += map(_nonblank, a)
+        checked["answer_b_nonblank"] += map(_nonblank, b)
+        for text, sha, name in ((a, a_sha, "answer_a_sha256_ok"), (b, b_sha, "answer_b_sha256_ok")):
+            checked[name] += (_hash_or_none(t) == h for t, h in zip(text, sha, strict=True))
+        checked["manifest_hash_ok"] += (h == recomputed for h in stored_hash)
+        checked["name_ok"] += (expected_hash is None or h == expected_hash for h in stored_hash)
     df = pd.DataFrame(
         {
-            "pair_id": [r["pair_id"] for r in rows],
-            "key": [r["key"] for r in rows],
-            "answer_a_nonblank": [_nonblank(r["answer_a"]) for r in rows],
-            "answer_b_nonblank": [_nonblank(r["answer_b"]) for r in rows],
-            "answer_a_sha256_ok": [
-                _hash_or_none(r["answer_a"]) == r["answer_a_sha256"] for r in rows
-            ],
-            "answer_b_sha256_ok": [
-                _hash_or_none(r["answer_b"]) == r["answer_b_sha256"] for r in rows
-            ],
-            "manifest_hash_ok": [r["manifest_hash"] == recomputed for r in rows],
-            "name_ok": [expected_hash is None or r["manifest_hash"] == expected_hash for r in rows],
+            "pair_id": table.column("pair_id").to_pylist(),
+            "key": table.column("key").to_pylist(),
+            **checked,
         },
         dtype=object,
     )
-    stored = sorted({str(r["manifest_hash"]) for r in rows})
+    del checked
+    stored = sorted(str(h) for h in pc.unique(table.column("manifest_hash")).to_pylist())
     checks = [
         Check(Expect("ExpectColumnValuesToNotBeNull", column="pair_id"), "every pair has an id"),
         Check(Expect("ExpectColumnValuesToBeUnique", column="pair_id"), "pair ids are unique"),
@@ -170,14 +241,16 @@ def gate_manifest(table: pa.Table, *, expected_hash: str | None = None) -> None:
     run_gate("manifest", df, checks, id_column="pair_id")
 
 
-def _info(manifest_hash: str, pairs: list[Pair], sources: list[str]) -> ManifestInfo:
+def _info(manifest_hash: str, pairs: PairColumns, sources: list[str]) -> ManifestInfo:
+    v = pairs.values
+    identical = zip(v["pair_id"], v["answer_a"], v["answer_b"], strict=True)
     return ManifestInfo(
         manifest_hash=manifest_hash,
         pairs=len(pairs),
-        datasets=dict(sorted(Counter(p.dataset for p in pairs).items())),
-        keys=dict(sorted(Counter(p.key or "none" for p in pairs).items())),
+        datasets=dict(sorted(Counter(v["dataset"]).items())),
+        keys=dict(sorted(Counter(k or "none" for k in v["key"]).items())),
         sources=list(dict.fromkeys(sources)),
-        identical_answer_pairs=sorted(p.pair_id for p in pairs if p.answer_a == p.answer_b),
+        identical_answer_pairs=sorted(i for i, a, b in identical if a == b),
         created_at=dt.datetime.now(dt.UTC),
     )
 
@@ -227,19 +300,32 @@ def freeze_manifest(sources: Sequence[SourcePairs], work: WorkDir) -> FrozenMani
     row of each); errors and warnings name a pair's source and row. Nothing is written
     unless every pair is valid. Identical A and B bytes are warned about and kept.
     """
-    pairs, warnings = validate_sources(sources)
-    if len(warnings) == 1:
-        log.warning(warnings[0])
-    elif warnings:  # one line, not one per pair (an import can hold hundreds)
+    pairs = PairColumns()
+    identical, others = check_sources(sources, pairs.append)
+    if len(identical) == 1:
+        log.warning(identical[0])
+    elif identical:  # one line, not one per pair (an import can hold hundreds)
         log.warning(
             "%d pairs have byte-identical answers A and B (kept), the first at %s; the "
             "manifest's identical_answer_pairs lists them all",
-            len(warnings),
-            warnings[0].split(" has byte-identical", 1)[0],
+            len(identical),
+            identical[0].split(" has byte-identical", 1)[0],
         )
-    manifest_hash, table = build_manifest_table(pairs)
-    final = work.manifest_dir(manifest_hash)
+    for warning in others:
+        log.warning(warning)
+    warnings = identical + others
+    values = _sorted(pairs)
+    manifest_hash = _hash_of(values)
     info = _info(manifest_hash, pairs, [source[0] for source in sources])
+    del pairs  # `values` holds the same objects, in the manifest's order
+    final = work.manifest_dir(manifest_hash)
+
+    def table() -> pa.Table:
+        # Made as it is written, and dropped (its memory given back) before the staged copy
+        # is read back and gated: a large manifest is in memory once.
+        made = _table(values, manifest_hash)
+        values.clear()
+        return made
 
     existing = publish_folder_once(
         final,

@@ -43,10 +43,13 @@ def freeze_sources(sources: list[dict[str, Any]], work: WorkDir) -> FrozenManife
     """Load every source, freeze their pairs as one manifest and read it back gated."""
     if not sources:
         raise InputError("no sources to freeze: give at least one")
-    loaded: list[SourcePairs] = []
-    for source in sources:
-        read = load_source_dict(source)
-        loaded.append((source_label(source), read.pairs, read.rows))
+    loaded = [_source_pairs(source) for source in sources]
     frozen = freeze_manifest(loaded, work)
+    del loaded  # in the manifest now: not held while it is read back
     read_manifest(work, frozen.info.manifest_hash)
     return frozen
+
+
+def _source_pairs(source: dict[str, Any]) -> SourcePairs:
+    read = load_source_dict(source)
+    return source_label(source), read.pairs, read.rows

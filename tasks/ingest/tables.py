@@ -115,9 +115,9 @@ key='label', reference=None, source=None, metadata=(), key_values=())
         return list(dict.fromkeys(c for c in named if c is not None))
 
 
-def _csv_records(text: str, delimiter: str) -> Iterator[tuple[int, list[str]]]:
+def _csv_records(lines: Iterator[str], delimiter: str) -> Iterator[tuple[int, list[str]]]:
     """(physical line where the record starts, fields) for each non-blank record."""
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+    reader = csv.reader(lines, delimiter=delimiter, strict=True)
     start = 1
     while True:
         try:
@@ -133,20 +133,28 @@ def _csv_records(text: str, delimiter: str) -> Iterator[tuple[int, list[str]]]:
 
 def _iter_csv(path: Path, columns: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
     """(data record number, record) for a csv/tsv file; the first record is the header."""
-    delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
     # Long answers exceed csv's default 128 KiB field limit.
     csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))
     data = read_bytes(path)
+    # Decoded as it is read (the whole text in a StringIO took four bytes a character).
+    lines = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", newline="")
     try:
-        text = data.decode("utf-8")
-        strict = True
+        yield from _csv_rows(path, columns, lines, strict=True)
     except UnicodeDecodeError:
-        # Parse with the bad bytes kept aside as lone surrogates, to name the record.
+        # Parse again with the bad bytes kept aside as lone surrogates, to name the record.
         text = data.decode("utf-8", errors="surrogateescape")
-        strict = False
+        for _ in _csv_rows(path, columns, io.StringIO(text, newline=""), strict=False):
+            pass
+        raise InputError("invalid UTF-8", file=str(path)) from None  # unreachable
+
+
+def _csv_rows(
+    path: Path, columns: list[str], lines: Iterator[str], *, strict: bool
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
     header: list[str] | None = None
     try:
-        for number, (line, record) in enumerate(_csv_records(text, delimiter)):
+        for number, (line, record) in enumerate(_csv_records(lines, delimiter)):
             if not strict:
                 for i, value in enumerate(record):
                     try:
@@ -170,12 +178,12 @@ def _iter_csv(path: Path, columns: list[str]) -> Iterator[tuple[int, dict[str, A
                     row=number,
                 )
             yield number, dict(zip(header, record, strict=True))
+    except UnicodeDecodeError:
+        raise  # the strict pass met a bad byte: `_iter_csv` names its record
     except ValueError as exc:
         raise InputError(f"malformed CSV: {exc}", file=str(path)) from None
     if header is None:
         raise InputError("empty file: no header row", file=str(path))
-    if not strict:  # unreachable unless the csv module drops characters
-        raise InputError("invalid UTF-8", file=str(path))
 
 
 def _check_header(header: list[str], columns: list[str], path: Path) -> None:
@@ -269,7 +277,7 @@ def load_table(
     path: str | Path, mapping: ColumnMapping, *, dataset: str | None = None
 ) -> list[Pair]:
     """The pairs of `read_table`, without their rows."""
-    return read_table(path, mapping, dataset=dataset).pairs
+    return list(read_table(path, mapping, dataset=dataset).pairs)
 
 
 def _table_pair(

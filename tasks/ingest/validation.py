@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import bisect
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -10,7 +11,7 @@ from pydantic import ValidationError
 from schemas import Pair
 from tasks.errors import InputError
 
-__all__ = ["SourcePairs", "validate_sources"]
+__all__ = ["LONGEST_PROMPT_TOKENS", "SourcePairs", "check_sources", "validate_sources"]
 
 _TEXT_FIELDS = ("pair_id", "dataset", "source", "question", "answer_a", "answer_b")
 _OPTIONAL_TEXT_FIELDS = ("reference", "rubric_revision", "metadata")
@@ -85,8 +86,19 @@ def _rows(source: SourcePairs) -> Sequence[int]:
     return range(1, len(source[1]) + 1)
 
 
-def validate_sources(sources: Sequence[SourcePairs]) -> tuple[list[Pair], list[str]]:
-    """Check every pair before anything is written; return the pairs and the warnings.
+LONGEST_PROMPT_TOKENS = 2_097_152
+"""The largest context window of a judge model today, in tokens (Gemini 1.5 Pro's and 3.5
+Pro's; most judges take 128,000 to 1,048,576). A pair whose question, answers and reference
+are estimated past it (four characters a token, as `estimate` counts) is kept, and warned of:
+no judge can be sent it."""
+
+
+def check_sources(
+    sources: Sequence[SourcePairs], keep: Callable[[Pair], None]
+) -> tuple[list[str], list[str]]:
+    """Check every pair before anything is written, handing each to `keep` in order (the
+    caller decides what to keep of it); return the warnings: one per pair with identical
+    answers, then the others (one line each, whatever the number of pairs).
 
     The first problem is raised as an InputError naming its source and the pair's row in
     it; any further problems are summarised in the same message so one run shows the
@@ -94,10 +106,16 @@ def validate_sources(sources: Sequence[SourcePairs]) -> tuple[list[Pair], list[s
     """
     errors: list[InputError] = []
     warnings: list[str] = []
-    pairs: list[Pair] = []
-    seen: dict[str, tuple[str, int]] = {}
+    seen: dict[str, int] = {}
+    """The position of each pair id's first pair (`rows`, `starts`, `labels` say where)."""
+    rows: list[int] = []
+    starts: list[int] = []
+    labels: list[str] = []
+    too_long: list[str] = []
     for entry in sources:
         source, items = entry[0], entry[1]
+        starts.append(len(rows))
+        labels.append(source)
         for item, row in zip(items, _rows(entry), strict=True):
             try:
                 pair = _as_pair(item, source, row)
@@ -106,23 +124,26 @@ def validate_sources(sources: Sequence[SourcePairs]) -> tuple[list[Pair], list[s
                 continue
             for problem in _pair_problems(pair):
                 errors.append(InputError(f"pair {pair.pair_id!r}: {problem}", file=source, row=row))
-            first = seen.get(pair.pair_id)
-            if first is not None:
+            first = seen.setdefault(pair.pair_id, len(rows))
+            if first != len(rows):
+                where = labels[bisect.bisect_right(starts, first) - 1]
                 errors.append(
                     InputError(
-                        f"duplicate pair id {pair.pair_id!r}: already at {first[0]} row {first[1]}",
+                        f"duplicate pair id {pair.pair_id!r}: already at {where} row {rows[first]}",
                         file=source,
                         row=row,
                     )
                 )
-            else:
-                seen[pair.pair_id] = (source, row)
             if isinstance(pair.answer_a, str) and pair.answer_a == pair.answer_b:
                 warnings.append(
                     f"{source}, row {row}: pair {pair.pair_id!r} has byte-identical answers "
                     "A and B (kept)"
                 )
-            pairs.append(pair)
+            tokens = _prompt_tokens(pair)
+            if tokens > LONGEST_PROMPT_TOKENS:
+                too_long.append(f"{source}, row {row} (pair {pair.pair_id!r}, ~{tokens:,} tokens)")
+            rows.append(row)
+            keep(pair)
     if errors:
         head = errors[0]
         problem = head.problem
@@ -131,6 +152,28 @@ def validate_sources(sources: Sequence[SourcePairs]) -> tuple[list[Pair], list[s
             extra = f" and {len(errors) - 4} more" if len(errors) > 4 else ""
             problem += f" (also: {more}{extra})"
         raise InputError(problem, file=head.file, row=head.row)
-    if not pairs:
+    if not rows:
         raise InputError("no pairs to freeze", file=", ".join(s[0] for s in sources) or None)
-    return pairs, warnings
+    others = []
+    if too_long:
+        more = f" and {len(too_long) - 1} more" if len(too_long) > 1 else ""
+        others.append(
+            f"{len(too_long)} {'pair is' if len(too_long) == 1 else 'pairs are'} longer than "
+            f"any judge takes: {too_long[0]}{more}, "
+            f"where the largest context window of a judge model is {LONGEST_PROMPT_TOKENS:,} "
+            "tokens (four characters a token). They are kept; every call of them will fail"
+        )
+    return warnings, others
+
+
+def _prompt_tokens(pair: Pair) -> int:
+    """A pair's question, answers and reference in tokens, four characters a token."""
+    texts = (pair.question, pair.answer_a, pair.answer_b, pair.reference)
+    return sum(len(t) for t in texts if isinstance(t, str)) // 4
+
+
+def validate_sources(sources: Sequence[SourcePairs]) -> tuple[list[Pair], list[str]]:
+    """`check_sources`, keeping every pair: the pairs and the warnings."""
+    pairs: list[Pair] = []
+    identical, others = check_sources(sources, pairs.append)
+    return pairs, identical + others

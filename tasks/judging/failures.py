@@ -24,11 +24,15 @@ retries only the others (`tasks.judging.client.RETRYABLE`).
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import email.utils
+import functools
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 import httpx
 
@@ -91,10 +95,39 @@ class CallFailure:
     """Tokens the provider said were left of its per-minute limit (`token_budget`)."""
 
 
+_BASE64_CHAR = "[A-Za-z0-9+/_-]"
+
+
+@functools.lru_cache(maxsize=16)
+def _secret_pattern(secret: str) -> re.Pattern[str]:
+    """Every form `secret` takes in an error text: as given, URL-encoded (either case of
+    hex, `+` for a space), JSON-escaped (`\\/` too), and inside base64 (a Basic header's
+    `user:key`, standard or URL-safe alphabet): the whole base64 word around it."""
+    escaped = json.dumps(secret)[1:-1]
+    forms = {secret, escaped, escaped.replace("/", "\\/")}
+    forms |= {quote(secret, safe=""), quote(secret), quote_plus(secret)}
+    parts = [
+        # A percent-escape's hex digits in either case.
+        re.sub(r"%([0-9A-F]{2})", r"%(?i:\1)", re.escape(form))
+        for form in sorted(forms, key=len, reverse=True)
+    ]
+    raw = secret.encode("utf-8")
+    for lead in range(3):
+        # Base64 of bytes holding `raw` at an offset of `lead` (mod 3): the characters
+        # made of its bits alone are the same whatever surrounds it.
+        encoded = base64.b64encode(b"\0" * lead + raw).decode()
+        core = encoded[-(-8 * lead // 6) : 8 * (lead + len(raw)) // 6]
+        if len(core) >= 8:  # shorter runs turn up in unrelated base64
+            for alphabet in (core, core.translate(str.maketrans("+/", "-_"))):
+                parts.append(f"{_BASE64_CHAR}*{re.escape(alphabet)}{_BASE64_CHAR}*=*")
+    return re.compile("|".join(parts))
+
+
 def scrub(text: str, secret: str | None) -> str:
-    """`text` with any occurrence of `secret` masked, then cut to `DETAIL_LIMIT_BYTES`."""
+    """`text` with every form of `secret` masked (`_secret_pattern`), then cut to
+    `DETAIL_LIMIT_BYTES`."""
     if secret:
-        text = text.replace(secret, "***")
+        text = _secret_pattern(secret).sub("***", text)
     raw = text.encode("utf-8")
     if len(raw) <= DETAIL_LIMIT_BYTES:
         return text

@@ -41,6 +41,9 @@ class JudgeRequest:
 
     def check(self) -> None:
         """Refuse a request that cannot run, before anything is read or written."""
+        from tasks.runfolder import check_run_id
+
+        check_run_id(self.run_id)
         if self.batch_size < 1:
             raise InputError(f"batch size must be at least 1, not {self.batch_size}")
         if not self.judges:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import re
+import unicodedata
 from typing import Any
 
 import pandas as pd
@@ -33,6 +35,49 @@ def artifact_key(run_id: str, what: str) -> str:
     return f"judgeline-{safe}-{what}"
 
 
+_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
+"""ASCII punctuation: CommonMark lets a backslash make each of them literal text."""
+
+
+def markdown_text(value: Any) -> str:
+    """`value` as literal text in a markdown table cell: every ASCII punctuation mark
+    backslash-escaped (a `|` would end the cell, a `<b>` or `*` would format), line breaks
+    and other control characters as spaces (a newline would end the row)."""
+    text = "".join(" " if unicodedata.category(c) == "Cc" else c for c in str(value))
+    return _PUNCTUATION.sub(r"\\\1", text)
+
+
+def markdown_code(value: str) -> str:
+    """`value` as a code span: fenced by more backticks than any run of them inside, on one
+    line."""
+    text = " ".join(value.splitlines())
+    fence = "`" * (1 + max((len(run) for run in re.findall("`+", text)), default=0))
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def summary_markdown(run_id: str, report_path: str | None, disclosure: list[dict[str, Any]]) -> str:
+    """The summary artifact: the report's place and the disclosure counts per judge config.
+    Names come from configuration and data files, so every cell is escaped."""
+    lines = [f"# judgeline run {markdown_code(run_id)}", ""]
+    if report_path:
+        lines += [f"Report: {markdown_code(report_path)}", ""]
+    lines += [
+        "| judge | config | dataset | planned | valid | missing | invalid | conflicting "
+        "| consistency | accuracy of stable |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for d in disclosure:
+        shares = [
+            "-" if d[c] is None else f"{d[c]:.1%}" for c in ("consistency", "accuracy_of_stable")
+        ]
+        counts = [d[c] for c in ("planned", "valid", "missing", "invalid", "conflicting")]
+        names = [markdown_text(d[c]) for c in ("judge", "config", "dataset")]
+        lines.append("| " + " | ".join(str(c) for c in [*names, *counts, *shares]) + " |")
+    lines += ["", "Consistency and agreement with the key are reported separately."]
+    return "\n".join(lines)
+
+
 def run_artifacts(work: WorkDir, run_id: str, report_path: str | None) -> dict[str, Any]:
     """What the run's artifacts hold: markdown text and table rows (pure, testable)."""
     disclosure = query(work, "report_disclosure", run_id=run_id)
@@ -42,24 +87,8 @@ def run_artifacts(work: WorkDir, run_id: str, report_path: str | None) -> dict[s
         ["judge", "config", "dataset", "policy", "score", "ci_low", "ci_high", "savings"]
         + ["p_change", "match_extra"]
     ]
-    lines = [f"# judgeline run `{run_id}`", ""]
-    if report_path:
-        lines += [f"Report: `{report_path}`", ""]
-    lines += [
-        "| judge | config | dataset | planned | valid | missing | invalid | conflicting "
-        "| consistency | accuracy of stable |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for d in _records(disclosure):
-        shares = [
-            "-" if d[c] is None else f"{d[c]:.1%}" for c in ("consistency", "accuracy_of_stable")
-        ]
-        counts = [d[c] for c in ("planned", "valid", "missing", "invalid", "conflicting")]
-        cells = [d["judge"], d["config"], d["dataset"], *counts, *shares]
-        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
-    lines += ["", "Consistency and agreement with the key are reported separately."]
     return {
-        "markdown": "\n".join(lines),
+        "markdown": summary_markdown(run_id, report_path, _records(disclosure)),
         "disclosure": _records(disclosure),
         "policies": _records(policy_rows),
         "leaderboard": _leaderboard_rows(work, run_id),

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tasks.report.page import environment
 from tasks.report.pairs import UNSETTLED, PairView
-from tasks.storage import write_text_atomic
+from tasks.storage import report_mode, write_text_atomic
 
 __all__ = [
     "INLINE",
@@ -120,6 +120,5 @@ def write_pairs_page(views: list[PairView], folder: Path, run_id: str) -> Path |
         path.unlink(missing_ok=True)
         return None
     html = render_pairs_page(views, f"judgeline disagreements {run_id} (beyond the first {INLINE})")
-    write_text_atomic(html, path, overwrite=True)
-    path.chmod(0o644)
+    write_text_atomic(html, path, overwrite=True, mode=report_mode())
     return path

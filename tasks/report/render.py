@@ -39,7 +39,7 @@ from tasks.report.sections import (
 )
 from tasks.report.since import SinceSection
 from tasks.report.tables import GROUP, ordered
-from tasks.storage import write_text_atomic
+from tasks.storage import report_mode, write_text_atomic
 
 __all__ = ["ReportData", "render_report", "validate_report_data", "write_report"]
 
@@ -238,6 +238,5 @@ def render_report(data: ReportData) -> str:
 
 def write_report(data: ReportData, path: Path) -> Path:
     """Render and write the report atomically (a re-run replaces the previous report)."""
-    write_text_atomic(render_report(data), path, overwrite=True)
-    path.chmod(0o644)  # a report is for sharing; the temp file was created owner-only
+    write_text_atomic(render_report(data), path, overwrite=True, mode=report_mode())
     return path

@@ -37,7 +37,7 @@ class Case:
 CASES = {
     "judge": Case(
         ("judge", "abc", "--judges", "{d}/bad_judges.yaml"),
-        ("{d}/bad_judges.yaml", "judges[0.temprature]: unknown field"),
+        ("{d}/bad_judges.yaml", "judges.0.temprature: unknown field"),
     ),
     "rerun-failed": Case(("rerun-failed", "nosuchrun"), ("no run 'nosuchrun'",)),
     "failures": Case(("failures", "nosuchrun"), ("run 'nosuchrun' has no calls table",)),

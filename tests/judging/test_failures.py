@@ -458,3 +458,48 @@ def test_the_providers_message_is_kept_whole_and_bounded(judge: ScriptedJudge) -
     judge.queue.append(Answer(502, "<html><body>Bad gateway</body></html>"))
     [result], _ = _send(_spec(judge, max_retries=0), [_request()])
     assert result.attempts[0].detail == "HTTP 502: <html><body>Bad gateway</body></html>"
+
+
+KEYS = ["sk-proj-Ab3xQ9_kLmN0pQrStUvWxYz12345", "wJalrXUtnFEMI/K7MDENG/bPxRfi+CYEXAMPLEKEY=="]
+"""An OpenAI-style key and an AWS-style one (`/`, `+` and `=` change when URL-encoded)."""
+
+
+def _encoded(key: str) -> dict[str, str]:
+    """Where a key turns up in a provider's or a gateway's error text, by encoding."""
+    import base64
+    from urllib.parse import quote, quote_plus
+
+    forms = {
+        "verbatim": f"Incorrect API key provided: {key}.",
+        "url": f"GET https://gw.example/v1/models?key={quote(key, safe='')} failed",
+        "url lowercase": "key=" + quote(key, safe="").replace("%2F", "%2f").replace("%2B", "%2b"),
+        "url plus": f"body api_key={quote_plus(key)}&model=m",
+        "json": json.dumps({"error": {"message": f"bad key {key}"}}).replace("/", "\\/"),
+    }
+    for user in ("", "u", "me", "api"):  # each alignment of the key in the base64 text
+        basic = base64.b64encode(f"{user}:{key}".encode()).decode()
+        forms[f"basic {user!r}"] = f"upstream said: Authorization: Basic {basic} is invalid"
+        urlsafe = base64.urlsafe_b64encode(f"{user}:{key}".encode()).decode()
+        forms[f"urlsafe {user!r}"] = f"token={urlsafe}; retry"
+    return forms
+
+
+@pytest.mark.parametrize("key", KEYS, ids=["openai", "aws"])
+def test_scrub_masks_a_key_in_every_encoding_an_error_text_holds(key: str) -> None:
+    import base64
+
+    from tasks.judging.failures import scrub
+
+    for name, text in _encoded(key).items():
+        masked = scrub(text, key)
+        assert "***" in masked, name
+        assert key not in masked and key[6:-6] not in masked, (name, masked)
+        for token in masked.replace("=", " ").split():  # no base64 word still holds it
+            for altchars in (b"+/", b"-_"):
+                try:
+                    decoded = base64.b64decode(token + "=" * (-len(token) % 4), altchars)
+                except ValueError:
+                    continue
+                assert key[4:-4].encode() not in decoded, (name, masked)
+    plain = "model gpt-4o-mini: HTTP 400 (context_length_exceeded) dGhpcyBpcyBub3QgYSBrZXk="
+    assert scrub(plain, KEYS[0]) == plain  # nothing else is masked

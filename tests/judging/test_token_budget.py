@@ -11,6 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from support import AS_OTHER_UID, as_other_user, shared_folder
 
 from schemas.judge import JudgeSpec
 from tasks.errors import InputError
@@ -113,3 +114,70 @@ def test_a_paced_judge_meets_no_429_where_an_unpaced_one_does(
                 headers={"anthropic-version": "2023-06-01"},
             )  # fmt: skip
             assert int(claude.headers["anthropic-ratelimit-tokens-remaining"]) < tpm
+
+
+def _spec() -> JudgeSpec:
+    return JudgeSpec(name="a", base_url="https://x/v1", model="m", tokens_per_minute=600)
+
+
+def test_a_link_planted_at_a_bucket_is_never_followed(tmp_path: Path) -> None:
+    """A bucket's name is predictable; a link planted there once made the owner's run
+    replace the file it pointed to with `{"level": ...}`."""
+    dotfile = tmp_path / ".bashrc"
+    dotfile.write_text("export PATH=$PATH:~/bin\n")
+    budget = budget_for(_spec(), tmp_path / "tokens")
+    assert budget is not None
+    budget.path.unlink()  # another process of the user's, or an attacker, removed it
+    budget.path.symlink_to(dotfile)
+    with pytest.raises(InputError, match="link") as caught:
+        asyncio.run(budget.reserve(10))
+    assert str(budget.path) in str(caught.value)
+    assert dotfile.read_text() == "export PATH=$PATH:~/bin\n"
+
+
+def test_a_budget_folder_others_can_write_is_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "tokens"
+    folder.mkdir()
+    folder.chmod(0o777)
+    with pytest.raises(InputError, match="others can write") as caught:
+        budget_for(_spec(), folder)
+    assert str(folder) in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_budget_folder_of_another_user_is_refused() -> None:
+    """A shared XDG_CACHE_HOME or JUDGELINE_TOKEN_BUDGETS: another user (uid 65534 where the
+    tests run as root) made the budget folder and planted links in it to a file of the
+    owner's; the owner's budget refuses the folder and the file is untouched."""
+    spec = _spec()
+    with shared_folder() as shared:
+        mine = shared / "mine"
+        mine.write_text("the owner's\n")
+        name = budget_for(spec, shared / "probe")
+        assert name is not None
+        plant = (
+            "import os\n"
+            f"os.makedirs({str(shared / 'tokens')!r})\n"
+            f"os.chmod({str(shared / 'tokens')!r}, 0o755)\n"
+            f"os.symlink({str(mine)!r}, {str(shared / 'tokens' / name.path.name)!r})\n"
+        )
+        as_other_user(plant)
+        folder = shared / "tokens"
+        if not AS_OTHER_UID:  # the "other user" was us: its folder is ours
+            folder.chmod(0o777)
+        with pytest.raises(InputError, match="another user" if AS_OTHER_UID else "others"):
+            budget_for(spec, folder)
+        assert mine.read_text() == "the owner's\n"
+
+
+@pytest.mark.parametrize(
+    ("state", "level"),
+    [('{"level": -1e300, "at": %(now)s}', -6000.0), ('{"level": -Infinity, "at": 0}', 600.0)],
+    ids=["huge debt", "infinite"],
+)
+def test_what_a_bucket_file_holds_is_bounded(tmp_path: Path, state: str, level: float) -> None:
+    """A damaged bucket does not stall requests for ever: a debt is at most ten minutes of
+    refill, and a value that is not a number is no value."""
+    budget = budget_for(_spec(), tmp_path / "tokens")
+    assert budget is not None
+    budget.path.write_text(state % {"now": time.time()})
+    assert budget._update(0.0) == pytest.approx(level, abs=1.0)

@@ -1,25 +1,13 @@
 """The local Prefect server a user's commands share: found, checked, started, stopped.
 
 With no PREFECT_API_URL, the first command that runs a flow starts `prefect server start` on a
-free loopback port for the Prefect home (its database lives there: the user's
-`~/.local/state/judgeline/prefect` unless PREFECT_HOME says otherwise), under a small
-supervisor (`flows.serverd`) that stops it once no command has used it for its idle period;
-later commands, from any work dir or installation of the same Prefect version, find it in
-`HOME/judgeline-server.json` and pay no start-up.
-
-Nobody else on the machine may talk to it: the home is a folder only its user can enter (0700,
-every file in it 0600); each start makes a new auth string (`judgeline-server.auth`), which
-Prefect checks on its API and its UI asks for, so what a process that took a dead server's
-port may catch opens nothing; and a client sends it only to a port it has checked is held by
-the server's own process (`flows.serveraccess.listens`).
-
-Files under HOME:
-- `judgeline-server.lock`: held while a command checks for, replaces or starts the server, and
-  by a supervisor from the moment it decides to stop until it exits;
-- `clients/PID`: one per command using the server, locked by it for its whole life and naming
-  it (a lock dies with its process, so a killed command never keeps a server alive);
-- `judgeline-server.json`: the live server's pid, start time, port and Prefect version,
-  written by its supervisor once the server answers; `judgeline-server.log`, its output.
+free loopback port for the Prefect home (`~/.local/state/judgeline/prefect`, or PREFECT_HOME)
+under a supervisor (`flows.serverd`), which publishes it in `HOME/judgeline-server.json` once
+it answers and stops it once idle. Later commands, from any work dir or installation of the
+same Prefect version, use it. Only its user can: the home is 0700 (its files 0600); each start
+makes a new auth string (`judgeline-server.auth`) that Prefect checks and its UI asks for; and
+a client sends it only to a port psutil shows the server's own process holds (`listens`).
+`judgeline-server.lock` serialises starts; `clients/PID` names each command using the server.
 
 Nothing here imports Prefect: a command that only reads runs never pays for it.
 """
@@ -31,6 +19,7 @@ import fcntl
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -40,68 +29,59 @@ from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
 
-from flows.serveraccess import (
-    ServerError,
-    check_listeners_visible,
-    free_port,
-    listens,
+from tasks.errors import InputError, JudgelineError
+from tasks.store.private import (
+    hold_until_exit,
     lock_file,
-    private_folder,
     private_home,
     read_private,
-    server_environment,
-    server_process,
+    register,
+    registered,
     write_private,
 )
-from tasks.errors import InputError
+from tasks.store.processes import (
+    check_listeners_visible,
+    listens,
+    same_process,
+)
 
 IDLE_SECONDS = 600.0
-"""How long a server with no client waits before it stops (JUDGELINE_SERVER_IDLE_SECONDS).
-Ten minutes: a working session's next command finds it; a nightly run's machine is quiet
-again soon after the run."""
-
+"""How long a server nobody uses waits before it stops (JUDGELINE_SERVER_IDLE_SECONDS)."""
 START_TIMEOUT_S = 120.0
 """A fresh database on a loaded 2-core machine takes 10-30 s; beyond this, something is wrong."""
-
-AUTH_USER = "judgeline"
-"""The user part of the auth string (`user:secret`, HTTP basic auth) Prefect's UI asks for."""
-
 KILLED_WHILE_STARTING = 3
 """The supervisor's exit code when its server was killed by a signal before it answered."""
-
 STATE_FORMAT = 2
 """The state file's layout; a file of another layout names no server this code can check."""
 
-_held: list[int] = []
-"""Descriptors of the locks this process holds for its whole life (its client file)."""
+SERVER_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR",
+              "XDG_CACHE_HOME", "XDG_STATE_HOME", "SQLITE_TMPDIR", "LD_LIBRARY_PATH")  # fmt: skip
+"""What the server keeps of the starting command's environment, besides `LC_*`, Prefect's
+settings and judgeline's own: never a judge's key, a store's credentials or another token."""
+
+
+class ServerError(JudgelineError):
+    """The local Prefect server could not be started, checked or reached: not the input's
+    fault, so the command exits 75 (try again later), not 2."""
+
+    exit_code = 75
 
 
 def prefect_version() -> str:
     return metadata.version("prefect")
 
 
-def idle_seconds() -> float:
-    raw = os.environ.get("JUDGELINE_SERVER_IDLE_SECONDS")
-    try:
-        return float(raw) if raw else IDLE_SECONDS
-    except ValueError:
-        raise InputError(
-            f"JUDGELINE_SERVER_IDLE_SECONDS must be a number of seconds, got {raw!r}"
-        ) from None
-
-
 @dataclass(frozen=True)
 class ServerInfo:
-    """What `judgeline-server.json` says of the live server."""
+    """What `judgeline-server.json` says of the live server: the `prefect server start`
+    process `pid` listening on `port`, and its `supervisor`; each with its start time
+    (psutil's), so that a pid the system reused for another process is not taken for it."""
 
     pid: int
-    """The `prefect server start` process, which listens on `port`."""
     started: float
-    """Its start time (psutil's create time): a pid reused by another process is not it."""
     port: int
     prefect_version: str
     supervisor: int
-    """The judgeline process that started it and stops it once idle (`flows.serverd`)."""
     supervisor_started: float
     idle_seconds: float
     started_at: float
@@ -117,7 +97,7 @@ class ServerInfo:
 
 
 class ServerFiles:
-    """The lock, state, secret and log files of one Prefect home's server."""
+    """The files of one Prefect home's server."""
 
     def __init__(self, home: Path) -> None:
         self.home = home
@@ -126,12 +106,10 @@ class ServerFiles:
         self.clients = home / "clients"
         self.log = home / "judgeline-server.log"
         self.auth = home / "judgeline-server.auth"
-        """`judgeline:SECRET`, made anew for each server start: Prefect's auth string."""
         self.stopped = home / "judgeline-server.stopped"
-        """Names the pid `judgeline server stop` stopped, for the commands that used it."""
+        """Names the server `judgeline server stop` stopped, for the commands that used it."""
 
     def read(self) -> ServerInfo | None:
-        """The state file's server, or None (absent, unreadable, another layout)."""
         try:
             info = ServerInfo(**json.loads(read_private(self.state) or ""))
         except (ValueError, TypeError):
@@ -148,44 +126,16 @@ class ServerFiles:
             self.state.unlink(missing_ok=True)
 
     def auth_string(self) -> str | None:
-        text = read_private(self.auth)
-        return text.strip() if text and text.strip() else None
-
-    def hold_client(self) -> None:
-        """Register this process as a client until it exits: `clients/PID`, locked and
-        naming the command."""
-        private_folder(self.clients)
-        fd = lock_file(self.clients / str(os.getpid()), fcntl.LOCK_EX)
-        if fd is not None:
-            _held.append(fd)
+        return (read_private(self.auth) or "").strip() or None
 
     def active_clients(self) -> list[str]:
-        """The commands using the server now (`pid N (command)`); the files of commands
-        that ended are removed."""
-        from flows.serveraccess import lock_holder
-
-        found = []
-        with contextlib.suppress(FileNotFoundError):
-            for entry in sorted(self.clients.iterdir()):
-                if entry.name == str(os.getpid()):
-                    continue
-                try:
-                    fd = os.open(entry, os.O_RDONLY | os.O_NOFOLLOW)
-                except OSError:
-                    continue
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                    entry.unlink(missing_ok=True)  # nobody holds it: its command ended
-                except BlockingIOError:
-                    found.append(lock_holder(fd))
-                finally:
-                    os.close(fd)
-        return found
+        """The commands using the server now, as `pid N (command)`."""
+        return registered(self.clients)
 
     def retire(self, pid: int) -> bool:
-        """Called by the supervisor of the idle server `pid`: unless a command is starting
-        or using it, remove the state file and keep the start lock until this process exits,
-        so the next command waits for it to be gone and starts a new one."""
+        """The idle server `pid`'s supervisor: unless a command is starting or using it,
+        withdraw the state file and keep the start lock until this process exits (the next
+        command waits for it to be gone and starts another)."""
         start = lock_file(self.start_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         if start is None:
             return False
@@ -193,13 +143,12 @@ class ServerFiles:
             os.close(start)
             return False
         self.clear(pid)
-        _held.append(start)  # released when the process exits
+        hold_until_exit(start)
         return True
 
 
 def healthy(port: int, *, timeout: float = 5.0) -> bool:
-    """Whether Prefect's API on `port` answers its health check (a route that needs no
-    auth string: nothing secret is sent)."""
+    """Whether Prefect's API on `port` answers its health check (no auth string sent)."""
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
         with opener.open(f"http://127.0.0.1:{port}/api/health", timeout=timeout) as reply:
@@ -209,11 +158,11 @@ def healthy(port: int, *, timeout: float = 5.0) -> bool:
 
 
 def live_server(files: ServerFiles) -> ServerInfo | None:
-    """The server the state file names, if its own process holds its port and answers."""
+    """The server the state file names, if its own process holds its port and answers (a
+    busy machine can be slow: it is given three tries)."""
     info = files.read()
     if info is None or not listens(info.pid, info.started, info.port):
         return None
-    # A busy machine can be slow to answer: a live server is never given up on one miss.
     for _ in range(3):
         if healthy(info.port):
             return info
@@ -222,150 +171,86 @@ def live_server(files: ServerFiles) -> ServerInfo | None:
 
 
 def terminate(pid: int, started: float, timeout: float = 15.0) -> None:
-    """SIGTERM the process `pid` (if it is still the one started at `started`), SIGKILL it
-    after `timeout`."""
-    if not server_process(pid, started):
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while server_process(pid, started) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    if server_process(pid, started):
+    """SIGTERM process `pid` if it is still the one started at `started`; SIGKILL it after
+    `timeout`."""
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        if not same_process(pid, started):
+            return
         with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+            os.kill(pid, signum)
+        deadline = time.monotonic() + timeout
+        while same_process(pid, started) and time.monotonic() < deadline:
+            time.sleep(0.1)
 
 
-def _check_home(home: Path) -> None:
-    """Refuse at once, naming the folder, a Prefect home this process cannot write (or that
-    is not the user's own); make it private (`private_home`)."""
-    try:
-        private_home(home)
-        probe = home / f".judgeline-write-check.{os.getpid()}"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as exc:
-        raise InputError(
-            f"Prefect's home (its database and the local server's files) cannot be written "
-            f"there ({exc.strerror}); give a writable --work-dir, or set PREFECT_HOME or "
-            "PREFECT_API_URL",
-            file=str(home),
-        ) from None
+def server_environment(home: Path, auth: str, port: int) -> dict[str, str]:
+    """The server's environment (SERVER_ENV), with its auth string, its UI told its own
+    address (else the UI would send the auth string to Prefect's default port) and given a
+    folder of the home for its files (never the installation), and no bytecode written (its
+    umask is 077: a shared installation's bytecode would be the installer's alone)."""
+    keep = {
+        name: value
+        for name, value in os.environ.items()
+        if name in SERVER_ENV or name.startswith(("LC_", "JUDGELINE_SERVER_"))
+        or (name.startswith("PREFECT_") and not name.startswith("PREFECT_API_"))
+    }  # fmt: skip
+    keep.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    return keep | {
+        "PREFECT_HOME": str(home),
+        "PREFECT_SERVER_API_AUTH_STRING": auth,
+        "PREFECT_UI_API_URL": f"http://127.0.0.1:{port}/api",
+        "PREFECT_UI_STATIC_DIRECTORY": str(home / "ui" / prefect_version()),
+        "PREFECT_SERVER_LOGGING_LEVEL": "WARNING",
+        "PREFECT_LOGGING_LEVEL": "WARNING",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
 
 
-def _log_tail(path: Path, lines: int = 12) -> str:
-    text = (read_private(path) or "").strip().splitlines()
-    return "\n".join(text[-lines:])
-
-
-def new_auth_string() -> str:
-    import secrets
-
-    return f"{AUTH_USER}:{secrets.token_urlsafe(32)}"
-
-
-def _spawn(files: ServerFiles, idle_s: float, port: int, auth: str) -> subprocess.Popen[bytes]:
-    """Start a supervisor and its server for this home on `port` with `auth` (returns at
-    once): isolated from the command's Python settings and folder (`-I`, cwd `/`), with only
-    the environment it needs and a umask that keeps what it writes private; it writes no
-    bytecode (`-B`): the installation's files stay readable by every user of it."""
-    write_private(files.auth, auth + "\n")
-    fd = os.open(files.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "ab") as log:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-I",
-                "-B",
-                "-m",
-                "flows.serverd",
-                str(files.home),
-                str(idle_s),
-                str(port),
-            ],  # fmt: skip
-            env=server_environment(files.home, auth, port, dict(os.environ)),
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # a terminal's Ctrl-C never reaches it
-            cwd="/",
-            umask=0o077,
-        )
-    return proc
-
-
-def _wait_started(files: ServerFiles, proc: subprocess.Popen[bytes]) -> ServerInfo:
-    """Wait until the supervisor `proc` has published its server, checked to listen on its
-    port and answering."""
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise ServerError(
-                f"the local Prefect server for {files.home} exited with code "
-                f"{proc.returncode} while starting; the end of {files.log}:\n"
-                + _log_tail(files.log)
-            )
-        info = files.read()
-        if info is not None and info.supervisor == proc.pid:  # noqa: SIM102
-            if listens(info.pid, info.started, info.port) and healthy(info.port, timeout=2):
-                return info
-        time.sleep(0.1)
-    proc.terminate()  # the supervisor stops its server
-    try:
-        proc.wait(15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    raise ServerError(
-        f"the local Prefect server for {files.home} did not answer within "
-        f"{START_TIMEOUT_S:.0f} s; the end of {files.log}:\n" + _log_tail(files.log)
-    )
-
-
-class ServerStart:
-    """The home's server found, or started without waiting for it; `ready()` waits until it
-    answers. `api_url` and `auth_string` are known at once, so the caller imports its flows
-    meanwhile (the server's start and Prefect's import use a core each); nothing is sent to
-    the server before `ready()` has checked it. Between the two the start lock is held, so
-    two commands starting at once start one server."""
+class LocalServer:
+    """The home's server, found or started without waiting for it: its address and auth
+    string are known at once, so the caller imports its flows meanwhile; `ready()` waits
+    until it answers and checks it before anything is sent. The start lock is held between
+    the two, so two commands starting at once start one server."""
 
     def __init__(self, home: Path, *, idle_s: float | None = None) -> None:
-        _check_home(home)
-        check_listeners_visible()
+        try:
+            private_home(home)
+            self._lock = lock_file(home / "judgeline-server.lock", fcntl.LOCK_EX)
+        except OSError as exc:
+            raise InputError(
+                f"Prefect's home (its database and the local server's files) cannot be "
+                f"written there ({exc.strerror}); give a writable --work-dir, or set "
+                "PREFECT_HOME or PREFECT_API_URL",
+                file=str(home),
+            ) from None
         self.files = ServerFiles(home)
-        self._idle = idle_seconds() if idle_s is None else idle_s
-        self._lock = lock_file(self.files.start_lock, fcntl.LOCK_EX)
         self._proc: subprocess.Popen[bytes] | None = None
         try:
+            check_listeners_visible()
+            raw = os.environ.get("JUDGELINE_SERVER_IDLE_SECONDS")
+            try:
+                self._idle = idle_s or float(raw or IDLE_SECONDS)
+            except ValueError:
+                raise InputError(
+                    f"JUDGELINE_SERVER_IDLE_SECONDS is not a number: {raw!r}"
+                ) from None
             self.info = live_server(self.files)
             if self.info is not None and self.info.prefect_version != prefect_version():
-                self._replace_other_version(self.info)
+                self._replace(self.info)
                 self.info = None
             if self.info is None:
                 self._start()
             else:
-                self.port, self.auth_string = self.info.port, self._auth()
+                self.port, self.auth_string = self.info.port, self.files.auth_string() or ""
         except BaseException:
             self._release()
             raise
 
-    def _auth(self) -> str:
-        auth = self.files.auth_string()
-        if auth is None:
-            raise ServerError(
-                f"the local Prefect server's auth string is missing: {self.files.auth}"
-            )
-        return auth
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api"
 
-    def _start(self) -> None:
-        stale = self.files.read()
-        if stale is not None:
-            terminate(stale.supervisor, stale.supervisor_started)
-            terminate(stale.pid, stale.started)
-        self.files.clear()
-        self.port, self.auth_string = free_port(), new_auth_string()
-        self._proc = _spawn(self.files, self._idle, self.port, self.auth_string)
-
-    def _replace_other_version(self, info: ServerInfo) -> None:
+    def _replace(self, info: ServerInfo) -> None:
         """A server of another Prefect version (another installation's) is replaced only
         while no command uses it."""
         using = self.files.active_clients()
@@ -377,68 +262,110 @@ class ServerStart:
                 "end, this command replaces it; or set PREFECT_HOME to give this installation "
                 "a home of its own"
             )
-        terminate(info.supervisor, info.supervisor_started)
-        terminate(info.pid, info.started)
+        stop_processes(info)
 
-    def _release(self) -> None:
-        if self._lock is not None:
-            os.close(self._lock)
-            self._lock = None
+    def _start(self) -> None:
+        import secrets
 
-    @property
-    def api_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/api"
+        stale = self.files.read()
+        if stale is not None:
+            stop_processes(stale)
+        self.files.clear()
+        with socket.socket() as probe:  # a free port, which the server binds a moment later
+            probe.bind(("127.0.0.1", 0))
+            self.port = int(probe.getsockname()[1])
+        self.auth_string = f"judgeline:{secrets.token_urlsafe(32)}"
+        write_private(self.files.auth, self.auth_string + "\n")
+        self._spawn()
+
+    def _spawn(self) -> None:
+        """The supervisor (returns at once): isolated from the command's Python settings and
+        folder (`-I`, cwd `/`), its files private (umask 077), no bytecode written (`-B`)."""
+        fd = os.open(self.files.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "ab") as log:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-I", "-B", "-m", "flows.serverd", str(self.files.home),
+                 str(self._idle), str(self.port)],
+                env=server_environment(self.files.home, self.auth_string, self.port),
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd="/",
+                start_new_session=True,  # a terminal's Ctrl-C never reaches it
+                umask=0o077,
+            )  # fmt: skip
+
+    def _wait_started(self) -> ServerInfo:
+        """The server the supervisor published (it checked the server holds its port)."""
+        assert self._proc is not None
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline and self._proc.poll() is None:
+            info = self.files.read()
+            if info is not None and info.supervisor == self._proc.pid:
+                return info
+            time.sleep(0.1)
+        if self._proc.poll() is None:
+            self._proc.terminate()  # the supervisor stops its server
+        tail = "\n".join((read_private(self.files.log) or "").strip().splitlines()[-12:])
+        code = self._proc.wait()
+        raise ServerError(
+            f"the local Prefect server for {self.files.home} did not start (exit code {code}); "
+            f"the end of {self.files.log}:\n{tail}"
+        )
 
     def ready(self) -> ServerInfo:
-        """The live server, once it answers; this process holds it as a client. A server
-        killed while it started is started once more."""
+        """The live server, checked; this process holds it as a client until it exits. A
+        server killed while it started is started once more, on the same port with the
+        same auth string (nothing was sent there; it is checked again before anything is)."""
         try:
             if self.info is None:
-                assert self._proc is not None
                 try:
-                    self.info = _wait_started(self.files, self._proc)
+                    self.info = self._wait_started()
                 except ServerError:
-                    if self._proc.returncode != KILLED_WHILE_STARTING:
+                    if self._proc is None or self._proc.returncode != KILLED_WHILE_STARTING:
                         raise
-                    # Killed by a signal while starting: once more, on the same port with
-                    # the same auth string (this process's client has them; nothing was sent
-                    # to that port, which is checked again before anything is).
-                    self._proc = _spawn(self.files, self._idle, self.port, self.auth_string)
-                    self.info = _wait_started(self.files, self._proc)
-            self.files.hold_client()
+                    self._spawn()
+                    self.info = self._wait_started()
+            if not listens(self.info.pid, self.info.started, self.port):
+                raise ServerError(f"the local Prefect server for {self.files.home} went away")
+            register(self.files.clients)
         finally:
             self._release()
         return self.info
 
+    def _release(self) -> None:
+        if getattr(self, "_lock", None) is not None:
+            os.close(self._lock)  # type: ignore[arg-type]
+            self._lock = None
+
 
 def ensure_server(home: Path, *, idle_s: float | None = None) -> ServerInfo:
     """The home's live server, started if none runs; this process holds it as a client."""
-    return ServerStart(home, idle_s=idle_s).ready()
+    return LocalServer(home, idle_s=idle_s).ready()
+
+
+def stop_processes(info: ServerInfo) -> None:
+    terminate(info.supervisor, info.supervisor_started)
+    terminate(info.pid, info.started)
 
 
 def stop_server(home: Path, *, force: bool = True) -> ServerInfo | None:
-    """Stop the home's server (SIGTERM to its supervisor and to it, SIGKILL after 15 s); the
-    one stopped, if any. Without `force`, refused (ServerError naming them) while commands
-    use it."""
+    """Stop the home's server; the one stopped, if any. Without `force`, refused (naming
+    them) while commands use it."""
     files = ServerFiles(home)
     if not files.state.exists():
         return None
     fd = lock_file(files.start_lock, fcntl.LOCK_EX)
     try:
         info = files.read()
-        if info is None:
-            return None
-        using = files.active_clients()
+        using = files.active_clients() if info is not None else []
         if using and not force:
             raise InputError(
                 f"the local Prefect server is in use by {'; '.join(using)}; stopping it stops "
                 "them (each keeps every reply it stored and can be resumed): wait until they "
                 "end, or give --force"
             )
-        write_private(files.stopped, str(info.pid))
-        terminate(info.supervisor, info.supervisor_started)
-        terminate(info.pid, info.started)
-        files.clear()
+        if info is not None:
+            write_private(files.stopped, str(info.pid))
+            stop_processes(info)
+            files.clear()
     finally:
         if fd is not None:
             os.close(fd)

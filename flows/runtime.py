@@ -5,14 +5,13 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-import signal
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
-from flows.serverwatch import use_local_server
-from tasks.errors import InputError, JudgelineError, StoreError
-from tasks.workdir import WorkDir
+from flows.serverwatch import use_local_server, watch
+from tasks.errors import JudgelineError
+from tasks.judging.stopping import raise_on_stop_signals
+from tasks.workdir import WorkDir, check_writable
 
 # The loggers on which Prefect reports a failed flow or task run, traceback included.
 RUN_LOGGERS = (
@@ -92,76 +91,10 @@ def configure_prefect(*, debug: bool = False) -> None:
         logging.raiseExceptions = False
 
 
-class StopSignal(BaseException):
-    """SIGTERM outside the judge stage, raised where the main thread is (as KeyboardInterrupt
-    is for SIGINT); `tasks.jobrecord.recorded_run` records the run `interrupted`."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signal = signum
-
-
-def _raise_stop(signum: int, frame: FrameType | None) -> None:
-    if signum == signal.SIGINT:
-        raise KeyboardInterrupt
-    raise StopSignal(signum)
-
-
-def raise_on_stop_signals() -> None:
-    """SIGINT and SIGTERM raise in the main thread at once, wherever it is.
-
-    Without this, `asyncio.run` turns Ctrl-C into a cancellation that waits for the next
-    await (a stage running synchronously ran to its end first) and SIGTERM kills the process
-    with its record still `running`. The judge stage routes both to its own clean stop
-    (`tasks.judging.stopping`) while it sends."""
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, _raise_stop)
-
-
-def open_work_dir(address: str | None) -> WorkDir:
-    """The work dir a command names (`WorkDir.at`), or an InputError saying why an object
-    store URL cannot be opened (an unknown scheme option, a malformed URL)."""
-    try:
-        return WorkDir.at(address)
-    except StoreError as exc:
-        raise InputError(f"cannot open work dir {address}: {exc}") from None
-
-
-def check_work_dir(work: WorkDir) -> None:
-    """Refuse a work dir that is a file or lies under one (every command checks this first;
-    a missing work dir is made by the commands that write). An object store is checked
-    when a command first writes to it (`start_prefect`)."""
-    if work.url is not None:
-        return
-    path = work.root
-    while not path.exists() and path.parent != path:
-        path = path.parent
-    if not path.is_dir():
-        raise InputError(f"not usable as a work dir ({path} is not a folder)", file=str(work.root))
-
-
-def check_store_access(work: WorkDir) -> None:
-    """Write, read and delete a probe object in the work dir's store, or an InputError
-    naming the store and the store's own reason (credentials, a missing bucket)."""
-    from tasks.store.objects import ObjectStore
-
-    assert isinstance(work.store, ObjectStore)
-    try:
-        work.store.check_access()
-    except StoreError as exc:
-        raise InputError(
-            f"work dir {work.url} cannot be written: {exc}. Credentials come from the "
-            "environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL and "
-            "AWS_ALLOW_HTTP=true for an http endpoint; GOOGLE_APPLICATION_CREDENTIALS; "
-            "AZURE_STORAGE_ACCOUNT_NAME and a key or token), a task role or web identity, or "
-            "with JUDGELINE_INSTANCE_CREDENTIALS=true the machine's own role"
-        ) from None
-
-
 def prefect_home(work: WorkDir | None = None) -> Path:
     """Prefect's home: PREFECT_HOME if set, else the user's own, which every work dir of the
-    user's shares (`~/.local/state/judgeline/prefect`): one local server, one secret and one
-    warm gate runner per user, runs told apart by their `work-dir:` tag."""
+    user's shares (`~/.local/state/judgeline/prefect`): one local server per user, runs told
+    apart by their `work-dir:` tag."""
     from tasks.usercache import user_state_dir
 
     chosen = os.environ.get("PREFECT_HOME")
@@ -177,31 +110,20 @@ def start_prefect(work: WorkDir, *modules: str) -> None:
 
     `import prefect` reads its settings once, so this must run first.
     """
-    from flows.localserver import private_home
+    from tasks.store.private import private_home
 
     home = prefect_home(work)
     private_home(home)  # before `import prefect` makes it with the process's umask
     os.environ["PREFECT_HOME"] = str(home)
     os.environ.setdefault("PREFECT_RESULTS_LOCAL_STORAGE_PATH", str(home / "results"))
-    if work.url is not None:
-        check_store_access(work)
-    try:
-        work.root.mkdir(parents=True, exist_ok=True)
-        probe = work.root / f".judgeline-write-check.{os.getpid()}"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as exc:
-        raise InputError(
-            f"not usable as a work dir: it cannot be written ({exc.strerror})",
-            file=str(work.root),
-        ) from None
+    check_writable(work)
     server = use_local_server(home)
     raise_on_stop_signals()
     for module in modules:
         importlib.import_module(module)
-    tag_runs(work)
+    RUN_TAGS[:] = [f"work-dir:{work.address}"]
     if server is not None:
-        server.ready()
+        watch(server.ready(), server.files)
 
 
 def private_temp(home: Path) -> None:
@@ -210,7 +132,7 @@ def private_temp(home: Path) -> None:
     which on a shared machine may hold another user's `runner_storage`."""
     import tempfile
 
-    from flows.serveraccess import private_folder, private_home
+    from tasks.store.private import private_folder, private_home
 
     private_home(home)
     folder = private_folder(home / "tmp")
@@ -218,13 +140,9 @@ def private_temp(home: Path) -> None:
     tempfile.tempdir = str(folder)
 
 
-def tag_runs(work: WorkDir) -> None:
-    """Tag every flow run of this process with its work dir (`work-dir:ADDRESS`): one Prefect
-    server holds the runs of all of a user's work dirs."""
-    RUN_TAGS[:] = [f"work-dir:{work.address}"]
-
-
 RUN_TAGS: list[str] = []
+"""The tags of this process's flow runs: its work dir's (`work-dir:ADDRESS`), as one server
+holds the runs of all of a user's work dirs."""
 
 
 def _tag_flow_run(flow: Any, flow_run: Any, state: Any) -> None:

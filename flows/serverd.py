@@ -2,7 +2,7 @@
 it is given, publishes the server once it answers, and stops it once idle.
 
 Run as `python -m flows.serverd HOME IDLE_SECONDS PORT` by `flows.localserver` (never by hand),
-with the environment `flows.serveraccess.server_environment` made: Prefect's own settings
+with the environment `flows.localserver.server_environment` made: Prefect's own settings
 (its home, its auth string, its UI's API address and static folder) and nothing secret of the
 user's. The server is idle once, for IDLE_SECONDS, no judgeline command has held a client
 file and no connection to it was open (a browser on the UI, a `prefect` command pointed at
@@ -30,7 +30,8 @@ from flows.localserver import (
     healthy,
     prefect_version,
 )
-from flows.serveraccess import listens, private_home, start_time
+from tasks.store.private import private_home
+from tasks.store.processes import listens, start_time
 
 CHECK_EVERY_S = 2.0
 

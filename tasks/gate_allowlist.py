@@ -1,7 +1,6 @@
-"""The only expectations a data-quality gate builds (`tasks.gates.Expect`), checked before
-anything is built: whatever a request to the local server's gate route names, it can only
-gate, never make great-expectations evaluate an argument (a `row_condition` with the pandas
-parser runs method calls)."""
+"""The only expectations a data-quality gate builds (`Expect`), checked before anything is
+built: whatever a gate request names, it can only gate, never make great-expectations evaluate
+an argument (a `row_condition` with the pandas parser runs method calls)."""
 
 from __future__ import annotations
 
@@ -83,3 +82,25 @@ def read_head(line: bytes) -> tuple[str, list[tuple[str, dict[str, Any]]], set[s
         check_expectation(item[0], item[1])
         distinct.append((item[0], item[1]))
     return stage, distinct, set(objects)
+
+
+class Expect:
+    """A great-expectations expectation named by its class and arguments, built only when a
+    gate runs (`import great_expectations` costs seconds; a gate whose table already passed
+    never pays it). Only the kinds and arguments in `ALLOWED` can be made, checked here,
+    before anything is built, wherever the request came from."""
+
+    def __init__(self, kind: str, **kwargs: Any) -> None:
+        check_expectation(kind, kwargs)
+        self.kind = kind
+        self.kwargs = kwargs
+
+    @property
+    def key(self) -> str:
+        """Its identity: two expectations with the same key are one (a suite holds it once)."""
+        return json.dumps([self.kind, self.kwargs], sort_keys=True, default=str)
+
+    def build(self) -> Any:
+        import great_expectations as gx
+
+        return getattr(gx.expectations, self.kind)(**self.kwargs)

@@ -56,7 +56,7 @@ __all__ = [
 
 ACTIVE: dict[str, tuple[WorkDir, RunRecord]] = {}
 """The records `recorded_run` keeps in this process now, by run id."""
-SETTLED: list[RunRecord] = []
+SETTLED: list[tuple[WorkDir, RunRecord]] = []
 """Those it has written for the last time (a command that must stop at once, its Prefect
 server gone, says how each ended: `flows.serverwatch`)."""
 
@@ -229,7 +229,7 @@ def recorded_run(
                     raise
             finally:
                 ACTIVE.pop(record.run_id, None)
-                SETTLED.append(record)
+                SETTLED.append((work, record))
 
 
 def _stop_signal(exc: BaseException) -> int | None:
@@ -318,10 +318,16 @@ def scan_records(work: WorkDir) -> list[RunEntry]:
     return good + damaged + foreign
 
 
-def resume_command(run_id: str) -> str:
+def resume_command(run_id: str, work: WorkDir | None = None) -> str:
     """The one command that takes an interrupted run up again, whatever stage it stopped in
-    (`judgeline rerun-failed`: see `resume_kind`)."""
-    return f"judgeline rerun-failed {run_id}"
+    (`judgeline rerun-failed`: see `resume_kind`), with `work`'s address unless that is the
+    default work dir."""
+    import shlex
+
+    from tasks.workdir import default_address
+
+    where = "" if work is None or work.address == default_address() else work.address
+    return f"judgeline {f'--work-dir {shlex.quote(where)} ' if where else ''}rerun-failed {run_id}"
 
 
 ResumeKind = Literal["rerun", "nightly", "judge", "live", "import"]

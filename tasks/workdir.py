@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from tasks.errors import InputError, StoreError
 from tasks.store import Store, is_store_url, open_object_store, store_of
 
 DEFAULT_WORK_DIR = Path("work")
@@ -253,3 +254,55 @@ def _on_store(store: Store) -> WorkDir:
 
     assert isinstance(store, ObjectStore)
     return WorkDir(store.root, store, url=store.url, scratch=store.state)
+
+
+def open_work_dir(address: str | None) -> WorkDir:
+    """The work dir a command names (`WorkDir.at`), or an InputError saying why an object
+    store URL cannot be opened (an unknown scheme option, a malformed URL)."""
+    try:
+        return WorkDir.at(address)
+    except StoreError as exc:
+        raise InputError(f"cannot open work dir {address}: {exc}") from None
+
+
+def check_work_dir(work: WorkDir) -> None:
+    """Refuse a work dir that is a file or lies under one (every command checks this first;
+    a missing work dir is made by the commands that write). An object store is checked
+    when a command first writes to it (`check_writable`)."""
+    if work.url is not None:
+        return
+    path = work.root
+    while not path.exists() and path.parent != path:
+        path = path.parent
+    if not path.is_dir():
+        raise InputError(f"not usable as a work dir ({path} is not a folder)", file=str(work.root))
+
+
+def check_writable(work: WorkDir) -> None:
+    """Before a job that writes: a probe written, read and deleted in the work dir's store
+    (the store's own reason if not: credentials, a missing bucket) and in its local folder,
+    or an InputError saying why it cannot be written."""
+    if work.url is not None:
+        from tasks.store.objects import ObjectStore
+
+        assert isinstance(work.store, ObjectStore)
+        try:
+            work.store.check_access()
+        except StoreError as exc:
+            raise InputError(
+                f"work dir {work.url} cannot be written: {exc}. Credentials come from the "
+                "environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL and "
+                "AWS_ALLOW_HTTP=true for an http endpoint; GOOGLE_APPLICATION_CREDENTIALS; "
+                "AZURE_STORAGE_ACCOUNT_NAME and a key or token), a task role or web identity, "
+                "or with JUDGELINE_INSTANCE_CREDENTIALS=true the machine's own role"
+            ) from None
+    try:
+        work.root.mkdir(parents=True, exist_ok=True)
+        probe = work.root / f".judgeline-write-check.{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise InputError(
+            f"not usable as a work dir: it cannot be written ({exc.strerror})",
+            file=str(work.root),
+        ) from None

@@ -83,7 +83,7 @@ def test_failed_gate_leaves_no_memo(tmp_path: Path) -> None:
 def test_great_expectations_logs_nothing_below_a_warning() -> None:
     import logging
 
-    from tasks.gates import gx_results
+    from tasks.gate_runner import gx_results
 
     df = pd.DataFrame({"row_id": ["r1"], "x": [1]})
     gx_results("quiet", df, [Expect("ExpectColumnValuesToNotBeNull", column="x")])
@@ -124,8 +124,8 @@ from tasks.gates import Check, Expect, run_gate
 df = pd.DataFrame({{"pair_id": ["p1"], "ok": [True]}})
 checks = [Check(Expect("ExpectColumnValuesToBeInSet", column="ok", value_set=[True]), "ok")]
 run_gate("stage", df, checks, id_column="pair_id", memo_dir=Path({str(tmp_path)!r}))
-from tasks import gates
-print(gates._runner is not None or "great_expectations" in sys.modules)
+from tasks import gate_runner
+print(gate_runner._runner is not None or "great_expectations" in sys.modules)
 """
     runs = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                            env=dict(os.environ)) for _ in range(2)]  # fmt: skip
@@ -172,15 +172,16 @@ def test_a_gate_run_by_the_gate_runner_answers_as_one_run_here(case: int) -> Non
     """The command's gate runner (`answer_gate` over `gate_request`'s Arrow bytes, in its
     child process) gives the very results of great-expectations in this process, failures
     and offending rows included."""
-    from tasks import gates
-    from tasks.gates import answer_gate, gate_request, gx_results
+    from tasks import gate_runner
+    from tasks.gate_runner import answer_gate, gate_request, gx_results
 
     df, expectations = _round_trip_cases()[case]
     here = gx_results("round-trip", df, expectations)
     body = gate_request("round-trip", df, expectations)
     assert body is not None
     assert json.loads(answer_gate(body)) == json.loads(json.dumps(here))
-    assert gates._runner_results("round-trip", df, expectations) == json.loads(json.dumps(here))
+    answered = gate_runner.runner_results("round-trip", df, expectations)
+    assert answered == json.loads(json.dumps(here))
     if case == 0:
         assert not any(r["success"] for r in here)
         assert here[2]["positions"]
@@ -190,7 +191,7 @@ def test_a_gate_run_by_the_gate_runner_answers_as_one_run_here(case: int) -> Non
 
 
 def test_a_table_arrow_would_change_is_gated_here() -> None:
-    from tasks.gates import gate_request
+    from tasks.gate_runner import gate_request
 
     mixed = pd.DataFrame({"value": [1, "one", None]})
     assert (
@@ -201,7 +202,7 @@ def test_a_table_arrow_would_change_is_gated_here() -> None:
     check = Expect("ExpectColumnValuesToNotBeNull", column="n")
     body = gate_request("nullable", nullable, [check])
     assert body is None or json.loads(body.partition(b"\n")[0])["stage"] == "nullable"
-    from tasks.gates import GateRequestError
+    from tasks.gate_allowlist import GateRequestError
 
     with pytest.raises(GateRequestError, match="value_set"):
         Expect("ExpectColumnValuesToBeInSet", column="n", value_set={1})  # not a list
@@ -210,20 +211,20 @@ def test_a_table_arrow_would_change_is_gated_here() -> None:
 def test_a_gate_runner_that_died_leaves_the_gate_to_this_process(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from tasks import gates
+    from tasks import gate_runner, gates
 
-    monkeypatch.setattr(gates, "_runner", None)
-    monkeypatch.setattr(gates, "_runner_failed", False)
+    monkeypatch.setattr(gate_runner, "_runner", None)
+    monkeypatch.setattr(gate_runner, "_runner_failed", False)
     gates.preload_great_expectations()
-    assert gates._runner is not None
-    gates._runner.kill()
-    gates._runner.wait()
+    assert gate_runner._runner is not None
+    gate_runner._runner.kill()
+    gate_runner._runner.wait()
     df = pd.DataFrame({"id": ["a", "b"], "ok": [True, False]})
     check = Check(Expect("ExpectColumnValuesToBeInSet", column="ok", value_set=[True]), "not ok")
     with pytest.raises(GateError) as info:
         run_gate("fallback", df, [check], id_column="id")
     assert "not ok (1 row; id b)" in str(info.value)
-    assert gates._runner_failed  # not tried again: the gates run here
+    assert gate_runner._runner_failed  # not tried again: the gates run here
 
 
 def test_only_judgelines_expectations_can_be_made() -> None:

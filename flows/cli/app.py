@@ -16,10 +16,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from flows.cli import tables
-from flows.runtime import check_work_dir, configure_prefect, open_work_dir, start_prefect
+from flows.runtime import configure_prefect, start_prefect
 from tasks.errors import InputError
 from tasks.store import SCRATCH_ENV
-from tasks.workdir import WorkDir, default_address
+from tasks.workdir import WorkDir, check_work_dir, open_work_dir
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -138,17 +138,10 @@ def prepare_prefect(*flow_modules: str, records: bool = True) -> None:
 
 
 def resume_line(run_id: str) -> str:
-    """The command line that resumes an interrupted run (`rerun-failed`, whatever stage it
-    stopped in), with the work dir it ran in unless that is the default."""
-    import shlex
-
+    """The command line that resumes an interrupted run of this command's work dir."""
     from tasks.jobrecord import resume_command
 
-    command = resume_command(run_id)
-    if state.work.address != default_address():
-        where = shlex.quote(state.work.address)
-        command = command.replace("judgeline ", f"judgeline --work-dir {where} ", 1)
-    return command
+    return resume_command(run_id, state.work)
 
 
 def load_judges(path: Path) -> list[JudgeSpec]:

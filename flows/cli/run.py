@@ -24,7 +24,7 @@ from flows.cli.app import (
     state,
 )
 from flows.cli.tables import print_json, print_table
-from flows.runtime import open_work_dir
+from tasks.workdir import open_work_dir
 
 
 @app.command("run")

@@ -24,11 +24,13 @@ import signal
 import sys
 import threading
 from collections.abc import Awaitable, Iterator
+from types import FrameType
 from typing import TypeVar
 
 from tasks.errors import stop_cause
 
-__all__ = ["GRACE_S", "STOP_SIGNALS", "StopRequest", "stop_on_signals"]
+__all__ = ["GRACE_S", "STOP_SIGNALS", "StopRequest", "StopSignal", "raise_on_stop_signals",
+           "stop_on_signals"]  # fmt: skip
 
 GRACE_S = 10.0
 """Longest wait for the replies in flight after a stop signal (a judge's own timeout, if
@@ -135,3 +137,29 @@ def stop_on_signals(stop: StopRequest) -> Iterator[StopRequest]:
         for sig, handler in previous.items():
             loop.remove_signal_handler(sig)
             signal.signal(sig, handler)
+
+
+class StopSignal(BaseException):
+    """SIGTERM outside the judge stage, raised where the main thread is (as KeyboardInterrupt
+    is for SIGINT); `tasks.jobrecord.recorded_run` records the run `interrupted`."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signal = signum
+
+
+def _raise_stop(signum: int, frame: FrameType | None) -> None:
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise StopSignal(signum)
+
+
+def raise_on_stop_signals() -> None:
+    """SIGINT and SIGTERM raise in the main thread at once, wherever it is.
+
+    Without this, `asyncio.run` turns Ctrl-C into a cancellation that waits for the next
+    await (a stage running synchronously ran to its end first) and SIGTERM kills the process
+    with its record still `running`. The judge stage routes both to its own clean stop
+    (`StopRequest`) while it sends."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _raise_stop)

@@ -56,10 +56,10 @@ def _judge(server: SimJudgeServer) -> JudgeSpec:
 def _local_servers(home: Path) -> list[int]:
     """Pids of the live local Prefect server of this Prefect home and its supervisor."""
     from flows.localserver import ServerFiles
-    from flows.serveraccess import server_process
+    from tasks.store.processes import same_process
 
     info = ServerFiles(home).read()
-    if info is None or not server_process(info.pid, info.started):
+    if info is None or not same_process(info.pid, info.started):
         return []
     return [info.pid, info.supervisor]
 

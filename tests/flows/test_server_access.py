@@ -28,8 +28,8 @@ from server_support import env_for, finish, import_command, server_info, starts
 from support import CountingListener
 
 from flows.localserver import ServerFiles, ServerInfo, ensure_server, stop_server
-from flows.serveraccess import ServerError, lock_file, private_home
 from tasks.errors import InputError
+from tasks.store.private import LockTimeout, lock_file, private_home
 
 pytestmark = pytest.mark.slow
 KEYS = {
@@ -151,14 +151,14 @@ def test_the_gate_runner_is_reached_only_through_its_pipes_and_holds_no_key(
     holds none of the command's keys."""
     import psutil
 
-    from tasks import gates
+    from tasks import gate_runner
 
     for name, value in KEYS.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setattr(gates, "_runner", None)
-    monkeypatch.setattr(gates, "_runner_failed", False)
-    with gates._runner_lock:
-        runner = gates._gate_runner()
+    monkeypatch.setattr(gate_runner, "_runner", None)
+    monkeypatch.setattr(gate_runner, "_runner_failed", False)
+    with gate_runner._runner_lock:
+        runner = gate_runner._gate_runner()
     assert runner is not None
     try:
         child = psutil.Process(runner.pid)
@@ -241,7 +241,7 @@ def test_a_lock_wait_is_bounded_and_names_the_holder(tmp_path: Path) -> None:
         [sys.executable, "-c",
          "import fcntl, time\n"
          "from pathlib import Path\n"
-         "from flows.serveraccess import lock_file\n"
+         "from tasks.store.private import lock_file\n"
          f"lock_file(Path({str(path)!r}), fcntl.LOCK_EX); print('held', flush=True)\n"
          "time.sleep(60)"],
         stdout=subprocess.PIPE, text=True,
@@ -251,7 +251,7 @@ def test_a_lock_wait_is_bounded_and_names_the_holder(tmp_path: Path) -> None:
         import fcntl
 
         began = time.monotonic()
-        with pytest.raises(ServerError, match=f"pid {holder.pid}"):
+        with pytest.raises(LockTimeout, match=f"pid {holder.pid}"):
             lock_file(path, fcntl.LOCK_EX, wait_s=1.0)
         assert time.monotonic() - began < 5
     finally:
@@ -302,7 +302,7 @@ def test_every_gate_judgeline_runs_is_answered_by_the_gate_runner() -> None:
     refusal would silently gate in the command, which then imports great-expectations."""
     import pandas as pd
 
-    from tasks import gates
+    from tasks import gate_runner, gates
     from tasks.remap.gate import STAGE
 
     df = pd.DataFrame({"pair_id": ["p1", "p2"], "seed": [0, 1], "order": ["AB", "BA"]})
@@ -313,6 +313,6 @@ def test_every_gate_judgeline_runs_is_answered_by_the_gate_runner() -> None:
         gates.Expect("ExpectColumnValuesToBeInSet", column="order", value_set=["AB", "BA"]),
     ]
     for stage in ("manifest", "plan 0123456789abcdef", STAGE):
-        answered = gates._runner_results(stage, df, checks)
+        answered = gate_runner.runner_results(stage, df, checks)
         assert answered is not None and all(r["success"] for r in answered), stage
-    assert not gates._runner_failed
+    assert not gate_runner._runner_failed

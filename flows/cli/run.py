@@ -38,6 +38,8 @@ def run(
     ] = False,
 ) -> None:
     """Run the nightly flow once for a configuration, now."""
+    from flows.cli.estimate import warn
+    from tasks.judge_preflight import judge_warnings
     from tasks.preflight import check_run
     from tasks.runconfig import choose_work_dir, load_run_config
 
@@ -52,6 +54,7 @@ def run(
         err_console.print(f"note: {note}", highlight=False, soft_wrap=True)
     state.work = open_work_dir(work_dir)
     check_run(cfg, state.work, run_id)  # in a second, before Prefect starts
+    warn(judge_warnings(cfg.judges))
     run_and_show_nightly(
         config_path=str(config), run_id=run_id, work_dir=state.work.address, show_progress=True
     )

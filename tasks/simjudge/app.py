@@ -43,6 +43,7 @@ from tasks.simjudge.limits import Api, RateWindow, TokenBucket, request_id
 from tasks.simjudge.persona import (
     PRESETS,
     REFUSAL,
+    STAND_IN,
     Faults,
     Persona,
     choose_fault,
@@ -56,6 +57,7 @@ from tasks.simjudge.responses import chat_view, response_of
 from tasks.simjudge.rules import (
     anthropic_problem,
     is_reasoning_model,
+    is_vendor_model,
     openai_problem,
     reply_limit,
     takes_cache_options,
@@ -95,15 +97,18 @@ class SimJudge:
         require_anthropic_version: bool = False,
         clock: Callable[[], float] = time.monotonic,
         tokens_per_minute: float | None = None,
+        stand_in: Persona | None = STAND_IN,
     ) -> None:
         """`require_anthropic_version`: refuse Messages requests without the header (400);
         `clock`: seconds, for the prompt cache's lifetimes (`tasks.simjudge.caching`);
-        `tokens_per_minute`: a token limit, enforced (`tasks.simjudge.limits.TokenBucket`)."""
+        `tokens_per_minute`: a token limit, enforced (`tasks.simjudge.limits.TokenBucket`);
+        `stand_in`: how a vendor's model name no persona has answers (None: 404)."""
         names = [p.name for p in personas]
         if not names or len(set(names)) != len(names):
             raise ValueError(f"persona names must be present and unique: {names}")
         self.personas: dict[str, Persona] = {p.name: p for p in personas}
         self.faults: dict[str, Faults] = {p.name: p.faults for p in personas}
+        self._stand_in = stand_in
         self._key_of = index_manifest(manifest) if manifest is not None else {}
         self._api_key = api_key
         self._require_version = require_anthropic_version
@@ -181,7 +186,22 @@ class SimJudge:
             for name in targets
         }
         self.faults.update(updated)
+        if persona is None and self._stand_in is not None:
+            faults = Faults.model_validate({**self._stand_in.faults.model_dump(), **rates})
+            self._stand_in = self._stand_in.model_copy(update={"faults": faults})
         return dict(self.faults)
+
+    def persona(self, model: object) -> Persona | None:
+        """The persona a request's `model` picks: the one of that name, else, for a vendor's
+        model name (`is_vendor_model`), the stand-in under that name, which then refuses what
+        that model's API refuses; None (a 404) otherwise."""
+        if not isinstance(model, str):
+            return None
+        found = self.personas.get(model)
+        if found is None and self._stand_in is not None and is_vendor_model(model):
+            found = self._stand_in.model_copy(update={"name": model})
+            self.personas[model], self.faults[model] = found, found.faults
+        return found
 
     # --- request handling -----------------------------------------------------------------
 
@@ -259,7 +279,7 @@ class SimJudge:
         except (ValueError, UnicodeDecodeError):
             return refuse(400, None, "invalid_request", "request body is not JSON")
         model = deployment or (body.get("model") if isinstance(body, dict) else None)
-        persona = self.personas.get(model) if isinstance(model, str) else None
+        persona = self.persona(model)
         if persona is None or not isinstance(model, str):
             if deployment is not None:
                 return refuse(404, model, "not_found", "The API deployment for this resource "

@@ -55,6 +55,16 @@ def run_advice(
 
     folder = RunFolder(work, check_run_id(run_id))
     where = work.location(folder.outcomes)
+    if folder.live_summary.is_file():
+        from tasks.live.runs import find_reference_run
+
+        reference = find_reference_run(work, run_id)
+        raise InputError(
+            f"run {run_id!r} ran a stopping policy live: its outcomes hold the calls it made, "
+            "not the full grid of K seeds in both orders that advice is drawn from; advise a "
+            "full-grid run of the same plan and judges"
+            + (f", such as {reference!r}" if reference else " (none is in this work dir)")
+        )
     if not folder.outcomes.is_file():
         raise InputError(f"run {run_id!r} has no outcomes ({where}); remap it first")
     return advise(read_replay_input(folder.outcomes), max_change=max_change, level=level,

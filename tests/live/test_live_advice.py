@@ -169,3 +169,23 @@ def test_a_nightly_live_run_follows_the_advice_its_configuration_asks_for(
     html = html_module.unescape(Path(record["report"]).read_text("utf-8"))
     assert "run r1's, within 1% changed decisions at 95% (Advice below)" in html
     assert 'id="advice"' in html
+
+
+def test_advise_on_a_live_run_says_it_needs_a_full_grid_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`advise LIVE-RUN` drew advice from the live run's executed calls (283 pairs of a
+    partial grid) as if they were a full grid."""
+    from tests.flows.test_hostile_input import run_main
+
+    work = WorkDir.at(tmp_path / "work")
+    grid = persona_grids([(Persona(name="sure", skill=1.0), None)], pairs=30, k=4, seed=1)
+    folder = RunFolder(work, "live-1")
+    write_parquet_atomic(grid.slice(0, grid.num_rows // 2), folder.outcomes)
+    write_parquet_atomic(pa.table({"judge": ["sure"]}), folder.live_summary)
+    before = _snapshot(tmp_path)
+    refused = run_main(monkeypatch, "--work-dir", str(work.root), "advise", "live-1")
+    refused.assert_one_paragraph(
+        "run 'live-1' ran a stopping policy live", "advise a full-grid run"
+    )
+    assert refused.out == "" and _snapshot(tmp_path) == before

@@ -33,6 +33,7 @@ __all__ = [
     "EXECUTABLE",
     "advised_savings",
     "follow_advice",
+    "live_advice",
     "realised_against_advised",
     "run_advice",
 ]
@@ -71,19 +72,27 @@ def run_advice(
                   where=where)  # fmt: skip
 
 
-def follow_advice(
-    work: WorkDir, run_id: str, live: LiveSpec, judges: list[JudgeSpec]
-) -> dict[tuple[str, str], float]:
-    """The advice live run `run_id` follows, drawn for `live.advised_by` at the configuration's
-    budget and level and checked, kept as the live run's `advice.parquet`; returns its advised
-    savings per (judge, config)."""
+def live_advice(
+    work: WorkDir, live: LiveSpec, judges: list[JudgeSpec]
+) -> tuple[pa.Table, dict[tuple[str, str], float]]:
+    """The advice a live run of `live` would follow, drawn for `live.advised_by` at the
+    configuration's budget and level, and its advised savings per (judge, config), once
+    checked (`tasks.preflight.check_run` refuses a run whose advice cannot be followed)."""
     assert live.advised_by is not None and live.max_change is not None
     level = DEFAULT_LEVEL if live.level is None else live.level
     try:
         table = run_advice(work, live.advised_by, max_change=live.max_change, level=level)
     except InputError as exc:
         raise InputError(f"live policy advised (advised_by): {exc}") from None
-    savings = advised_savings(table, live.advised_by, judges)
+    return table, advised_savings(table, live.advised_by, judges)
+
+
+def follow_advice(
+    work: WorkDir, run_id: str, live: LiveSpec, judges: list[JudgeSpec]
+) -> dict[tuple[str, str], float]:
+    """The advice live run `run_id` follows (`live_advice`), kept as its `advice.parquet`;
+    returns its advised savings per (judge, config)."""
+    table, savings = live_advice(work, live, judges)
     write_parquet_atomic(table, RunFolder(work, run_id).table("advice"), overwrite=True)
     return savings
 

@@ -126,11 +126,17 @@ def test_the_advice_a_live_run_follows_is_its_configurations(
     kept = pq.read_table(RunFolder(work, "live-1").table("advice")).to_pylist()
     advised = next(r for r in kept if r["rank"] == "advised")
     assert advised["max_change"] == 0.01 and advised["certificate"] == "certified"
-    # A budget too small to certify any decision-changing policy is refused, not followed.
+    # A budget too small to certify any decision-changing policy is refused before a run
+    # starts: nothing is written, no record lists it.
+    from schemas.config import RunConfig
+    from tasks.preflight import check_run
+
     strict = live.model_copy(update={"max_change": 0.001})
-    with pytest.raises(InputError, match="run 'r1' advises strict"):
-        follow_advice(work, "live-2", strict, judges)
-    assert not RunFolder(work, "live-2").path.exists()
+    config = RunConfig(name="n", datasets=[{"kind": "demo"}], judges=judges, k=4, live=strict)
+    before = _snapshot(tmp_path)
+    with pytest.raises(InputError, match="live policy advised: run 'r1' advises strict"):
+        check_run(config, work, "live-2")
+    assert _snapshot(tmp_path) == before
 
 
 @pytest.mark.slow

@@ -30,6 +30,7 @@ from starlette.types import Receive, Scope, Send
 from tasks.simjudge.admin import admin_routes
 from tasks.simjudge.batches import BatchEndpoints
 from tasks.simjudge.caching import CacheUse, PromptCache, cache_control_problem
+from tasks.simjudge.cast import Cast
 from tasks.simjudge.compose import anthropic_payload, asks_for_schema, openai_payload
 from tasks.simjudge.failures import (
     ERRORS,
@@ -57,7 +58,6 @@ from tasks.simjudge.responses import chat_view, response_of
 from tasks.simjudge.rules import (
     anthropic_problem,
     is_reasoning_model,
-    is_vendor_model,
     openai_problem,
     reply_limit,
     takes_cache_options,
@@ -103,12 +103,8 @@ class SimJudge:
         `clock`: seconds, for the prompt cache's lifetimes (`tasks.simjudge.caching`);
         `tokens_per_minute`: a token limit, enforced (`tasks.simjudge.limits.TokenBucket`);
         `stand_in`: how a vendor's model name no persona has answers (None: 404)."""
-        names = [p.name for p in personas]
-        if not names or len(set(names)) != len(names):
-            raise ValueError(f"persona names must be present and unique: {names}")
-        self.personas: dict[str, Persona] = {p.name: p for p in personas}
-        self.faults: dict[str, Faults] = {p.name: p.faults for p in personas}
-        self._stand_in = stand_in
+        self.cast = Cast(personas, stand_in)
+        self.personas, self.faults = self.cast.personas, self.cast.faults
         self._key_of = index_manifest(manifest) if manifest is not None else {}
         self._api_key = api_key
         self._require_version = require_anthropic_version
@@ -177,31 +173,7 @@ class SimJudge:
 
     def set_faults(self, persona: str | None = None, **rates: Any) -> dict[str, Faults]:
         """Change fault settings of one persona (or all), e.g. `set_faults(rate_429=0)`."""
-        targets = [persona] if persona is not None else list(self.faults)
-        for name in targets:
-            if name not in self.faults:
-                raise ValueError(f"unknown persona {name!r}; known: {sorted(self.faults)}")
-        updated = {
-            name: Faults.model_validate({**self.faults[name].model_dump(), **rates})
-            for name in targets
-        }
-        self.faults.update(updated)
-        if persona is None and self._stand_in is not None:
-            faults = Faults.model_validate({**self._stand_in.faults.model_dump(), **rates})
-            self._stand_in = self._stand_in.model_copy(update={"faults": faults})
-        return dict(self.faults)
-
-    def persona(self, model: object) -> Persona | None:
-        """The persona a request's `model` picks: the one of that name, else, for a vendor's
-        model name (`is_vendor_model`), the stand-in under that name, which then refuses what
-        that model's API refuses; None (a 404) otherwise."""
-        if not isinstance(model, str):
-            return None
-        found = self.personas.get(model)
-        if found is None and self._stand_in is not None and is_vendor_model(model):
-            found = self._stand_in.model_copy(update={"name": model})
-            self.personas[model], self.faults[model] = found, found.faults
-        return found
+        return self.cast.set_faults(persona, **rates)
 
     # --- request handling -----------------------------------------------------------------
 
@@ -279,7 +251,7 @@ class SimJudge:
         except (ValueError, UnicodeDecodeError):
             return refuse(400, None, "invalid_request", "request body is not JSON")
         model = deployment or (body.get("model") if isinstance(body, dict) else None)
-        persona = self.persona(model)
+        persona = self.cast.persona(model)
         if persona is None or not isinstance(model, str):
             if deployment is not None:
                 return refuse(404, model, "not_found", "The API deployment for this resource "

@@ -54,6 +54,7 @@ def test_a_read_only_work_dir_is_read(
     assert not (work.root / "warehouse.duckdb").exists()
     report = RunFolder(work, "A").report.read_bytes()
 
+    monkeypatch.setenv("COLUMNS", "200")  # a summary row on one line
     with read_only(work.root) as root:
         args = ("--work-dir", str(root))
         shown = run_main(monkeypatch, *args, "show", "A")

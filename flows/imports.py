@@ -82,14 +82,14 @@ async def import_flow(
         build_import,
         check_files,
         import_config,
-        read_seeds,
+        read_files,
     )
 
     if run_id is not None:
         check_run_id(run_id)  # before any file is read
     work = WorkDir.at(work_dir)
     options = ImportOptions(dataset, questions, answers_dir, mapping, judge, template, baseline)
-    files = [f for p in paths for f in read_seeds(fmt, p, options)]
+    files = read_files(fmt, paths, options)
     check_files(files)  # before any record is written: a refused import leaves no entry
     config = import_config(fmt, paths, files)
     if run_id is not None:

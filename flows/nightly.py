@@ -27,7 +27,7 @@ from schemas.run import RunRecord
 from schemas.vocabulary import CORE_POLICIES, DESIGNS
 from tasks.errors import InputError
 from tasks.jobrecord import judged_config, new_record, recorded_run, settle_status
-from tasks.live.advice import advised_savings, realised_against_advised
+from tasks.live.advice import follow_advice, realised_against_advised
 from tasks.preflight import check_keys, check_run
 from tasks.runconfig import load_run_config
 from tasks.runfolder import RunFolder
@@ -112,7 +112,7 @@ async def _stages(cfg: RunConfig, work: WorkDir, record: RunRecord, show_progres
         advised = (
             None
             if cfg.live.advised_by is None
-            else advised_savings(work, cfg.live.advised_by, cfg.judges)
+            else follow_advice(work, run_id, cfg.live, cfg.judges)
         )
         live = await live_flow(
             run_id, record.plan_id, cfg.judges, cfg.live.rng_seed, cfg.template,

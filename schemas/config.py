@@ -75,22 +75,56 @@ class LiveSpec(BaseModel):
 
     policy: Literal["paired_unanimity", "advised"] = Field(
         default="paired_unanimity",
-        description="The stopping policy executed live; `advised` takes the advice of the "
-        "run `advised_by` (accepted when it advises paired_unanimity or paired_strict).",
+        description="The stopping policy executed live; `advised` follows the advice for the "
+        "run `advised_by` at `max_change` (accepted when it advises paired_unanimity or "
+        "paired_strict).",
     )
-    # Left out of dumps when unset, so live configurations without it keep their hash.
+    # Left out of dumps when unset, so live configurations without them keep their hash.
     advised_by: str | None = Field(
         default=None,
         min_length=1,
         exclude_if=lambda v: v is None,
-        description="The run whose advice.parquet `advised` follows.",
+        description="`advised`: the full-grid run whose outcomes the advice is drawn from.",
+    )
+    max_change: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        exclude_if=lambda v: v is None,
+        description="`advised`: the budget on changed decisions the advice is certified "
+        "within (0.01 or '1%'), as `judgeline advise --max-change`.",
+    )
+    level: float | None = Field(
+        default=None,
+        ge=0.5,
+        lt=1,
+        exclude_if=lambda v: v is None,
+        description="`advised`: the confidence of the certificates (default 0.95 or '95%'), "
+        "as `judgeline advise --level`.",
     )
     rng_seed: int = Field(ge=0, description="Seed of the recorded draws.")
+
+    @field_validator("max_change", "level", mode="before")
+    @classmethod
+    def _percent(cls, value: object) -> object:
+        if isinstance(value, str) and value.strip().endswith("%"):
+            try:
+                return float(value.strip()[:-1]) / 100.0
+            except ValueError:
+                return value  # refused as not a number, with the field's name
+        return value
 
     @model_validator(mode="after")
     def _advice_named(self) -> LiveSpec:
         if (self.policy == "advised") != (self.advised_by is not None):
             raise ValueError("policy: advised needs advised_by: RUN_ID, and only it does")
+        if self.policy == "advised" and self.max_change is None:
+            raise ValueError(
+                "policy: advised needs max_change, the budget its advice is certified within "
+                "(e.g. max_change: 1%)"
+            )
+        if self.policy != "advised" and (self.max_change is not None or self.level is not None):
+            raise ValueError("max_change and level only apply to policy: advised")
         return self
 
 

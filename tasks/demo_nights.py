@@ -23,6 +23,7 @@ from schemas.config import AlarmSpec, DatasetSpec, ProbeSpec, RunConfig
 from schemas.run import RunRecord
 from tasks.demo import DEMO_PERSONAS, demo_config
 from tasks.errors import InputError
+from tasks.history.alarms import alarm_text
 from tasks.history.probe import PROBE_DATE_ENV
 from tasks.ingest.demo_benchmark import demo_pairs
 from tasks.simjudge.persona import PRESETS, Persona, persona_file_text
@@ -161,11 +162,5 @@ def night_lines(record: RunRecord) -> list[str]:
             f"probe of {name}: agreement with the previous night {a['agreement']:.1%} "
             f"(95% {a['low']:.1%} to {a['high']:.1%})"
         )
-    for alarm in record.alarms or []:
-        figures = ", ".join(
-            f"{k} {round(v, 3) if isinstance(v, float) else v}"
-            for k, v in alarm.items()
-            if k not in ("alarm", "run_id")
-        )
-        lines.append(f"alarm {alarm['alarm']}: {figures}")
+    lines += [f"alarm {alarm_text(alarm)}" for alarm in record.alarms or []]
     return lines

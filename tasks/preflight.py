@@ -28,8 +28,9 @@ __all__ = ["check_keys", "check_run", "unset_key_variables"]
 
 
 def check_run(config: RunConfig, work: WorkDir, run_id: str | None) -> None:
-    """Refuse a configuration whose run id, template, dataset files, key variables or token
-    budget folders would fail a stage: an InputError naming the first problem."""
+    """Refuse a configuration whose run id, template, dataset files, followed advice, key
+    variables or token budget folders would fail a stage: an InputError naming the first
+    problem."""
     if run_id is not None:
         check_run_id(run_id)
     get_template(config.template)
@@ -41,6 +42,10 @@ def check_run(config: RunConfig, work: WorkDir, run_id: str | None) -> None:
             from tasks.ingest.answers import read_answers
 
             read_answers(dataset.path, baseline=dataset.baseline, pairs=dataset.pairs)
+    if config.live is not None and config.live.advised_by is not None:
+        from tasks.live.advice import live_advice
+
+        live_advice(work, config.live, config.judges)  # advice that cannot be followed
     if not _keys_resolved_elsewhere(config):  # Dask workers pace with their own budgets
         for judge in config.judges:
             _check_key_variable(judge)

@@ -75,8 +75,9 @@ RUN_TABLES: Final[dict[str, RunTable]] = {
     "advice": RunTable(
         AdviceRow,
         results=False,
-        rewrite="`judgeline advise {run} --max-change 1%` rewrites its advice, which lacks the "
-        "certificate columns when written before advice was certified",
+        rewrite="its advice.parquet holds no result (advice a live run followed, or an older "
+        "`judgeline advise`'s, without certificate columns if written before advice was "
+        "certified): delete it; `judgeline advise` prints advice again",
     ),
     "imported": RunTable(
         ImportedReplyRecord,

@@ -117,10 +117,13 @@ def test_night_lines_name_calls_probe_agreement_and_alarms() -> None:
         probe={"agreement": {"strong · low": {"agreement": 0.7, "low": 0.62, "high": 0.77,
                                                "slots": 160}}},
         alarms=[{"alarm": "probe_agreement", "run_id": "r2", "judge_config": "strong · low",
-                 "value": 0.70004, "threshold": 0.8}],
+                 "value": 0.70004, "low": 0.62, "high": 0.77, "threshold": 0.8,
+                 "previous": "r1"}],
     )  # fmt: skip
+    # The interval's bounds were `low 0.62, high 0.77`, which read like config names.
     assert night_lines(record) == [
         "run r2: 1080 planned calls, 120 sent, 960 reused from the cache",
         "probe of strong · low: agreement with the previous night 70.0% (95% 62.0% to 77.0%)",
-        "alarm probe_agreement: judge_config strong · low, value 0.7, threshold 0.8",
+        "alarm probe_agreement: judge_config strong · low, value 0.7 (95% interval 0.62 to "
+        "0.77), threshold 0.8, previous r1",
     ]

@@ -92,3 +92,40 @@ def test_no_citation_of_the_external_contract_remains() -> None:
 
 def test_readme_points_into_the_design_document() -> None:
     assert "docs/design.md" in (ROOT / "README.md").read_text("utf-8")
+
+
+YAML_BLOCK = re.compile(r"```yaml\n(.*?)```", re.DOTALL)
+
+
+def _readme_yaml(marker: str) -> list[str]:
+    return [b for b in YAML_BLOCK.findall((ROOT / "README.md").read_text("utf-8")) if marker in b]
+
+
+def test_the_readmes_dataset_paths_exist_in_a_clone_or_beside_the_config() -> None:
+    """The run configuration read its datasets from `../shared/data`, which a clone of the
+    repository does not have: every dataset path is beside the configuration."""
+    import yaml
+
+    blocks = _readme_yaml("datasets:")
+    assert blocks
+    for block in blocks:
+        for dataset in yaml.safe_load(block)["datasets"]:
+            path = dataset.get("path")
+            assert path is None or not Path(path).is_absolute() and ".." not in Path(path).parts
+
+
+def test_the_readmes_personas_file_is_one_serve_judge_reads(tmp_path: Path) -> None:
+    """The personas file's format was nowhere: the README's example is read as serve-judge
+    reads `--personas`, and names every field a persona has."""
+    from flows.cli.simjudge import _load_personas
+    from tasks.simjudge.persona import Faults, Persona
+
+    (block,) = _readme_yaml("# personas file")
+    path = tmp_path / "personas.yaml"
+    path.write_text(block, "utf-8")
+    (persona,) = _load_personas(path)
+    assert persona.name == "careful" and persona.skill == 0.85
+    assert persona.faults.rate_429 == 0.05 and persona.reasoning["high"].left_bias == -0.1
+    for field in (*Persona.model_fields, *Faults.model_fields):
+        assert field in block, field
+    assert "simulated: true" in (ROOT / "README.md").read_text("utf-8")

@@ -4,6 +4,7 @@ the run id's lock and origin; a refused run leaves nothing in the work dir."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -175,3 +176,73 @@ def test_a_token_budget_folder_others_can_write_is_refused_before_a_call(
     with pytest.raises(InputError, match="judge 'j': tokens_per_minute: the token budget"):
         check_run(config(judges=judges), work, "r1")
     assert not work.root.exists()
+
+
+GEMINI = {"name": "g", "profile": "gemini", "model": "gemini-2.5-flash",
+          "base_url": "https://generativelanguage.googleapis.com/v1beta/openai/"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("config", "words"),
+    [
+        ({"reasoning_effort": "low"}, ["'low' (a 1,024-token thinking budget", "max_tokens 1,024"]),
+        ({"reasoning_effort": "high", "max_tokens": 16000}, ["24,576-token", "16,000"]),
+        ({}, ["no reasoning_effort (Gemini 2.5 thinks by default", "max_tokens 1,024"]),
+        (
+            {
+                "extra": {"extra_body": {"google": {"thinking_config": {"thinking_budget": 3000}}}},
+                "max_tokens": 3000,
+            },
+            ["thinking_budget 3,000 can take all of max_tokens 3,000"],
+        ),  # fmt: skip
+        ({"reasoning_effort": "low", "max_tokens": 2048}, []),
+        ({"reasoning_effort": "none"}, []),
+    ],
+    ids=["low-1024", "high-16000", "dynamic", "budget", "room-left", "no-thinking"],
+)
+def test_a_thinking_budget_that_can_take_all_of_max_tokens_is_warned_of(
+    config: dict[str, Any], words: list[str], tmp_path: Path
+) -> None:
+    """Gemini 2.5 counts its thinking against max_tokens: `reasoning_effort: low` (1,024
+    tokens of thinking) with max_tokens 1024 leaves replies empty. The estimate says so
+    before a run, on stderr; nothing is refused."""
+    from tasks.judge_preflight import judge_warnings
+
+    judge = RunConfig.model_validate(
+        {"name": "n", "datasets": [{"kind": "demo"}], "k": 2,
+         "judges": [{**GEMINI, "configs": [{"name": "c", **config}]}]}
+    ).judges  # fmt: skip
+    lines = judge_warnings(judge)
+    assert len(lines) == (1 if words else 0), lines
+    for word in words:
+        assert word in lines[0], lines
+    if words:
+        assert lines[0].startswith("judge 'g' config 'c': ") and "empty" in lines[0]
+    elsewhere = {**GEMINI, "model": "gemini-3-flash", "configs": [{"name": "c", **config}]}
+    assert judge_warnings(config_of(elsewhere).judges) == []  # levels on Gemini 3, no budget
+
+
+def config_of(judge: dict[str, Any]) -> RunConfig:
+    return RunConfig.model_validate(
+        {"name": "n", "datasets": [{"kind": "demo"}], "k": 2, "judges": [judge]}
+    )
+
+
+def test_the_estimate_prints_the_warning(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    path = tmp_path / "run.yaml"
+    judge = {
+        **GEMINI,
+        "api_key_env": "HOME",
+        "configs": [{"name": "low", "reasoning_effort": "low"}],
+    }
+    path.write_text(
+        "name: n\nk: 2\ndatasets: [{kind: demo}]\njudges: [" + json.dumps(judge) + "]\n", "utf-8"
+    )
+    result = CliRunner().invoke(app, ["--work-dir", str(tmp_path / "work"), "estimate", str(path)])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "warning: judge 'g' config 'low': reasoning_effort 'low'" in text, text

@@ -165,7 +165,9 @@ def test_a_config_with_no_valid_outcome_shows_nothing_in_the_policy_columns(
     record.manifest_hash, record.plan_id, record.calls = built.manifest_hash, built.plan_id, {}
     settle_status(work, record)
     write_record(work, record)
-    result = CliRunner().invoke(app, ["--work-dir", str(work.root), "show", "none"])
+    result = CliRunner().invoke(
+        app, ["--work-dir", str(work.root), "show", "none"], env={"COLUMNS": "200"}
+    )
     assert result.exit_code == 0, result.output
     # The summary table comes first (the agreement table below it names the config too).
     row = next(line for line in result.output.splitlines() if "judge-x · arena_hard  " in line)

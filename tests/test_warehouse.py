@@ -389,14 +389,16 @@ def test_advice_from_before_certificates_names_the_command_that_rewrites_it(
     two_runs: tuple[WorkDir, pd.DataFrame],
 ) -> None:
     """An advice table written before certificates lacks their columns: the run's report is
-    refused with `judgeline advise`, not remap, as the way to rewrite it."""
+    refused with deleting it, not remap, as the way to repair it (no command writes advice
+    but a live run that follows it)."""
     work, _ = two_runs
     old = pa.table({"judge": ["j"], "config": ["c"], "rank": ["advised"], "policy": ["strict"],
                     "rng_seed": [0], "holdout_savings": [0.2], "note": ["held out"]})  # fmt: skip
     pq.write_table(old, work.run_dir("run-1") / "advice.parquet")
     with pytest.raises(IntegrityError, match=r"advice.parquet \(missing columns") as caught:
         check_run_tables(work, "run-1")
-    assert "`judgeline advise run-1 --max-change 1%` rewrites its advice" in str(caught.value)
+    assert "its advice.parquet holds no result" in str(caught.value)
+    assert "delete it; `judgeline advise` prints advice again" in str(caught.value)
     assert "judgeline remap" not in str(caught.value)
     check_run_tables(work, "run-2")
 

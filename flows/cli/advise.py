@@ -37,40 +37,26 @@ def advise_command(
     ] = False,
 ) -> None:
     """Advise the cheapest stopping policy certified within a change budget
-    (docs/design.md#advice)."""
-    from tasks.errors import InputError
-    from tasks.replay.advisor import advise, shown
-    from tasks.replay.grid import read_replay_input
-    from tasks.runfolder import RunFolder
-    from tasks.storage import write_parquet_atomic
+    (docs/design.md#advice). Writes nothing: a live run follows the advice its own
+    configuration asks for (`live: {policy: advised, advised_by: RUN, max_change: 1%}`)."""
+    from tasks.live.advice import run_advice
+    from tasks.replay.advisor import shown
 
     budget = _share(max_change, "--max-change", "1% or 0.01")
     confidence = _share(level, "--level", "95% or 0.95")
-    folder = RunFolder(state.work, run_id)
-    if not folder.outcomes.is_file():
-        raise InputError(
-            f"run {run_id!r} has no outcomes ({state.work.location(folder.outcomes)}); "
-            "remap it first"
-        )
-    table = advise(
-        read_replay_input(folder.outcomes),
-        max_change=budget,
-        level=confidence,
-        where=state.work.location(folder.outcomes),
-    )
+    table = run_advice(state.work, run_id, max_change=budget, level=confidence)
     frame = shown(table.to_pandas())
-    path = folder.table("advice")
     if as_json:
-        print_json(
-            {"max_change": budget, "level": confidence, "table": state.work.location(path),
-             "advice": frame.to_dict("records")}
-        )  # fmt: skip
-    else:
-        _print_advice(frame, budget, confidence)
-    # Written after it is shown: a work dir that cannot be written still gets the advice.
-    write_parquet_atomic(table, path, overwrite=True)
-    if not as_json:
-        console.print(f"advice: {state.work.location(path)}", highlight=False)
+        print_json({"max_change": budget, "level": confidence, "advice": frame.to_dict("records")})
+        return
+    _print_advice(frame, budget, confidence)
+    level_part = "" if confidence == 0.95 else f", level: {confidence * 100:g}%"
+    console.print(
+        "Nothing is written: a live run follows this advice when its configuration says "
+        f"`live: {{policy: advised, advised_by: {run_id}, max_change: {budget * 100:g}%"
+        f"{level_part}, rng_seed: N}}`.",
+        highlight=False,
+    )
 
 
 def _print_advice(frame: Any, budget: float, confidence: float) -> None:

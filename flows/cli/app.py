@@ -67,6 +67,7 @@ state = State()
 
 @app.callback()
 def global_options(
+    ctx: typer.Context,
     work_dir: Annotated[
         str | None,
         typer.Option(
@@ -87,9 +88,12 @@ def global_options(
     ] = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
 ) -> None:
-    if not sys.stdout.isatty():
-        # Tables go to terminals at their width; to files and pipes wide enough not to cut.
-        os.environ.setdefault("COLUMNS", "160")
+    if not sys.stdout.isatty() and "COLUMNS" not in os.environ:
+        # Tables go to terminals at their width, and to files and pipes at the width of the
+        # terminal the command runs in (`| less` shows what the screen would), else 80: a
+        # table that does not fit is turned, never cut (flows.cli.tables).
+        os.environ["COLUMNS"] = str(terminal_width())
+        ctx.call_on_close(lambda: os.environ.pop("COLUMNS", None))  # for this command only
     if scratch_dir is not None:
         # Processes this command starts (a flow's workers, the simulated judge) use it too.
         os.environ[SCRATCH_ENV] = str(scratch_dir.expanduser().resolve())
@@ -98,6 +102,16 @@ def global_options(
     state.debug = debug
     configure_prefect(debug=debug)
     check_work_dir(state.work)
+
+
+def terminal_width() -> int:
+    """The width of the terminal on stderr or stdin, else 80."""
+    for stream in (sys.stderr, sys.stdin):
+        try:
+            return os.get_terminal_size(stream.fileno()).columns
+        except (OSError, ValueError, AttributeError):
+            continue
+    return 80
 
 
 DaskAddress = Annotated[

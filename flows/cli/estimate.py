@@ -13,8 +13,10 @@ from flows.cli.tables import print_json
 
 def print_estimate(config: Path, as_json: bool = False) -> None:
     """The estimate of a run configuration (`estimate`, `run --dry-run`), then a warning for
-    each judge key variable that is unset here (the run would be refused for it; on stderr).
-    `as_json`: the rows as a JSON list, one object per judge config."""
+    each judge key variable that is unset here (the run would be refused for it) and each
+    judge config a run would waste (`judge_warnings`), on stderr. `as_json`: the rows as a
+    JSON list, one object per judge config."""
+    from tasks.judge_preflight import judge_warnings
     from tasks.judging.estimate import ESTIMATE_NOTE, estimate_config
     from tasks.preflight import unset_key_variables
     from tasks.runconfig import load_run_config
@@ -25,10 +27,11 @@ def print_estimate(config: Path, as_json: bool = False) -> None:
     else:
         print_rows(f"estimate · {config}", rows, ESTIMATE_NOTE)
     cfg = load_run_config(config)
-    warn_unset_keys(unset_key_variables(cfg.judges, cfg.dask_address))
+    warn(unset_key_variables(cfg.judges, cfg.dask_address) + judge_warnings(cfg.judges))
 
 
-def warn_unset_keys(lines: list[str]) -> None:
+def warn(lines: list[str]) -> None:
+    """Each line as `warning: ...` on stderr."""
     for line in lines:
         err_console.print(f"warning: {line}", highlight=False, soft_wrap=True)
 

@@ -11,6 +11,7 @@ import typer
 from rich.markup import escape
 
 from flows.cli.app import app, console, run_id_given, state
+from flows.cli.tables import print_table
 
 if TYPE_CHECKING:
     from tasks.history.diff import RunDiff
@@ -38,8 +39,6 @@ def _calls(counts: dict[str, object]) -> str:
 
 def print_diff(diff: RunDiff) -> None:
     """The diff as the terminal shows it: pairs and configs, calls, one row per judge config."""
-    from rich.table import Table
-
     say = console.print
     say(f"[bold]{diff.run_a}[/bold] -> [bold]{diff.run_b}[/bold]", highlight=False)
     say(
@@ -52,61 +51,66 @@ def print_diff(diff: RunDiff) -> None:
             names = ", ".join(f"{j} · {c}" for j, c in configs)
             say(f"judge configs {label}: {escape(names)}", highlight=False, soft_wrap=True)
     say(f"calls before: {_calls(diff.calls_a)}; after: {_calls(diff.calls_b)}", highlight=False)
-    table = Table(
-        title="per judge config (before -> after)",
-        caption="score and flips: over the shared pairs; consistency, left wins and valid: "
-        "over each run's pairs",
-    )
-    for column in ("judge · config", "pairs", "score", "change (95% CI)", "consistency",
-                   "left wins conflicts", "valid", "flips"):  # fmt: skip
-        table.add_column(column, justify="left" if column == "judge · config" else "right")
     flips: dict[tuple[str, str], int] = {}
     for flip in diff.flips:
         flips[(flip.judge, flip.config)] = flips.get((flip.judge, flip.config), 0) + 1
-    for c in diff.changes:
-        table.add_row(
-            escape(f"{c.judge} · {c.config}"),
-            str(c.shared_pairs),
-            f"{c.score_before:.3f} -> {c.score_after:.3f}"
-            if c.score_before == c.score_before and c.score_after == c.score_after
-            else "- (not replayed)",
-            f"{_signed(c.score_change)} ({_signed(c.change_low)} to {_signed(c.change_high)})",
-            f"{_pct(c.before['consistency'])} -> {_pct(c.after['consistency'])}",
-            f"{_pct(c.before['left_share'])} -> {_pct(c.after['left_share'])}",
-            f"{_pct(c.before['valid_share'])} -> {_pct(c.after['valid_share'])}",
-            str(flips.get((c.judge, c.config), 0)),
-        )
-    console.print(table)
-    agreement = Table(
-        title="agreement with itself (before -> after)",
-        caption="Krippendorff's alpha over all calls of the shared pairs; paired interval",
+    print_table(
+        console,
+        "per judge config (before -> after)",
+        ["judge · config", "pairs", "score", "change (95% CI)", "consistency",
+         "left wins conflicts", "valid", "flips"],
+        [
+            [
+                f"{c.judge} · {c.config}",
+                str(c.shared_pairs),
+                f"{c.score_before:.3f} -> {c.score_after:.3f}"
+                if c.score_before == c.score_before and c.score_after == c.score_after
+                else "- (not replayed)",
+                f"{_signed(c.score_change)} ({_signed(c.change_low)} to "
+                f"{_signed(c.change_high)})",
+                f"{_pct(c.before['consistency'])} -> {_pct(c.after['consistency'])}",
+                f"{_pct(c.before['left_share'])} -> {_pct(c.after['left_share'])}",
+                f"{_pct(c.before['valid_share'])} -> {_pct(c.after['valid_share'])}",
+                str(flips.get((c.judge, c.config), 0)),
+            ]
+            for c in diff.changes
+        ],
+        "score and flips: over the shared pairs; consistency, left wins and valid: over each "
+        "run's pairs",
+    )  # fmt: skip
+    print_table(
+        console,
+        "agreement with itself (before -> after)",
+        ["judge · config", "alpha", "change (95% CI)"],
+        [
+            [
+                f"{c.judge} · {c.config}",
+                f"{_fixed(c.alpha_before)} -> {_fixed(c.alpha_after)}",
+                f"{_signed(c.alpha_after - c.alpha_before)} "
+                f"({_signed(c.alpha_change_low)} to {_signed(c.alpha_change_high)})",
+            ]
+            for c in diff.changes
+        ],
+        "Krippendorff's alpha over all calls of the shared pairs; paired interval",
     )
-    for column in ("judge · config", "alpha", "change (95% CI)"):
-        agreement.add_column(column, justify="left" if column == "judge · config" else "right")
-    for c in diff.changes:
-        agreement.add_row(
-            escape(f"{c.judge} · {c.config}"),
-            f"{_fixed(c.alpha_before)} -> {_fixed(c.alpha_after)}",
-            f"{_signed(c.alpha_after - c.alpha_before)} "
-            f"({_signed(c.alpha_change_low)} to {_signed(c.alpha_change_high)})",
-        )
-    console.print(agreement)
-    judges = Table(
-        title="decisions, judge against judge (before -> after)",
-        caption="Cohen's kappa and raw agreement of the decisions over all 2K calls on the "
-        "shared pairs; 95% intervals",
+    print_table(
+        console,
+        "decisions, judge against judge (before -> after)",
+        ["before", "after", "pairs", "kappa (95% CI)", "raw (95% CI)"],
+        [
+            [
+                j.before,
+                j.after,
+                str(j.pairs),
+                f"{_fixed(j.kappa)} ({_fixed(j.kappa_low)}-{_fixed(j.kappa_high)})",
+                f"{_fixed(j.raw)} ({_fixed(j.raw_low)}-{_fixed(j.raw_high)})",
+            ]
+            for j in diff.judges
+        ],
+        "Cohen's kappa and raw agreement of the decisions over all 2K calls on the shared "
+        "pairs; 95% intervals",
+        left=2,
     )
-    for column in ("before", "after", "pairs", "kappa (95% CI)", "raw (95% CI)"):
-        judges.add_column(column, justify="left" if column in ("before", "after") else "right")
-    for j in diff.judges:
-        judges.add_row(
-            escape(j.before),
-            escape(j.after),
-            str(j.pairs),
-            f"{_fixed(j.kappa)} ({_fixed(j.kappa_low)}-{_fixed(j.kappa_high)})",
-            f"{_fixed(j.raw)} ({_fixed(j.raw_low)}-{_fixed(j.raw_high)})",
-        )
-    console.print(judges)
     if diff.systems:
         say(
             "systems (leaderboard, reference rule; score and rank before -> after):",

@@ -82,7 +82,7 @@ def import_(
 ) -> None:
     """Import another tool's judgment files as a run: nothing is sent or paid. Exits as
     `run` does (3 if the run is degraded, 4 if failed)."""
-    from tasks.imports import ImportOptions, check_files, read_seeds
+    from tasks.imports import ImportOptions, check_files, read_files
     from tasks.runhealth import EXIT_CODES, RunNotCompleted
 
     # Refused files are refused before Prefect starts; the flow reads them again from the
@@ -91,7 +91,7 @@ def import_(
         dataset, str(questions) if questions else None,
         str(answers_dir) if answers_dir else None, map_, judge, template, baseline,
     )  # fmt: skip
-    seeds = [f for p in files for f in read_seeds(fmt, p, options)]
+    seeds = read_files(fmt, files, options)
     check_files(seeds)
     if run_id is not None:
         from tasks.imports import import_config

@@ -131,15 +131,18 @@ def judge(
         raise InputError("no judges: give --judges FILE.yaml or --base-url URL --model M")
     plan = resolve_plan_id(state.work, plan_id)
     template_id = template or DEFAULT_TEMPLATE
+    from flows.cli.estimate import warn
+    from tasks.judge_preflight import judge_warnings
+
     if dry_run:
-        from flows.cli.estimate import warn_unset_keys
         from tasks.judging.estimate import ESTIMATE_NOTE, estimate_plan
         from tasks.preflight import unset_key_variables
 
         rows = estimate_plan(state.work, plan, judges, template_id)
         print_rows(f"estimate · plan {plan}", rows, ESTIMATE_NOTE)
-        warn_unset_keys(unset_key_variables(judges, dask_address))
+        warn(unset_key_variables(judges, dask_address) + judge_warnings(judges))
         return
+    warn(judge_warnings(judges))
     specs = [j.model_dump(mode="json") for j in judges]
     if run_id is None:
         run_id = f"run-{digest(plan, template_id, specs)[:16]}"

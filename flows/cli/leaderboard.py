@@ -82,12 +82,15 @@ def _print_board(board: dict[str, Any]) -> None:
             if likeliest is not None
             else ""
         )
+        # Two lines, each wrapped between words at the terminal's width.
         say(
             f"  stopping {effect['design']} · {effect['policy']}: saves "
-            f"{effect['savings']:.1%} of calls ({effect['calls_saved']:.0f}); expected adjacent "
-            f"swaps {effect['expected_swaps']:.3f}{escape(swap)}",
+            f"{effect['savings']:.1%} of calls ({effect['calls_saved']:.0f})",
             highlight=False,
-            soft_wrap=True,
+        )
+        say(
+            f"    expected adjacent swaps {effect['expected_swaps']:.3f}{escape(swap)}",
+            highlight=False,
         )
     for flag in board["rank_flags"]:
         per_rule = ", ".join(f"{rule} {rank}" for rule, rank in flag["ranks"].items())
@@ -99,7 +102,6 @@ def _print_board(board: dict[str, Any]) -> None:
             f"  [yellow]rank differs between rules[/yellow]: {escape(flag['system'])} "
             f"({escape(per_rule)}); swaps with {escape(swaps)}",
             highlight=False,
-            soft_wrap=True,
         )
 
 

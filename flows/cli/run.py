@@ -38,6 +38,8 @@ def run(
     ] = False,
 ) -> None:
     """Run the nightly flow once for a configuration, now."""
+    from flows.cli.estimate import warn
+    from tasks.judge_preflight import judge_warnings
     from tasks.preflight import check_run
     from tasks.runconfig import choose_work_dir, load_run_config
 
@@ -52,6 +54,7 @@ def run(
         err_console.print(f"note: {note}", highlight=False, soft_wrap=True)
     state.work = open_work_dir(work_dir)
     check_run(cfg, state.work, run_id)  # in a second, before Prefect starts
+    warn(judge_warnings(cfg.judges))
     run_and_show_nightly(
         config_path=str(config), run_id=run_id, work_dir=state.work.address, show_progress=True
     )
@@ -219,9 +222,21 @@ def serve(
     state.work = open_work_dir(work_dir)
     private_temp(prefect_home(state.work))
     prepare_prefect("flows.deploy", records=False)
+    import asyncio
+
     from flows.deploy import build_deployments
-    from flows.serving import serve_deployments
+    from flows.serving import pooled_namesakes, serve_deployments
+    from tasks.errors import InputError
 
     deployments = build_deployments(config, state.work.address)
+    clashes = asyncio.run(pooled_namesakes(deployments))
+    if clashes:
+        raise InputError(
+            f"the Prefect server already has {', '.join(clashes)}, which `prefect deploy` "
+            "registered on a work pool; serving would replace it under the same name. Delete "
+            "it (`prefect deployment delete FLOW/NAME`) and deploy deployments/prefect.yaml "
+            "again, whose deployments are named `...-process` and `...-docker`, or serve on "
+            "another server (PREFECT_API_URL)"
+        )
     console.print(f"serving {', '.join(d.name for d in deployments)} (Ctrl-C stops)")
     serve_deployments(deployments)

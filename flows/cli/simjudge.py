@@ -75,7 +75,8 @@ A request's `model` picks a persona: `strong` (prefers the better answer 90% of 
 high moves skill and bias a little. Which answer is better comes from a manifest's keys:
 give `--manifest HASH` (from `judgeline freeze`) of the pairs you judge. Without it every
 persona follows a stable preference derived from the two answers, unrelated to your keys,
-so even `strong` scores about 0.5 against them.
+so even `strong` scores about 0.5 against them. A vendor's model name (o4-mini,
+claude-sonnet-4-5, ...) is answered as `strong` under that name, unless --persona is given.
 """
 
 
@@ -170,7 +171,7 @@ def serve_judge(
     """Serve the simulated judge (OpenAI and Anthropic style) until interrupted."""
     from pydantic import ValidationError
 
-    from tasks.simjudge.persona import PRESETS
+    from tasks.simjudge.persona import PRESETS, STAND_IN
     from tasks.simjudge.server import SimJudge, bind_loopback, die_with_parent, make_server
 
     die_with_parent()
@@ -193,8 +194,11 @@ def serve_judge(
         "max_faults_per_request": max_faults,
     }
     overrides = {k: v for k, v in given.items() if v is not None}
+    # A vendor's model name no persona has is answered as `strong` under that name, unless
+    # --persona names the only ones to serve.
+    served = [*chosen, *([] if persona else [STAND_IN])]
     try:
-        chosen = [
+        served = [
             p.model_copy(
                 update={
                     "faults": p.faults.model_validate({**p.faults.model_dump(), **overrides}),
@@ -202,9 +206,9 @@ def serve_judge(
                     **({"cache_min_tokens": cache_min_tokens} if cache_min_tokens else {}),
                 }
             )
-            for p in chosen
+            for p in served
         ]
-        for p in chosen:
+        for p in served:
             type(p).model_validate(p.model_dump())
     except ValidationError as exc:
         error = exc.errors()[0]
@@ -230,7 +234,8 @@ def serve_judge(
     except OSError as exc:
         raise InputError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}") from None
     judge = SimJudge(
-        chosen,
+        served[: len(chosen)],
+        stand_in=None if persona else served[-1],
         manifest=table,
         api_key=api_key,
         require_anthropic_version=require_anthropic_version,

@@ -4,7 +4,9 @@ A table is printed as it is where it fits the terminal. Where it does not (many 
 80), it is turned: one line per column, one column per row (judge configs are few), in as
 many side-by-side chunks of rows as fit; where not even one row fits, each row is a block
 with one `column: value` line each. A cell is never cut to `…` (numbers, run ids and
-commands are copied from it), and a row is never one run-on line of `key value; ...`.
+commands are copied from it), and a row is never one run-on line of `key value; ...`. The
+title is a line of its own at the terminal's width, broken only between words: under a
+narrow table's width it broke ids (a plan id) in two.
 """
 
 from __future__ import annotations
@@ -30,16 +32,14 @@ def fits(console: Console, table: Table) -> bool:
     return console.measure(table, options=wide).maximum <= console.width
 
 
-def _table(title: str | None, caption: str | None, pad_edge: bool = True) -> Table:
-    return Table(
-        title=title, caption=caption, header_style="bold", box=box.SIMPLE_HEAD, pad_edge=pad_edge
-    )
+def _table(caption: str | None, pad_edge: bool = True) -> Table:
+    return Table(caption=caption, header_style="bold", box=box.SIMPLE_HEAD, pad_edge=pad_edge)
 
 
-def _turned(title: str | None, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:
+def _turned(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:
     """`rows` as columns (headed by each row's first cell, `a · b` on two lines), one line
     per header after the first."""
-    table = _table(title, None)
+    table = _table(None)
     table.add_column("", no_wrap=True, style="bold")
     for row in rows:
         table.add_column(escape(row[0]).replace(" · ", "\n"), justify="right", no_wrap=True)
@@ -53,7 +53,7 @@ def _rows_side_by_side(
 ) -> int:
     """How many rows fit side by side in a turned table (0: not even one)."""
     for n in range(len(rows), 0, -1):
-        if fits(console, _turned(None, headers, rows[:n])):
+        if fits(console, _turned(headers, rows[:n])):
             return n
     return 0
 
@@ -71,24 +71,23 @@ def print_table(
     """Print `rows` (text cells, the first naming the row) under `headers`: a table where it
     fits, else turned (`turn`; for few rows, such as judge configs), else a block per row.
     The first `left` columns are left-aligned."""
-    table = _table(title, caption, pad_edge=False)
+    table = _table(caption, pad_edge=False)
     for i, header in enumerate(headers):
         table.add_column(header, no_wrap=True, justify="left" if i < left else "right")
     for row in rows:
         table.add_row(*(escape(cell) for cell in row))
+    if title:
+        console.print(escape(title), style="bold", highlight=False)
     if fits(console, table):
         console.print(table)
         return
     per = _rows_side_by_side(console, headers, rows) if turn else 0
     if per:
         for start in range(0, len(rows), per):
-            chunk = rows[start : start + per]
-            console.print(_turned(title if start == 0 else None, headers, chunk))
+            console.print(_turned(headers, rows[start : start + per]))
         if caption:  # a paragraph of the terminal's width, not squeezed under a narrow table
             console.print(escape(caption), style="italic", highlight=False)
         return
-    if title:
-        console.print(escape(title), style="bold", highlight=False)
     for row in rows:
         console.print(escape(row[0]), style="bold", highlight=False, soft_wrap=True)
         for header, cell in zip(headers[1:], row[1:], strict=True):

@@ -18,7 +18,7 @@ from schemas.run import RunRecord
 from tasks.history.diff import RunDiff
 from tasks.history.view import RunView
 
-__all__ = ["ALARM_EVENT", "check_alarms"]
+__all__ = ["ALARM_EVENT", "alarm_text", "check_alarms"]
 
 ALARM_EVENT = "judgeline.alarm"
 """The Prefect event every crossed threshold emits (deployments/automations.yaml reacts)."""
@@ -73,3 +73,22 @@ def check_alarms(
                        previous=(probe or {}).get("previous"))
             )  # fmt: skip
     return alarms
+
+
+def alarm_text(alarm: dict[str, Any]) -> str:
+    """One alarm as a line: its kind, then its figures; an interval's bounds (`low`, `high`)
+    follow the value they bound as `(95% interval L to H)`, not as fields of their own, which
+    read like config names."""
+
+    def shown(value: Any) -> Any:
+        return round(value, 3) if isinstance(value, float) else value
+
+    parts = []
+    for key, value in alarm.items():
+        if key in ("alarm", "run_id", "low", "high"):
+            continue
+        part = f"{key} {shown(value)}"
+        if key == "value" and "low" in alarm and "high" in alarm:
+            part += f" (95% interval {shown(alarm['low'])} to {shown(alarm['high'])})"
+        parts.append(part)
+    return f"{alarm['alarm']}: {', '.join(parts)}"

@@ -9,13 +9,14 @@ counts what the import prints per judge config. Remap, replay and report then ru
 run.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tasks.errors import InputError
 from tasks.imports.agreement import agreement
-from tasks.imports.arenahard import read_arenahard, read_arenahard_dir
+from tasks.imports.arenahard import leaderboard_seeds, read_arenahard, read_arenahard_dir
 from tasks.imports.build import (
     IMPORT_KEY_FORMAT,
     ImportedRun,
@@ -42,6 +43,7 @@ __all__ = [
     "import_config",
     "import_summary",
     "imported_table",
+    "read_files",
     "read_imported",
     "read_judgebench_output",
     "read_seeds",
@@ -90,6 +92,15 @@ def read_imported(fmt: str, path: str | Path, *, dataset: str | None = None) -> 
 _read: dict[tuple[object, ...], list[ImportedFile]] = {}
 """Files this process read, by format, path, size, mtime and options: the `import` command
 reads them before Prefect starts (to refuse a bad one at once), its flow reads them again."""
+
+
+def read_files(fmt: str, paths: Sequence[str | Path], options: ImportOptions) -> list[ImportedFile]:
+    """The seeds of the files given, in order (`read_seeds` of each); Arena-Hard files of
+    several judged models make one leaderboard run (`leaderboard_seeds`)."""
+    seeds = [f for p in paths for f in read_seeds(fmt, p, options)]
+    if fmt == "arena-hard":
+        return leaderboard_seeds(seeds, dataset=options.dataset, baseline=options.baseline)
+    return seeds
 
 
 def read_seeds(fmt: str, path: str | Path, options: ImportOptions) -> list[ImportedFile]:

@@ -16,6 +16,7 @@ found no label. Question ids are `uid` (v2) or `question_id` (v0.1).
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from tasks.imports.records import ImportedFile, Judgment, game_judgment, one_jud
 from tasks.ingest.fields import LoadedPairs, iter_jsonl, read_bytes, shorten
 from tasks.templates import message_text
 
-__all__ = ["read_arenahard", "read_arenahard_dir"]
+__all__ = ["leaderboard_seeds", "read_arenahard", "read_arenahard_dir"]
 
 CONVENTION = (
     "arena-hard-auto gen_judgment.py: games[0] showed the baseline as Assistant A (identity "
@@ -232,11 +233,56 @@ def read_arenahard_dir(
     if not paths:
         raise InputError("no <model>.jsonl judgment files in the folder", file=str(folder))
     files = [read_arenahard(path, dataset=dataset) for path in paths]
+    return _leaderboard(files, folder, dataset=dataset, baseline=baseline)
+
+
+def _models(file: ImportedFile) -> tuple[str, ...]:
+    return tuple(sorted({json.loads(p.metadata)["model_a"] for p in file.pairs.pairs}))
+
+
+def leaderboard_seeds(
+    files: list[ImportedFile], *, dataset: str | None = None, baseline: str | None = None
+) -> list[ImportedFile]:
+    """Arena-Hard judgment files given one by one, as seeds: the files of one judged model are
+    its repeated runs (one seed each, in the order given); files of several models (the
+    `model_judgment/<judge>/*.jsonl` of a folder) are one leaderboard, as their folder is,
+    and seed s holds each model's s-th file. A folder given is a seed already."""
+    if any(f.path.is_dir() for f in files):
+        return files
+    by_model: dict[tuple[str, ...], list[ImportedFile]] = {}
+    for file in files:
+        by_model.setdefault(_models(file), []).append(file)
+    if len(by_model) < 2:
+        return files
+    runs = {len(group) for group in by_model.values()}
+    if len(runs) > 1:
+        common = max(runs, key=lambda n: sum(len(g) == n for g in by_model.values()))
+        odd, group = next((m, g) for m, g in by_model.items() if len(g) != common)
+        raise InputError(
+            f"the files judge {len(by_model)} models, one leaderboard run, but model "
+            f"{', '.join(map(repr, odd))} has {len(group)} file{'s' * (len(group) != 1)} "
+            f"({', '.join(str(f.path) for f in group)}) and the others {common}: give each "
+            "model one file per repeated run (seed), or the model_judgment/<judge>/ folder",
+            file=str(group[-1].path),
+        )
+    seeds = []
+    for s in range(runs.pop()):
+        chosen = sorted((group[s] for group in by_model.values()), key=lambda f: f.path)
+        folder = Path(os.path.commonpath([f.path.parent for f in chosen]))
+        seeds.append(_leaderboard(chosen, folder, dataset=dataset, baseline=baseline))
+    return seeds
+
+
+def _leaderboard(
+    files: list[ImportedFile], folder: Path, *, dataset: str | None, baseline: str | None
+) -> ImportedFile:
+    """The judgment files of several models, of one judge and run, as one import (`folder`:
+    where they are)."""
     for other in files[1:]:
         if (other.judge, other.config) != (files[0].judge, files[0].config):
             raise InputError(
                 f"judge {other.judge!r} here but {files[0].judge!r} in {files[0].path}: one "
-                "folder holds one judge's judgments",
+                "leaderboard run holds one judge's judgments",
                 file=str(other.path),
             )
     pairs: list[Pair] = []
@@ -262,7 +308,7 @@ def read_arenahard_dir(
                 pair.model_copy(
                     update={
                         "pair_id": renamed[pair.pair_id],
-                        "dataset": dataset or folder.parent.parent.name or "arena-hard",
+                        "dataset": dataset or file.config,
                         "metadata": canonical_json(meta),
                     }
                 )

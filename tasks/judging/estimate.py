@@ -33,8 +33,8 @@ from schemas import Pair
 from schemas.config import RunConfig
 from schemas.cost import EstimateRow, Price
 from schemas.judge import JudgeSpec
-from tasks.ingest.loaders import read_source
 from tasks.ingest.manifest import build_manifest_table
+from tasks.ingest.sources import load_source_dict, source_label
 from tasks.ingest.validation import validate_sources
 from tasks.judging.cache import read_replies, stored_keys
 from tasks.judging.planned import PlannedCall, plan_calls
@@ -82,10 +82,12 @@ ESTIMATE_NOTE = (
 
 
 def _config_pairs(cfg: RunConfig) -> list[Pair]:
+    # Read as the run's freeze stage reads them (`flows.prepare`), every field of the source.
     sources = []
     for d in cfg.datasets:
-        loaded = read_source(d.kind, d.path, mapping=d.mapping, dataset=d.dataset)
-        sources.append((str(d.path or d.kind), loaded.pairs, loaded.rows))
+        source = d.model_dump()
+        loaded = load_source_dict(source)
+        sources.append((source_label(source), loaded.pairs, loaded.rows))
     pairs, _ = validate_sources(sources)
     return list(pairs)
 

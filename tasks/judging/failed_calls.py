@@ -21,6 +21,21 @@ __all__ = ["FailureGroup", "failed_call_groups"]
 
 _IDS = re.compile(r"[0-9A-Fa-f]{12,}|\b(?:req|msg|chatcmpl)[_-][0-9A-Za-z]+")
 """What makes two messages of the same failure differ: request ids and long hex runs."""
+_TIME = re.compile(r"\b(\d+(?:\.\d+)?) ?(ms|s)\b")
+"""And how long a call took (`ReadTimeout after 3007 ms`), which is no other cause."""
+_TIME_MARK = "\x00"
+_SECONDS = {"ms": 0.001, "s": 1.0}
+
+
+def _time_range(found: list[re.Match[str]]) -> str:
+    """`3001 to 3013 ms` for the times of one place in a message, shortest to longest."""
+    ordered = sorted(found, key=lambda m: float(m.group(1)) * _SECONDS[m.group(2)])
+    low, high = ordered[0], ordered[-1]
+    if low.group(0) == high.group(0):
+        return low.group(0)
+    if low.group(2) == high.group(2):
+        return f"{low.group(1)} to {high.group(1)} {low.group(2)}"
+    return f"{low.group(0)} to {high.group(0)}"
 
 
 @dataclass
@@ -36,24 +51,32 @@ class FailureGroup:
     _variants: dict[str, dict[str, None]] = field(default_factory=dict, repr=False)
 
     def add_message(self, message: str) -> None:
-        general = _IDS.sub("…", message)
+        general = _TIME.sub(_TIME_MARK, _IDS.sub("…", message))
         self._counts[general] += 1
         self._variants.setdefault(general, {})[message] = None
 
     @property
     def messages(self) -> Counter[str]:
         """The latest attempt's message of each call, counted. Messages that differ only in
-        ids (request ids, hex runs) count as one, shown with `…` for the ids and how many
-        there were: one call's request id never stands for others."""
+        ids (request ids, hex runs) or in how long the call took count as one: the ids shown
+        as `…` with how many there were (one call's request id never stands for others), the
+        times as their range."""
         shown: Counter[str] = Counter()
         for general, count in self._counts.items():
             variants = list(self._variants[general])
             if len(variants) == 1:
                 shown[variants[0]] = count
                 continue
-            first = _IDS.search(variants[0])
-            example = f", the first {first.group(0)}" if first else ""
-            shown[f"{general} ({len(variants)} different ids{example})"] = count
+            times = [list(_TIME.finditer(_IDS.sub("…", v))) for v in variants]
+            text = general
+            for place in zip(*times, strict=True):
+                text = text.replace(_TIME_MARK, _time_range(list(place)), 1)
+            ids = list(dict.fromkeys(_TIME.sub(_TIME_MARK, v) for v in variants))
+            if len(ids) > 1:
+                first = _IDS.search(variants[0])
+                example = f", the first {first.group(0)}" if first else ""
+                text = f"{text} ({len(ids)} different ids{example})"
+            shown[text] = count
         return shown
 
 

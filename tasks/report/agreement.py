@@ -177,7 +177,32 @@ def kappa_heatmap(frame: pd.DataFrame) -> Markup:
                 f'<text x="{num(x + cell / 2 - 1)}" y="{num(y + cell / 2 + 4)}" '
                 f'text-anchor="middle" class="inbar" style="fill:{ink}">{esc(text)}</text></g>'
             )
+    parts.append(_kappa_scale(label_w + cell * len(names) + 18, top, min(cell * len(names), 150)))
     return svg_doc(width, height, parts, "Cohen's kappa of every two judge configs")
+
+
+def _kappa_scale(x: float, top: float, height: float) -> str:
+    """The heatmap's colour legend: a bar from 1 (top) to 0 (bottom), in the cells' colours;
+    kappa at or below 0 is white."""
+    steps = 20
+    slices = [
+        f'<rect x="{num(x)}" y="{num(top + height * i / steps)}" width="12" '
+        f'height="{num(height / steps + 0.5)}" fill="{_blend(1 - (i + 0.5) / steps)}"/>'
+        for i in range(steps)
+    ]
+    frame = (
+        f'<rect x="{num(x)}" y="{num(top)}" width="12" height="{num(height)}" fill="none" '
+        'stroke="#d1d5db"/>'
+    )
+    ticks = [
+        svg_text(x + 17, top + height * (1 - value) + 4, text, cls="tick")
+        for value, text in ((1.0, "1"), (0.5, "0.5"), (0.0, "0 or less"))
+    ]
+    return (
+        "<g><title>Cohen's kappa: the darker the cell, the more the two configs agree beyond "
+        "chance</title>" + "".join(slices) + frame + "".join(ticks)
+        + svg_text(x, top - 4, "kappa", cls="row-sub") + "</g>"
+    )  # fmt: skip
 
 
 def _blend(share: float) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -90,26 +91,58 @@ def cost_agreement_chart(
         peak = max(range(len(hull)), key=lambda i: (hull[i][1], -i))
         path = " ".join(f"{num(xs(c))},{num(ys_scale(a))}" for c, a in hull[: peak + 1])
         parts.append(f'<polyline points="{path}" class="envelope"/>')
+    # Points on one spot share one mark and one label: at K = 2, k=2 and the balanced pair
+    # are the full reference, and the policies that never stop early sit on it too.
+    spots: dict[tuple[int, int], list[tuple[str, float, float]]] = {}
     for name, cost, agreement in components:
-        if not (ok(cost) and ok(agreement)):
-            continue
-        x, y = xs(cost), ys_scale(agreement)
-        # k-subsets are labelled on the right; the balanced pair shares k=2's cost, so its
-        # label goes on the left where it cannot collide with k=2's.
-        left = name == "balanced pair"
+        if ok(cost) and ok(agreement):
+            spots.setdefault(_spot(xs(cost), ys_scale(agreement)), []).append(
+                (name, cost, agreement)
+            )
+    for here in spots.values():
+        x, y = xs(here[0][1]), ys_scale(here[0][2])
+        label = " · ".join(name for name, _, _ in here)
+        # k-subsets are labelled on the right (unless that runs off the plot); the balanced
+        # pair shares k=2's cost, so its own label goes on the left, clear of k=2's.
+        right = label != "balanced pair" and x + 6 + _CHAR_PX * len(label) <= width - 2
+        tip = "; ".join(f"{n}: {c:g} calls, agreement {pct(a, 2)}" for n, c, a in here)
         parts.append(
-            f"<g><title>{esc(name)}: {cost:g} calls, agreement {pct(agreement, 2)}</title>"
+            f"<g><title>{esc(tip)}</title>"
             f'<circle cx="{num(x)}" cy="{num(y)}" r="3.4" class="component"/>'
             + svg_text(
-                x - 6 if left else x + 6, y + 4, name, cls="note", anchor="end" if left else "start"
+                x + 6 if right else x - 6, y + 4, label, cls="note",
+                anchor="start" if right else "end",
             )
             + "</g>"
-        )
+        )  # fmt: skip
+    groups: dict[tuple[int, int], list[PolicyPoint]] = {}
     for point in policies:
+        groups.setdefault(_spot(xs(point.cost), ys_scale(point.agreement)), []).append(point)
+    for spot, members in groups.items():
+        parts.append(_policy_mark(members, xs, ys_scale, on_component=spot in spots))
+    return svg_doc(width, height, parts, f"Cost versus agreement: {title} {subtitle}")
+
+
+_CHAR_PX = 5.8
+"""About the width of one character of a 10.5 px chart label."""
+
+
+def _spot(x: float, y: float) -> tuple[int, int]:
+    """Points closer than a couple of pixels are drawn as one."""
+    return round(x / 2), round(y / 2)
+
+
+def _policy_mark(
+    members: Sequence[PolicyPoint], xs: Scale, ys: Scale, *, on_component: bool
+) -> str:
+    """The policies on one spot: a dot cut into their colours, each one's line to where a
+    mixture matches it, and one label of their extra calls (none where they all tie with the
+    baseline they sit on: `+0%` there says nothing the dot does not)."""
+    x, y = xs(members[0].cost), ys(members[0].agreement)
+    tips, mark, extras = [], "", []
+    for point in members:
         color = POLICY_COLORS.get(point.policy, INK)
-        x, y = xs(point.cost), ys_scale(point.agreement)
         tip = f"{point.policy}: {point.cost:.3f} calls, agreement {pct(point.agreement, 2)}"
-        mark = ""
         if point.match_cost is not None and ok(point.match_cost):
             mx = xs(point.match_cost)
             tip += f"; a nonadaptive mixture needs {point.match_cost:.3f} calls"
@@ -120,20 +153,41 @@ def cost_agreement_chart(
             )
             if point.match_extra is not None and ok(point.match_extra):
                 tip += f" ({signed_pct(point.match_extra)} calls)"
-                # On the side away from the match line: left of the dot is empty when the
-                # policy beats the envelope; a policy below it has its line on the left.
-                ahead = point.match_cost >= point.cost
-                mark += (
-                    f'<text x="{num(x - 8 if ahead else x + 8)}" y="{num(y + 3.5)}" '
-                    f'text-anchor="{"end" if ahead else "start"}" class="value" '
-                    f'style="fill:{color}">{signed_pct(point.match_extra, 0)}</text>'
-                )
+                extras.append((signed_pct(point.match_extra, 0), point, color))
+        tips.append(tip)
+    shown = list(dict.fromkeys(text for text, _, _ in extras))
+    if shown and not (on_component and shown == [signed_pct(0.0, 0)]):
+        _, point, color = extras[0]
+        # On the side away from the match line: left of the dot is empty when the policy
+        # beats the envelope; a policy below it has its line on the left.
+        ahead = point.match_cost is not None and point.match_cost >= point.cost
+        fill = color if len({c for _, _, c in extras}) == 1 else INK
         mark += (
-            f'<circle cx="{num(x)}" cy="{num(y)}" r="4.6" fill="{color}" stroke="#fff" '
-            'stroke-width="1.2"/>'
+            f'<text x="{num(x - 8 if ahead else x + 8)}" y="{num(y + 3.5)}" '
+            f'text-anchor="{"end" if ahead else "start"}" class="value" '
+            f'style="fill:{fill}">{esc(" / ".join(shown))}</text>'
         )
-        parts.append(f"<g><title>{esc(tip)}</title>{mark}</g>")
-    return svg_doc(width, height, parts, f"Cost versus agreement: {title} {subtitle}")
+    colors = [POLICY_COLORS.get(p.policy, INK) for p in members]
+    mark += _pie(x, y, 4.6, colors)
+    return f"<g><title>{esc('; '.join(tips))}</title>{mark}</g>"
+
+
+def _pie(x: float, y: float, r: float, colors: Sequence[str]) -> str:
+    """A dot of one colour, or cut into equal wedges of several, clockwise from the top."""
+    edge = 'stroke="#fff" stroke-width="1.2"'
+    if len(colors) == 1:
+        return f'<circle cx="{num(x)}" cy="{num(y)}" r="{num(r)}" fill="{colors[0]}" {edge}/>'
+    wedges = []
+    for i, color in enumerate(colors):
+        a0, a1 = (2 * math.pi * j / len(colors) - math.pi / 2 for j in (i, i + 1))
+        large = 1 if a1 - a0 > math.pi else 0
+        wedges.append(
+            f'<path d="M{num(x)},{num(y)} L{num(x + r * math.cos(a0))},{num(y + r * math.sin(a0))} '
+            f"A{num(r)},{num(r)} 0 {large} 1 {num(x + r * math.cos(a1))},"
+            f'{num(y + r * math.sin(a1))} Z" fill="{color}"/>'
+        )
+    ring = f'<circle cx="{num(x)}" cy="{num(y)}" r="{num(r)}" fill="none" {edge}/>'
+    return "".join(wedges) + ring
 
 
 def share_bar_chart(rows: Sequence[tuple[str, str, float, float, int]]) -> Markup:

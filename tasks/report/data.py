@@ -32,19 +32,36 @@ def _header(work: WorkDir, run_id: str) -> dict[str, str]:
         for j in (judges if isinstance(judges, list) else [])
         if isinstance(j, dict)
     )
-    return {
-        "run id": record.run_id,
-        "benchmark": record.name,
-        "date": record.started_at.strftime("%Y-%m-%d %H:%M UTC"),
-        "judges": judge_names,
-        "K": str(record.config.get("k")),
-        "template": str(record.config.get("template")),
-        "config hash": record.config_hash[:16],
-        "manifest": (record.manifest_hash or "")[:16],
-        "plan": (record.plan_id or "")[:16],
-        "code version": version,
-        "packages": ", ".join(f"{k} {v}" for k, v in sorted(code.packages.items())),
-    } | _imported_header(record.imported)
+    return (
+        {
+            "run id": record.run_id,
+            "benchmark": record.name,
+            "date": record.started_at.strftime("%Y-%m-%d %H:%M UTC"),
+            "judges": judge_names,
+            "K": str(record.config.get("k")),
+            "template": str(record.config.get("template")),
+            "config hash": record.config_hash[:16],
+            "manifest": (record.manifest_hash or "")[:16],
+            "plan": (record.plan_id or "")[:16],
+            "code version": version,
+            "packages": ", ".join(f"{k} {v}" for k, v in sorted(code.packages.items())),
+        }
+        | _imported_header(record.imported)
+        | _advice_header(record.config.get("live"))
+    )
+
+
+def _advice_header(live: object) -> dict[str, str]:
+    """For a live run that followed advice: whose, at which budget (the advice section)."""
+    if not isinstance(live, dict) or live.get("policy") != "advised":
+        return {}
+    budget, level = live.get("max_change"), live.get("level") or 0.95
+    within = (
+        f"within {budget * 100:g}% changed decisions at {level * 100:g}%"
+        if isinstance(budget, int | float) and isinstance(level, int | float)
+        else "as its advice.parquet then said"  # configured before advice took a budget
+    )
+    return {"advice followed": f"run {live.get('advised_by')}'s, {within} (Advice below)"}
 
 
 def _imported_header(imported: dict[str, object] | None) -> dict[str, str]:

@@ -21,7 +21,7 @@ from schemas.cost import SpendRow
 from schemas.run import RunRecord
 from tasks.errors import InputError
 from tasks.hashing import sha256_text
-from tasks.history.alarms import check_alarms
+from tasks.history.alarms import alarm_text, check_alarms
 from tasks.history.diff import Flip, RunDiff, diff_views
 from tasks.history.previous import comparable, previous_view
 from tasks.history.view import RunView, read_run_view
@@ -187,15 +187,6 @@ def _probe_lines(probe: dict[str, Any] | None) -> list[str]:
     return lines
 
 
-def _alarm_text(alarm: dict[str, Any]) -> str:
-    figures = ", ".join(
-        f"{k} {round(v, 3) if isinstance(v, float) else v}"
-        for k, v in alarm.items()
-        if k not in ("alarm", "run_id")
-    )
-    return f"{alarm['alarm']}: {figures}"
-
-
 def _alarms(record: RunRecord, view: RunView, diff: RunDiff | None) -> list[dict[str, Any]]:
     """The alarms the run recorded; while it is still running, those its thresholds raise
     against the previous run so far (the run's status is checked by the flow itself)."""
@@ -230,5 +221,5 @@ def since_section(
         runs.append(("drift probe", str((record.probe or {})["run_id"])))
     out.money = _money(work, runs, {} if spend is None else {run_id: spend})
     if view is not None:
-        out.alarms = [_alarm_text(a) for a in _alarms(record, view, diff)]
+        out.alarms = [alarm_text(a) for a in _alarms(record, view, diff)]
     return out

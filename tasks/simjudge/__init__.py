@@ -1,6 +1,7 @@
 """The simulated judge: a real HTTP server on loopback that answers like the judges' APIs.
 
-`persona` decides replies and faults, `rules` holds what each API refuses (model
+`persona` decides replies and faults, `cast` which persona a request's model picks (a
+vendor's model name no persona has: a stand-in), `rules` holds what each API refuses (model
 profiles, `anthropic-version`, extended thinking), `compose` fits replies into the token
 limit, `wire` speaks the OpenAI, Azure OpenAI and Anthropic formats, `failures` the error
 replies, `limits` request ids and rate-limit headers, `app` is the Starlette app with its

@@ -30,6 +30,7 @@ from starlette.types import Receive, Scope, Send
 from tasks.simjudge.admin import admin_routes
 from tasks.simjudge.batches import BatchEndpoints
 from tasks.simjudge.caching import CacheUse, PromptCache, cache_control_problem
+from tasks.simjudge.cast import Cast
 from tasks.simjudge.compose import anthropic_payload, asks_for_schema, openai_payload
 from tasks.simjudge.failures import (
     ERRORS,
@@ -43,6 +44,7 @@ from tasks.simjudge.limits import Api, RateWindow, TokenBucket, request_id
 from tasks.simjudge.persona import (
     PRESETS,
     REFUSAL,
+    STAND_IN,
     Faults,
     Persona,
     choose_fault,
@@ -95,15 +97,14 @@ class SimJudge:
         require_anthropic_version: bool = False,
         clock: Callable[[], float] = time.monotonic,
         tokens_per_minute: float | None = None,
+        stand_in: Persona | None = STAND_IN,
     ) -> None:
         """`require_anthropic_version`: refuse Messages requests without the header (400);
         `clock`: seconds, for the prompt cache's lifetimes (`tasks.simjudge.caching`);
-        `tokens_per_minute`: a token limit, enforced (`tasks.simjudge.limits.TokenBucket`)."""
-        names = [p.name for p in personas]
-        if not names or len(set(names)) != len(names):
-            raise ValueError(f"persona names must be present and unique: {names}")
-        self.personas: dict[str, Persona] = {p.name: p for p in personas}
-        self.faults: dict[str, Faults] = {p.name: p.faults for p in personas}
+        `tokens_per_minute`: a token limit, enforced (`tasks.simjudge.limits.TokenBucket`);
+        `stand_in`: how a vendor's model name no persona has answers (None: 404)."""
+        self.cast = Cast(personas, stand_in)
+        self.personas, self.faults = self.cast.personas, self.cast.faults
         self._key_of = index_manifest(manifest) if manifest is not None else {}
         self._api_key = api_key
         self._require_version = require_anthropic_version
@@ -172,16 +173,7 @@ class SimJudge:
 
     def set_faults(self, persona: str | None = None, **rates: Any) -> dict[str, Faults]:
         """Change fault settings of one persona (or all), e.g. `set_faults(rate_429=0)`."""
-        targets = [persona] if persona is not None else list(self.faults)
-        for name in targets:
-            if name not in self.faults:
-                raise ValueError(f"unknown persona {name!r}; known: {sorted(self.faults)}")
-        updated = {
-            name: Faults.model_validate({**self.faults[name].model_dump(), **rates})
-            for name in targets
-        }
-        self.faults.update(updated)
-        return dict(self.faults)
+        return self.cast.set_faults(persona, **rates)
 
     # --- request handling -----------------------------------------------------------------
 
@@ -259,7 +251,7 @@ class SimJudge:
         except (ValueError, UnicodeDecodeError):
             return refuse(400, None, "invalid_request", "request body is not JSON")
         model = deployment or (body.get("model") if isinstance(body, dict) else None)
-        persona = self.personas.get(model) if isinstance(model, str) else None
+        persona = self.cast.persona(model)
         if persona is None or not isinstance(model, str):
             if deployment is not None:
                 return refuse(404, model, "not_found", "The API deployment for this resource "

@@ -199,23 +199,34 @@ def openai_view(
     }
 
 
+_USAGE_NAMES = {"prompt_tokens": "input_tokens", "completion_tokens": "output_tokens",
+                "prompt_tokens_details": "input_tokens_details",
+                "completion_tokens_details": "output_tokens_details"}  # fmt: skip
+"""Chat completions' usage names -> the Responses API's (and the Batch object's)."""
+
+
 def openai_usage(bodies: list[Any]) -> dict[str, Any]:
     """A Batch object's `usage`: the tokens of its successful replies, summed (OpenAI's
-    Batch object has carried it since September 2025)."""
-    usages = [b.get("usage") or {} for b in bodies if isinstance(b, dict)]
+    Batch object has carried it since September 2025), whichever endpoint's usage shape
+    the replies have (chat completions' or the Responses API's)."""
+    usages = [
+        {_USAGE_NAMES.get(k, k): v for k, v in (b.get("usage") or {}).items()}
+        for b in bodies
+        if isinstance(b, dict)
+    ]
 
     def total(part: str, detail: str | None = None) -> int:
         if detail is None:
             return sum(int(u.get(part) or 0) for u in usages)
         return sum(int((u.get(part) or {}).get(detail) or 0) for u in usages)
 
-    prompt, completion = total("prompt_tokens"), total("completion_tokens")
+    prompt, completion = total("input_tokens"), total("output_tokens")
     return {
         "input_tokens": prompt,
-        "input_tokens_details": {"cached_tokens": total("prompt_tokens_details", "cached_tokens")},
+        "input_tokens_details": {"cached_tokens": total("input_tokens_details", "cached_tokens")},
         "output_tokens": completion,
         "output_tokens_details": {
-            "reasoning_tokens": total("completion_tokens_details", "reasoning_tokens")
+            "reasoning_tokens": total("output_tokens_details", "reasoning_tokens")
         },
         "total_tokens": prompt + completion,
     }

@@ -29,6 +29,7 @@ from tasks.verdicts import structured_reply
 __all__ = [
     "ACCEPTED_EFFORTS",
     "PRESETS",
+    "STAND_IN",
     "FaultKind",
     "Faults",
     "Persona",
@@ -191,6 +192,10 @@ PRESETS: tuple[Persona, ...] = (
         invalid_rate=0.12, strong_rate=0.3,
     ),
 )  # fmt: skip
+
+
+STAND_IN = PRESETS[0]
+"""How a vendor's model name that no persona has answers (`strong`, under that name)."""
 
 
 def rng_for(*parts: str) -> random.Random:

@@ -43,6 +43,7 @@ __all__ = [
     "Problem",
     "anthropic_problem",
     "is_reasoning_model",
+    "is_vendor_model",
     "openai_model",
     "openai_problem",
     "reply_limit",
@@ -52,6 +53,20 @@ __all__ = [
 ]
 
 MIN_THINKING_BUDGET = 1024
+_VENDOR_NAME = re.compile(
+    r"^(?:claude-(?:(?:opus|sonnet|haiku)-\d|\d(?:-\d)?-(?:opus|sonnet|haiku))|gemini-\d)"
+)
+"""Claude (`claude-sonnet-4-5`, `claude-3-5-haiku-...`) and Gemini (`gemini-2.5-flash`)
+model names."""
+
+
+def is_vendor_model(model: str) -> bool:
+    """Whether `model` is named like an OpenAI, Anthropic or Google model (a `provider/`
+    prefix or a date suffix allowed): a name the rules above hold a request to."""
+    name = model.rsplit("/", 1)[-1]
+    return openai_model(name) is not None or _VENDOR_NAME.match(name) is not None
+
+
 # The Messages API version that dropped the sampling parameters (SDKs send it by default).
 SAMPLING_FREE_VERSION = "2026-10-21"
 _THINKING_TYPES = ("enabled", "adaptive", "disabled", "between_tools")

@@ -14,7 +14,7 @@ from tasks.ingest.tables import ColumnMapping
 
 
 def invoke(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(app, list(args), terminal_width=200)
+    result = CliRunner().invoke(app, list(args), terminal_width=200, env={"COLUMNS": "200"})
     return result.exit_code, " ".join(result.output.split())
 
 

@@ -231,6 +231,46 @@ def test_deployments_round_trip(prefect_server: str, tmp_path: Path) -> None:
     assert (work.run_dir(run_id) / "report.html").is_file()
 
 
+def test_serve_replaces_no_deployment_prefect_deploy_registered(
+    prefect_server: str, tmp_path: Path
+) -> None:
+    """A deployment of a served name on a work pool (as `prefect deploy` of an earlier
+    deployments/prefect.yaml registered it): `judgeline serve` refuses in one paragraph, exit
+    2, and leaves it as it was."""
+    client = httpx.Client(base_url=prefect_server, timeout=10)
+    pool = client.post("/work_pools/", json={"name": "judgeline-old", "type": "process"})
+    assert pool.status_code < 300, pool.text
+    flow = client.post("/flows/", json={"name": "replay-run"}).json()
+    made = client.post(
+        "/deployments/",
+        json={"name": "replay-policies", "flow_id": flow["id"], "work_pool_name": "judgeline-old",
+              "entrypoint": "flows/nightly.py:replay_policies_flow"},
+    )  # fmt: skip
+    assert made.status_code < 300, made.text
+    try:
+        config = tmp_path / "nightly.yaml"
+        config.write_text(
+            "name: n\ndatasets: [{kind: demo}]\n"
+            "judges: [{name: strong, base_url: 'http://127.0.0.1:9/v1', model: strong}]\n",
+            encoding="utf-8",
+        )
+        env = {**os.environ, "PREFECT_API_URL": prefect_server,
+               "PREFECT_HOME": str(tmp_path / "serve-home")}  # fmt: skip
+        done = subprocess.run(
+            [str(BIN / "judgeline"), "--work-dir", str(tmp_path / "work"), "serve", str(config)],
+            env=env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 2, done.stdout + done.stderr
+        message = done.stderr.strip()
+        assert message.startswith("error: ") and "\n\n" not in message, message
+        assert "replay-run/replay-policies (work pool 'judgeline-old')" in " ".join(message.split())
+        assert "Traceback" not in done.stderr
+        after = client.get(f"/deployments/{made.json()['id']}").json()
+        assert after["work_pool_name"] == "judgeline-old"
+    finally:
+        client.delete(f"/deployments/{made.json()['id']}")
+
+
 def test_a_run_may_not_change_what_its_deployment_fixed() -> None:
     from flows.served import overrides
 

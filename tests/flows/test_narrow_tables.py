@@ -7,10 +7,14 @@ from __future__ import annotations
 import datetime as dt
 import importlib
 import io
+import os
 import re
+import subprocess
+from pathlib import Path
 
 import pytest
 from rich.console import Console
+from support import REPO
 
 from schemas.cost import EstimateRow, SpendRow
 
@@ -98,3 +102,39 @@ def test_help_summaries_are_not_broken_mid_sentence() -> None:
             broken.append((line, after))
     assert not broken, broken
     assert "rerun-failed" in out and "reusing every reply stored" in out
+
+
+def test_a_title_is_never_broken_inside_an_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`judge --dry-run` titled its one-config estimate `estimate · plan <64 hex>` under the
+    turned table's width, which broke the plan id in two."""
+    plan = "ee1f1db295089541b34dd4c559b6c8fa2ade5216f433802d2e22f2070b631211"
+    for width in (80, 100):
+        text = printed(monkeypatch, width, f"estimate · plan {plan}", [ESTIMATE], "a caption")
+        assert any(plan in line for line in text.splitlines()), text
+        assert max(len(line) for line in text.splitlines()) <= width, text
+
+
+def test_a_piped_table_is_as_wide_as_a_terminal(tmp_path: Path) -> None:
+    """Piped (`| less`, a file, cron) with no terminal and no COLUMNS, tables were printed
+    123-154 columns wide: they take 80 columns (a terminal on stderr or stdin lends its
+    width), turned where they do not fit, COLUMNS winning."""
+    config = tmp_path / "run.yaml"
+    configs = ", ".join(f"{{name: config-{i}}}" for i in range(4))
+    config.write_text(
+        "name: n\nk: 2\ndatasets: [{kind: demo}]\n"
+        "judges: [{name: j, base_url: 'http://127.0.0.1:9/v1', model: m, "
+        f"configs: [{configs}]}}]\n",
+        "utf-8",
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "PREFECT_API_URL")}
+    argv = [str(REPO / ".venv" / "bin" / "judgeline"), "--work-dir", str(tmp_path / "w"),
+            "estimate", str(config)]  # fmt: skip
+    for columns, width in ((None, 80), ("120", 120)):
+        done = subprocess.run(
+            argv, env=env | ({"COLUMNS": columns} if columns else {}), capture_output=True,
+            text=True, stdin=subprocess.DEVNULL, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        lines = done.stdout.splitlines()
+        assert max(len(line) for line in lines) <= width, done.stdout
+        assert "config-3" in done.stdout and "…" not in done.stdout

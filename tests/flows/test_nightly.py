@@ -113,6 +113,11 @@ def test_run_artifacts_are_published(two_nights: Any) -> None:
     assert all(a.task_run_id is not None and a.flow_run_id for a in artifacts.values())
 
 
+WIDE = {"COLUMNS": "200"}
+"""A terminal wide enough that a table's row is one line (rich reads COLUMNS, not Click's
+terminal_width)."""
+
+
 def test_runs_show_and_report_commands(two_nights: Any) -> None:
     from typer.testing import CliRunner
 
@@ -121,23 +126,23 @@ def test_runs_show_and_report_commands(two_nights: Any) -> None:
     work, (first, _), _ = two_nights
     runner = CliRunner()
     base = ["--work-dir", str(work.root)]
-    listed = runner.invoke(app, [*base, "runs"], terminal_width=200)
+    listed = runner.invoke(app, [*base, "runs"], terminal_width=200, env=WIDE)
     assert listed.exit_code == 0, listed.output
     assert "night-1" in listed.output and "night-2" in listed.output
     assert "completed" in listed.output
 
-    shown = runner.invoke(app, [*base, "show", "night-1"], terminal_width=200)
+    shown = runner.invoke(app, [*base, "show", "night-1"], terminal_width=200, env=WIDE)
     assert shown.exit_code == 0, shown.output
     assert "strong · high" in shown.output and "paired" in shown.output
     assert "night-1 · agreement" in shown.output and "alpha across" in shown.output
 
     report = Path(first["report"])
     report.unlink()
-    rebuilt = runner.invoke(app, [*base, "report", "night-1"], terminal_width=200)
+    rebuilt = runner.invoke(app, [*base, "report", "night-1"], terminal_width=200, env=WIDE)
     assert rebuilt.exit_code == 0, rebuilt.output
     assert report.is_file() and "<svg" in report.read_text("utf-8")
     assert 'id="agreement"' in report.read_text("utf-8")
 
-    missing = runner.invoke(app, [*base, "show", "no-such-run"], terminal_width=200)
+    missing = runner.invoke(app, [*base, "show", "no-such-run"], terminal_width=200, env=WIDE)
     assert missing.exit_code != 0
     assert isinstance(missing.exception, Exception) and "no-such-run" in str(missing.exception)

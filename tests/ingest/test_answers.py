@@ -188,3 +188,24 @@ def test_an_answer_past_every_judge_is_kept_and_warned_of(
     assert f"{path}, row 6 (pair 'q1:m1:base', ~{tokens:,} tokens)" in warning
     assert "1 pair is longer" in warning and "\n" not in warning
     assert warning in caplog.text
+
+
+@pytest.mark.parametrize("command", [["estimate"], ["run", "--dry-run"]])
+def test_an_estimate_reads_an_answers_dataset_as_a_run_does(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """`estimate` and `run --dry-run` read an answers dataset with its baseline and pairing."""
+    _write(tmp_path / "a.jsonl", _rows())
+    path = tmp_path / "run.yaml"
+    path.write_text(
+        "name: n\nk: 2\n"
+        "judges: [{name: j, base_url: 'http://127.0.0.1:9/v1', model: m}]\n"
+        "datasets: [{kind: answers, path: a.jsonl, baseline: base, pairs: round-robin}]\n",
+        "utf-8",
+    )
+    work = tmp_path / "work"
+    result = CliRunner().invoke(app, ["--work-dir", str(work), command[0], str(path), *command[1:]])
+    assert result.exit_code == 0, result.output
+    planned = 3 * 6 * 2 * 2  # questions x matchups x K x orders
+    assert f" {planned} " in result.output, result.output
+    assert not [p for p in work.rglob("*") if p.is_file()]  # nothing frozen or planned

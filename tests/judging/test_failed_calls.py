@@ -27,3 +27,27 @@ def test_a_message_of_one_request_is_shown_whole() -> None:
     group.add_message(AUTH.format("req_0001abcdef"))  # the same call, tried twice
     group.add_message("HTTP 500: boom")
     assert dict(group.messages) == {AUTH.format("req_0001abcdef"): 2, "HTTP 500: boom": 1}
+
+
+def test_timeouts_are_one_line_whatever_their_milliseconds() -> None:
+    """21 timeouts were 12 lines, one per millisecond they took (`6 x ReadTimeout after 3007
+    ms`, `2 x ... 3009 ms`): one line per category and cause, the range of times in it."""
+    group = FailureGroup("j", "c", "failed", "timeout")
+    times = [3007] * 6 + [3009] * 2 + list(range(3001, 3014))
+    for ms in times:
+        group.add_message(f"ReadTimeout after {ms} ms")
+    group.add_message("ConnectTimeout after 10002 ms")
+    assert dict(group.messages) == {
+        "ReadTimeout after 3001 to 3013 ms": 21,
+        "ConnectTimeout after 10002 ms": 1,
+    }
+    # Times of different units are ordered by what they last; ids are still counted.
+    other = FailureGroup("j", "c", "failed", "timeout")
+    for rid, took in (("req_0001abcdef", "900 ms"), ("req_0002abcdef", "2 s")):
+        other.add_message(f"HTTP 504: gave up after {took} (request {rid})")
+    ((shown, count),) = other.messages.most_common()
+    assert count == 2
+    assert shown == (
+        "HTTP 504: gave up after 900 ms to 2 s (request …) (2 different ids, the first "
+        "req_0001abcdef)"
+    ), shown

@@ -292,7 +292,7 @@ def test_cli_judge_with_quick_flags_and_judges_file(
     quick += ["--api-key-env", "JUDGELINE_TEST_KEY"]
     result = runner.invoke(app, quick)
     assert result.exit_code == 0, result.output
-    assert "stored 40" in result.output
+    assert "stored 40" in " ".join(result.output.split())
 
     bad = tmp_path / "judges.yaml"
     bad.write_text("judges:\n  - name: x\n    model: strong\n", "utf-8")

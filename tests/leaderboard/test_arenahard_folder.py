@@ -12,7 +12,7 @@ import pytest
 from simulated_boards import arena_hard_elo
 
 from tasks.errors import InputError
-from tasks.imports import ImportOptions, build_import, read_seeds
+from tasks.imports import ImportOptions, build_import, check_files, read_files, read_seeds
 from tasks.ingest.manifest import read_manifest
 from tasks.leaderboard import BoardOptions, leaderboard_of
 from tasks.remap import remap_run, write_remap
@@ -21,6 +21,8 @@ from tasks.workdir import WorkDir
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "imports"))
 from test_arenahard import game_v2, write  # noqa: E402
+
+from tests.flows.test_hostile_input import run_main  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -97,3 +99,39 @@ def test_a_folder_without_a_named_baseline_needs_one(tmp_path: Path) -> None:
         read_seeds("arena-hard", folder, ImportOptions())
     (seed,) = read_seeds("arena-hard", folder, ImportOptions(baseline="gpt-4-0314"))
     assert seed.pairs.pairs[0].pair_id == "q0:m-alpha:gpt-4-0314"
+
+
+def test_the_files_of_a_folder_are_the_folder(tmp_path: Path) -> None:
+    """`import arena-hard model_judgment/JUDGE/*.jsonl`: files of different models are one
+    leaderboard run, as the folder is, not repeated runs of one system."""
+    folder = _folder(tmp_path, np.random.default_rng(4))
+    (whole,) = read_seeds("arena-hard", folder, ImportOptions())
+    paths = sorted(folder.glob("*.jsonl"), reverse=True)  # the order given does not matter
+    files = read_files("arena-hard", paths, ImportOptions())
+    check_files(files)
+    (seed,) = files
+    assert seed.pairs == whole.pairs and seed.judgments == whole.judgments
+    assert seed.path == folder and seed.sha256 == whole.sha256
+
+
+def test_each_models_files_are_its_repeated_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two runs' folders given file by file: seed s holds each model's s-th file."""
+    runs = [_folder(tmp_path / f"run{r}", np.random.default_rng(r)) for r in (5, 6)]
+    paths = [p for folder in runs for p in sorted(folder.glob("*.jsonl"))]
+    files = read_files("arena-hard", paths, ImportOptions())
+    check_files(files)
+    assert [f.path for f in files] == runs
+    work = WorkDir.at(tmp_path / "work")
+    assert build_import(work, files, "ah2").k == 2
+    dropped = [str(p) for p in paths if p != runs[1] / "m-beta.jsonl"]
+    other = tmp_path / "other"
+    refused = run_main(monkeypatch, "--work-dir", str(other), "import", "arena-hard", *dropped)
+    refused.assert_one_paragraph(
+        f"error: {runs[0]}/m-beta.jsonl: the files judge 5 models, one leaderboard run, but "
+        "model 'm-beta' has 1 file",
+        "and the others 2",
+    )
+    assert "--dataset" not in refused.err
+    assert not [p for p in other.rglob("*") if p.is_file()]

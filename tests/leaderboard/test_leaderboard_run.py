@@ -148,6 +148,20 @@ def test_what_stopping_policies_do_to_the_ranks(ranked: tuple[WorkDir, dict[str,
     assert all(0 <= a["p_swap"] <= 0.5 for a in nonstrict["adjacent"])
 
 
+def test_the_stopping_lines_fit_80_columns(ranked: tuple[WorkDir, dict[str, Any]]) -> None:
+    """The leaderboard's `stopping` lines were one unwrapped line each, 113 columns wide."""
+    work, _ = ranked
+    shown = CliRunner().invoke(
+        app, ["--work-dir", str(work.root), "leaderboard", "b1", "--replicates", "50"],
+        env={"COLUMNS": "80"}, terminal_width=80,
+    )  # fmt: skip
+    assert shown.exit_code == 0, shown.output
+    lines = shown.output.splitlines()
+    assert max(len(line) for line in lines) <= 80, shown.output
+    stopping = [line for line in lines if line.startswith("  stopping balanced · nonstrict")]
+    assert stopping and "expected adjacent swaps" in " ".join(shown.output.split())
+
+
 PROBE = """<script>
 var section = document.getElementById('leaderboard');
 var rows = section ? section.querySelectorAll('table.leaderboard tbody tr') : [];

@@ -84,3 +84,19 @@ def test_a_config_without_values_reads_as_undefined() -> None:
     section = _section(render_report(replace(synthetic_report_data(), agreement=tables)))
     assert "<td>–</td>" in section and "sim&lt;j&gt; · dead" in section
     assert tables.confusion.query("config == 'dead' and decision == 'none'")["pairs"].sum() == 40
+
+
+def test_the_heatmap_has_a_colour_legend() -> None:
+    """The kappa heatmap had no legend: nothing said what its shades meant."""
+    from tasks.report.agreement import _blend, kappa_heatmap
+
+    tables = agreement_tables(outcomes({"low": 0.1, "high": 0.5, "mid": 0.3}))
+    svg = str(kappa_heatmap(tables.judges))
+    legend = svg[svg.index("<g><title>Cohen's kappa: the darker") :]
+    for text in (">kappa<", ">1<", ">0.5<", ">0 or less<"):
+        assert text in legend, text
+    fills = re.findall(r'width="12" height="[\d.]+" fill="(#[0-9a-f]{6})"', legend)
+    # From the darkest (kappa 1) at the top to white (kappa 0) at the bottom, as the cells.
+    assert len(fills) == 20 and fills[0] == _blend(0.975) and fills[-1] == _blend(0.025)
+    darkness = [sum(int(f[i : i + 2], 16) for i in (1, 3, 5)) for f in fills]
+    assert darkness == sorted(darkness)

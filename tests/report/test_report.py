@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html as html_module
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -443,3 +444,44 @@ def test_changes_section_says_what_the_run_k_makes_false() -> None:
     assert "This run has K = 8." in section
     assert "paired_unanimity can change more decisions than nonstrict" in section
     assert "paired_unanimity_2 can reverse" not in section  # from K = 10
+
+
+def _label_boxes(svg: str) -> list[tuple[str, float, float, float, float]]:
+    """(text, x0, x1, y0, y1) of each point label of a chart: 5.8 px a character."""
+    boxes = []
+    for x, y, anchor, _cls, text in re.findall(
+        r'<text x="([\d.-]+)" y="([\d.-]+)" text-anchor="(\w+)" class="(note|value)"[^>]*>'
+        r"([^<]*)</text>",
+        svg,
+    ):
+        width = 5.8 * len(html_module.unescape(text))
+        x0 = {"start": float(x), "end": float(x) - width}.get(anchor, float(x) - width / 2)
+        boxes.append((text, x0, x0 + width, float(y) - 9, float(y) + 2))
+    return boxes
+
+
+def test_cost_chart_at_k_2_puts_each_label_apart() -> None:
+    """At K = 2 the balanced pair is k=2 (the full reference), and strict and paired
+    unanimity never stop early: their labels and dots were drawn on one spot."""
+    from tasks.report.charts import PolicyPoint, cost_agreement_chart
+    from tasks.report.svg import POLICY_COLORS
+
+    components = [("k=1", 1.0, 0.81), ("balanced pair", 2.0, 1.0), ("k=2", 2.0, 1.0)]
+    policies = [
+        PolicyPoint("nonstrict", 1.2, 0.86, 1.25, 0.04),
+        *(PolicyPoint(p, 2.0, 1.0, 2.0, 0.0) for p in ("strict", "paired_unanimity")),
+    ]
+    svg = str(cost_agreement_chart("strong", "low · demo", components, policies, 2))
+    boxes = _label_boxes(svg)
+    texts = [b[0] for b in boxes]
+    assert sorted(texts) == sorted(["k=1", "balanced pair · k=2", "+4%"]), texts
+    for i, a in enumerate(boxes):
+        assert a[1] >= 0 and a[2] <= 372, a  # inside the chart
+        for b in boxes[i + 1 :]:
+            apart = a[2] <= b[1] or b[2] <= a[1] or a[4] <= b[3] or b[4] <= a[3]
+            assert apart, (a, b)
+    assert svg.count('class="component"') == 2  # k=2 and the balanced pair: one mark
+    # Both policies on the reference show their colour, in one dot cut in two.
+    for policy in ("strict", "paired_unanimity"):
+        assert f'fill="{POLICY_COLORS[policy]}"/>' in svg, policy
+    assert svg.count("<path d=") == 2

@@ -67,6 +67,35 @@ def test_openai_sdk_uploads_runs_and_reads_a_batch(server: SimJudgeServer) -> No
     assert batch.id in [b.id for b in oai.batches.list()]
 
 
+def test_a_responses_batch_reports_its_replies_usage(server: SimJudgeServer) -> None:
+    """A Batch of `/v1/responses` lines reported zero usage: its replies' usage has the
+    Responses shape (`input_tokens`, `output_tokens`), which the sum did not read."""
+    _settle(server, 0.2)
+    oai = openai.OpenAI(base_url=server.base_url, api_key=KEY, max_retries=0)
+    lines = [
+        {"custom_id": f"c{i}", "method": "POST", "url": "/v1/responses",
+         "body": {"model": "strong", "instructions": MESSAGES[0]["content"],
+                  "input": MESSAGES[1]["content"], "store": False}}
+        for i in range(3)
+    ]  # fmt: skip
+    data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    uploaded = oai.files.create(file=("in.jsonl", io.BytesIO(data)), purpose="batch")
+    batch = oai.batches.create(
+        input_file_id=uploaded.id, endpoint="/v1/responses", completion_window="24h"
+    )
+    time.sleep(0.3)
+    done = oai.batches.retrieve(batch.id)
+    assert done.status == "completed" and done.output_file_id
+    out = [json.loads(x) for x in oai.files.content(done.output_file_id).text.splitlines()]
+    usages = [o["response"]["body"]["usage"] for o in out]
+    assert done.usage is not None
+    assert done.usage.input_tokens == sum(u["input_tokens"] for u in usages) > 0
+    assert done.usage.output_tokens == sum(u["output_tokens"] for u in usages) > 0
+    assert done.usage.total_tokens == done.usage.input_tokens + done.usage.output_tokens
+    reasoning = sum(u["output_tokens_details"]["reasoning_tokens"] for u in usages)
+    assert done.usage.output_tokens_details.reasoning_tokens == reasoning
+
+
 def test_openai_sdk_cancels_a_batch(server: SimJudgeServer) -> None:
     _settle(server, 60)
     oai = openai.OpenAI(base_url=server.base_url, api_key=KEY, max_retries=0)

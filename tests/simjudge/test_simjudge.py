@@ -145,6 +145,33 @@ def test_unknown_model_is_404_with_openai_error(
     assert "gpt-9" in error["message"] and error["code"] == "model_not_found"
 
 
+def test_vendor_named_models_are_answered_as_the_readme_says(
+    keyed: SimJudgeServer, client: httpx.Client
+) -> None:
+    """`o4-mini`, `gpt-5.1` and `claude-sonnet-4-5` were 404s unless a personas file listed
+    them: a vendor's model name is answered as `strong` under that name, and refuses what
+    that model's API refuses."""
+    o4 = post(client, keyed, openai_body("o4-mini", 1, "AB", max_completion_tokens=800))
+    assert reply_text(o4).strip() and o4.json()["model"] == "o4-mini"
+    refused = post(client, keyed, openai_body("o4-mini", 1, "AB", max_tokens=800))
+    assert refused.status_code == 400 and "max_completion_tokens" in refused.text
+    gpt51 = openai_body("gpt-5.1", 2, "BA", reasoning_effort="none", max_completion_tokens=800)
+    assert reply_text(post(client, keyed, gpt51)).strip()
+    prompt = render("arena-hard-v1", question="Question 3?", left="a", right="b")
+    claude = client.post(
+        f"{keyed.base_url}/messages",
+        json={"model": "claude-sonnet-4-5", "max_tokens": 800,
+              "system": prompt.messages[0]["content"], "messages": list(prompt.messages[1:])},
+        headers={"x-api-key": API_KEY, "anthropic-version": "2023-06-01"},
+    )  # fmt: skip
+    assert claude.status_code == 200 and claude.json()["content"][0]["text"].strip()
+    assert post(client, keyed, openai_body("gpt-9", 0, "AB")).status_code == 404
+    # Faults set for every persona reach a stand-in first used afterwards too.
+    with SimJudgeServer(api_key=API_KEY) as fresh:
+        fresh.set_faults(rate_5xx=1.0)
+        assert post(client, fresh, openai_body("gpt-4o-mini", 4, "AB")).status_code >= 500
+
+
 def test_keyed_persona_statistics(keyed: SimJudgeServer, client: httpx.Client) -> None:
     counts: dict[str, Counter[str]] = {"strong": Counter(), "left-biased": Counter()}
     for model, tally in counts.items():
@@ -383,7 +410,10 @@ def test_serve_judge_subprocess(monkeypatch: pytest.MonkeyPatch, client: httpx.C
             429,
             200,
         ]
-        assert client.post(url, json={**body, "model": "noisy"}, headers=headers).status_code == 404
+        for model in ("noisy", "o4-mini"):  # --persona serves those it names only
+            assert (
+                client.post(url, json={**body, "model": model}, headers=headers).status_code == 404
+            )
     with pytest.raises(httpx.TransportError):
         client.get(base_url.rsplit("/v1", 1)[0] + "/_judgeline/health", timeout=1.0)
     with (

@@ -37,10 +37,10 @@ def _refuse(deployment_name: str, changed: list[str]) -> None:
 
 def _deployment_id() -> Any:
     """The deployment that made the current flow run (None: no deployment did)."""
-    from prefect.context import FlowRunContext, get_run_context
+    from prefect.context import FlowRunContext
 
-    context = get_run_context()
-    run = context.flow_run if isinstance(context, FlowRunContext) else None
+    context = FlowRunContext.get()  # None outside a flow run (a flow's function called alone)
+    run = None if context is None else context.flow_run
     return None if run is None else run.deployment_id
 
 

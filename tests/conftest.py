@@ -14,6 +14,8 @@ _PREFECT_HOME = Path(tempfile.mkdtemp(prefix="judgeline-prefect-"))
 os.environ["PREFECT_HOME"] = str(_PREFECT_HOME)
 os.environ["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] = str(_PREFECT_HOME / "results")
 os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+# Prefect's test server copies its UI here, not into the installation (as the local server does).
+os.environ["PREFECT_UI_STATIC_DIRECTORY"] = str(_PREFECT_HOME / "ui")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 # Output width is what each test asks for (COLUMNS, terminal_width), never the caller's:
 # pytest-xdist starts its workers with COLUMNS=80 LINES=24, which overrides a CliRunner's

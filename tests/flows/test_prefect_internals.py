@@ -38,6 +38,19 @@ ATTRIBUTES = (
 )
 """(module, attribute, where its fields are, field) judgeline reads beyond the documented API."""
 
+FLOW_RUN_ID_ENV = "PREFECT__FLOW_RUN_ID"
+"""flows/serving.py: which of `judgeline serve`'s child processes runs which flow run, read from
+the environment Prefect's runner gives each (Prefect's own `prefect.runtime.flow_run` reads
+it there too); no documented API maps a runner's processes to their flow runs."""
+
+
+def test_the_runner_still_names_each_flow_runs_process_in_its_environment() -> None:
+    import inspect
+
+    from prefect.runner import _starter_engine
+
+    assert f'"{FLOW_RUN_ID_ENV}": str(flow_run.id)' in inspect.getsource(_starter_engine)
+
 
 @pytest.mark.parametrize(("module", "attribute", "fields", "field"), ATTRIBUTES)
 def test_the_prefect_attributes_judgeline_reads_exist(
@@ -65,8 +78,8 @@ def test_the_loggers_judgeline_silences_are_still_prefects(logger: str, module: 
 
 
 def test_at_most_five_entries_none_internal() -> None:
-    """The logger names are one entry, each attribute another."""
-    assert 1 + len(ATTRIBUTES) <= 5
+    """The logger names are one entry, the flow run's variable another, each attribute one."""
+    assert 2 + len(ATTRIBUTES) <= 5
     assert not any(module.startswith("prefect._internal") for module, *_ in ATTRIBUTES)
 
 

@@ -12,7 +12,7 @@ from simulated_boards import arena_hard_elo, simulate
 
 from tasks.leaderboard.battles import Battles, games_under
 from tasks.leaderboard.board import BoardOptions, score_rule
-from tasks.leaderboard.bt import closed_form, fit, fit_replicates
+from tasks.leaderboard.bt import COVARIATE_RIDGE, closed_form, fit, fit_replicates
 
 
 def _mm(size: int, a: np.ndarray, b: np.ndarray, won: np.ndarray, lost: np.ndarray) -> np.ndarray:
@@ -95,10 +95,17 @@ def test_newton_replicates_equal_single_fits_and_the_star_closed_form() -> None:
     assert theta[0, 2] == pytest.approx(math.log(lost[0, 2] / won[0, 2]))  # system 3 was B
 
 
-def test_a_system_that_won_everything_is_shown_at_the_bound() -> None:
+def test_a_system_that_won_everything_has_an_infinite_strength_and_no_clamp() -> None:
     x = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, -1.0]])
     result = fit(x, np.array([5.0, 3.0, 2.0]), np.array([0.0, 3.0, 0.0]))
-    assert result.theta[0] == 20.0 and abs(result.theta[1]) < 20
+    # s0 beat everyone: +inf; its games set aside, s1 is 3-3 against the baseline
+    assert result.theta[0] == np.inf and result.theta[1] == pytest.approx(0.0, abs=1e-9)
+    batch = fit_replicates(x, np.array([[5.0, 3.0, 2.0], [0.0, 3.0, 0.0], [0.0, 3.0, 2.0]]),
+                           np.array([[1.0, 3.0, 0.0], [4.0, 0.0, 2.0], [4.0, 0.0, 0.0]]),
+                           result.theta)  # fmt: skip
+    assert np.isfinite(batch[0]).all()  # s0 lost a game to the baseline: all finite
+    assert batch[1].tolist() == [-np.inf, np.inf]  # s1 beat both, s0 beat no one
+    assert np.isfinite(batch[2]).all()  # base beat s0, s0 beat s1, s1 beat base: a cycle
 
 
 def test_style_control_equals_a_generic_optimiser() -> None:
@@ -109,6 +116,7 @@ def test_style_control_equals_a_generic_optimiser() -> None:
     features = rng.normal(size=(rows, 2))
     x = np.hstack([_rows(size, a, b), features])
     truth = np.array([0.5, -0.2, 0.9, 0.7, -0.3])
+    ridge = np.r_[np.zeros(size - 1), np.full(2, COVARIATE_RIDGE)]
     p = 1 / (1 + np.exp(-(x @ truth)))
     games = rng.integers(1, 4, rows).astype(float)
     won = rng.binomial(games.astype(int), p).astype(float)
@@ -117,11 +125,13 @@ def test_style_control_equals_a_generic_optimiser() -> None:
     def negative_log_likelihood(theta: np.ndarray) -> tuple[float, np.ndarray]:
         z = x @ theta
         value = -(won * -np.logaddexp(0, -z) + lost * -np.logaddexp(0, z)).sum()
-        gradient = -(won - games / (1 + np.exp(-z))) @ x
+        value += 0.5 * (ridge * theta**2).sum()
+        gradient = -(won - games / (1 + np.exp(-z))) @ x + ridge * theta
         return float(value), gradient
 
     found = minimize(negative_log_likelihood, np.zeros(5), jac=True, method="BFGS", tol=1e-14)
-    np.testing.assert_allclose(fit(x, won, lost).theta, found.x, atol=1e-6)
+    got = fit(x[:, : size - 1], won, lost, covariates=features).theta
+    np.testing.assert_allclose(got, found.x, atol=1e-6)
 
 
 def _arena_hard_elo(battles: Battles) -> dict[str, float]:

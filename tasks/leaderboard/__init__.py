@@ -11,7 +11,7 @@ disagree on. A leaderboard is a view: it reads stored tables and writes nothing.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 import numpy as np
@@ -23,6 +23,7 @@ from tasks.ingest.manifest import read_manifest
 from tasks.leaderboard.battles import RULES, Battles, Rule, battles_of, manifest_systems
 from tasks.leaderboard.board import BoardOptions, Scored, score_rule
 from tasks.leaderboard.stopping import stopping_effects
+from tasks.leaderboard.style import AnswerStats
 from tasks.runfolder import RunFolder
 from tasks.workdir import WorkDir
 
@@ -75,10 +76,16 @@ def leaderboard_of(
         raise InputError(f"unknown rule {rule!r}; expected one of {', '.join(RULES)}")
     answers = None
     if options.style_control or options.length_control:
-        answers = (manifest.column("answer_a").to_pylist(), manifest.column("answer_b").to_pylist())
+        answers = AnswerStats.of(
+            (manifest.column("answer_a").to_pylist(), manifest.column("answer_b").to_pylist())
+        )
     boards = []
+    # Controlled fits refit every pair per replicate: the other rules' tables give their
+    # scores and ranks (for the rank flags) without intervals.
+    others = replace(options, replicates=0) if answers is not None else options
     for battles in battles_of(outcomes, manifest):
-        tables = {r: score_rule(battles, r, options, answers) for r in RULES}
+        tables = {r: score_rule(battles, r, options if r == rule else others, answers)
+                  for r in RULES}  # fmt: skip
         board = _board(battles, tables, rule, options)
         if replayed is not None:
             mine = (outcomes["judge"] == battles.judge) & (outcomes["config"] == battles.config)

@@ -23,16 +23,17 @@ from numpy.typing import NDArray
 
 from tasks.errors import InputError
 from tasks.leaderboard.battles import Battles, Games, Rule, conflicts_per_pair, games_under
-from tasks.leaderboard.bt import fit, fit_replicates
+from tasks.leaderboard.bt import fit, fit_bootstrap, fit_replicates
 from tasks.leaderboard.intervals import interval, no_win_bound
 from tasks.leaderboard.length import LengthControl, length_controlled
 from tasks.leaderboard.style import (
     COLLINEAR_R2,
     DEFINITIONS,
+    AnswerStats,
     StyleSet,
     collinear,
     style_covariates,
-)  # fmt: skip
+)
 
 __all__ = ["ELO_BASE", "ELO_SCALE", "BoardOptions", "Scored", "elo", "score_rule"]
 
@@ -122,10 +123,7 @@ def _fit_all(
 
     rows = sparse.csr_matrix(x)[matchup]  # each pair a row of its own (its covariates differ)
     estimate = fit(rows, won, lost, covariates=covariates).theta
-    weight = draws[:, question]
-    return estimate, fit_replicates(
-        rows, weight * won, weight * lost, estimate, covariates=covariates
-    )
+    return estimate, fit_bootstrap(rows, won, lost, estimate, draws, question, covariates)
 
 
 def _bounded(
@@ -167,10 +165,15 @@ def _style_check(
 
 
 def score_rule(
-    battles: Battles, rule: Rule, options: BoardOptions, answers: tuple[list[str], list[str]] | None
+    battles: Battles,
+    rule: Rule,
+    options: BoardOptions,
+    answers: tuple[list[str], list[str]] | AnswerStats | None,
 ) -> Scored:
     """The leaderboard of `battles` under `rule`; `answers` (identity A's and B's answer
-    per pair) are needed for style and length control."""
+    per pair, or their AnswerStats) are needed for style and length control."""
+    if isinstance(answers, tuple):
+        answers = AnswerStats.of(answers)
     baseline = options.baseline or battles.baseline
     if baseline is None:
         raise InputError(
@@ -204,9 +207,9 @@ def score_rule(
     names: list[str] = []
     check = None
     if options.style_control:
-        assert answers is not None
+        assert isinstance(answers, AnswerStats)
         covariates, names = style_covariates(
-            [answers[0][i] for i in used], [answers[1][i] for i in used], options.style
+            answers.counts_a[used], answers.counts_b[used], options.style
         )
         check = _style_check(battles, used, params, games, covariates, names)
         check["definition"] = DEFINITIONS[options.style]
@@ -223,7 +226,7 @@ def score_rule(
     theta, lower, upper, side = _bounded(theta, lower, upper, rates["met"], options.confidence)
     length = None
     if options.length_control:
-        assert answers is not None
+        assert isinstance(answers, AnswerStats)
         length = _length(battles, games, used, question, draws, base, answers, options, len(asked))
     counts = _counts(battles, games, len(systems))
     scores = elo(theta)
@@ -277,7 +280,7 @@ def score_rule(
 
 def _length(
     battles: Battles, games: Games, used: NDArray[np.int64], question: NDArray[np.int64],
-    draws: Floats, base: int, answers: tuple[list[str], list[str]], options: BoardOptions,
+    draws: Floats, base: int, answers: AnswerStats, options: BoardOptions,
     questions: int,
 ) -> LengthControl:  # fmt: skip
     """The length-controlled rates of every system against the baseline (`length`)."""
@@ -285,8 +288,7 @@ def _length(
     meets = (a == base) | (b == base)
     flipped = (a == base)[meets]  # the baseline is identity A: the system's side is B
     pairs = used[meets]
-    chars_a = np.array([len(answers[0][i]) for i in pairs], dtype=float)
-    chars_b = np.array([len(answers[1][i]) for i in pairs], dtype=float)
+    chars_a, chars_b = answers.chars_a[pairs], answers.chars_b[pairs]
     won, lost = games.won[pairs], games.lost[pairs]
     rows = {
         "system": np.where(flipped, b[meets], a[meets]),

@@ -33,8 +33,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 __all__ = [
-    "COVARIATE_RIDGE", "QUESTION_RIDGE", "Fit", "Model", "closed_form", "fit", "fit_replicates",
-    "star_columns", "strength_signs",
+    "COVARIATE_RIDGE", "QUESTION_RIDGE", "Fit", "Model", "closed_form", "fit", "fit_bootstrap",
+    "fit_replicates", "star_columns", "strength_signs",
 ]  # fmt: skip
 
 Floats = NDArray[np.float64]
@@ -49,8 +49,13 @@ _MAX_STEP = 4.0
 _TOLERANCE = 1e-10
 _REPLICATE_TOLERANCE = 1e-7
 """A replicate only places an interval's end: 1e-7 in log-odds is 2e-5 Elo points."""
+_BOOTSTRAP_STEP = 1e-5
+"""A bootstrap replicate stops after a step this small (0.002 Elo points; its remaining error
+about a tenth of that): far below what places an interval's end."""
 _MAX_ITERATIONS = 200
-_CHUNK_CELLS = 12_000_000
+_CHORD_ITERATIONS = 12
+"""Iterations with a replicate's Hessian fixed at the estimate before full Newton takes over."""
+_CHUNK_CELLS = 4_000_000
 """Replicates per batch: at most about this many floats in a (replicates x rows) array."""
 
 
@@ -212,7 +217,7 @@ def _products(model: Model) -> _Products:
             (np.concatenate(parts_v), (np.concatenate(parts_r), np.concatenate(parts_c))),
             shape=(rows, p * k),
         ).T.tocsr()
-        square = (cov[:, :, None] * cov[:, None, :]).reshape(rows, k * k)
+        square = np.ascontiguousarray((cov[:, :, None] * cov[:, None, :]).reshape(rows, k * k).T)
         cov_t = np.ascontiguousarray(cov.T)
     q_t = sys_q = cov_q = None
     if q:
@@ -244,42 +249,49 @@ def _times(matrix: Any, values: Any) -> Any:
 
 
 def _newton_step(
-    model: Model, maps: _Products, theta: Floats, wins: Floats, games: Floats
+    model: Model, maps: _Products, theta: Floats, wins_t: Floats, games_t: Floats
 ) -> Floats:
-    """The Newton step of a batch (`theta`: batch x params) under the model's ridges."""
+    """The Newton step of a batch (`theta`: batch x params) under the model's ridges. The
+    per-row arrays are rows x batch (`wins_t`, `games_t`), so every product with a fixed
+    sparse map reads them in place."""
     p, k, q = model.sizes
     m = p + k
-    logits = np.asarray(maps.x @ theta[:, :p].T).T
+    batch = len(theta)
+    theta_t = np.ascontiguousarray(theta.T)
+    logits = np.asarray(maps.x @ theta_t[:p])
     if k:
-        logits = logits + theta[:, p:m] @ maps.cov_t
+        logits += maps.cov_t.T @ theta_t[p:m]
     if q:
         assert model.question is not None
-        logits = logits + theta[:, m:][:, model.question]
-    prob = 1.0 / (1.0 + np.exp(-logits))
-    residual = wins - games * prob
-    curvature = games * prob * (1.0 - prob)
-    gradient = np.empty_like(theta)
-    gradient[:, :p] = _times(maps.x_t, residual)
-    hessian = np.zeros((len(theta), m, m))
-    hessian[:, :p, :p] = _times(maps.outer, curvature).reshape(-1, p, p)
+        logits += theta_t[m:][model.question]
+    np.negative(logits, out=logits)
+    np.exp(logits, out=logits)
+    logits += 1.0
+    prob = np.reciprocal(logits, out=logits)
+    residual = wins_t - games_t * prob
+    prob *= 1.0 - prob
+    curvature = np.multiply(games_t, prob, out=prob)
+    gradient = np.empty((batch, p + k + q))
+    gradient[:, :p] = (maps.x_t @ residual).T
+    hessian = np.zeros((batch, m, m))
+    hessian[:, :p, :p] = np.asarray(maps.outer @ curvature).T.reshape(-1, p, p)
     if k:
-        gradient[:, p:m] = residual @ maps.cov_t.T - COVARIATE_RIDGE * theta[:, p:m]
-        cross = _times(maps.cross, curvature).reshape(-1, p, k)
+        gradient[:, p:m] = (maps.cov_t @ residual).T - COVARIATE_RIDGE * theta[:, p:m]
+        cross = np.asarray(maps.cross @ curvature).T.reshape(-1, p, k)
         hessian[:, :p, p:m] = cross
         hessian[:, p:m, :p] = cross.transpose(0, 2, 1)
-        assert maps.square is not None
-        hessian[:, p:m, p:m] = (curvature @ maps.square).reshape(-1, k, k)
+        hessian[:, p:m, p:m] = (maps.square @ curvature).T.reshape(-1, k, k)
         hessian[:, p:m, p:m] += COVARIATE_RIDGE * np.eye(k)
     hessian += 1e-10 * np.eye(m)  # a system set aside has no curvature of its own
     if not q:
         return np.asarray(np.linalg.solve(hessian, gradient[:, :, None])[:, :, 0])
     # The question terms touch one another only through the rest: eliminate them (Schur).
-    g_q = _times(maps.q_t, residual) - QUESTION_RIDGE * theta[:, m:]
-    d = _times(maps.q_t, curvature) + QUESTION_RIDGE
-    coupling = np.empty((len(theta), m, q))
-    coupling[:, :p] = _times(maps.sys_q, curvature).reshape(-1, p, q)
+    g_q = np.asarray(maps.q_t @ residual).T - QUESTION_RIDGE * theta[:, m:]
+    d = np.asarray(maps.q_t @ curvature).T + QUESTION_RIDGE
+    coupling = np.empty((batch, m, q))
+    coupling[:, :p] = np.asarray(maps.sys_q @ curvature).T.reshape(-1, p, q)
     if k:
-        coupling[:, p:] = _times(maps.cov_q, curvature).reshape(-1, k, q)
+        coupling[:, p:] = np.asarray(maps.cov_q @ curvature).T.reshape(-1, k, q)
     scaled = coupling / d[:, None, :]
     reduced = hessian - scaled @ coupling.transpose(0, 2, 1)
     rhs = gradient[:, :m] - (scaled @ g_q[:, :, None])[:, :, 0]
@@ -295,16 +307,20 @@ def _newton(
     batch once its largest step is below `tolerance`. Returns the maximisers and the
     iterations the slowest member took."""
     theta = np.array(start, dtype=float)
-    games = wins + losses
+    wins_t = np.ascontiguousarray(wins.T)
+    games_t = np.ascontiguousarray((wins + losses).T)
     active = np.arange(len(theta))
     for iteration in range(1, _MAX_ITERATIONS + 1):
-        step = _newton_step(model, maps, theta[active], wins[active], games[active])
+        step = _newton_step(model, maps, theta[active], wins_t, games_t)
         largest = np.abs(step).max(axis=1, keepdims=True)
         step = step * np.minimum(1.0, _MAX_STEP / np.maximum(largest, 1e-300))
         theta[active] += step
-        active = active[largest[:, 0] >= tolerance]
+        going = largest[:, 0] >= tolerance
+        active = active[going]
         if not len(active):
             return theta, iteration
+        if not going.all():  # the rows x batch arrays follow the members still going
+            wins_t, games_t = wins_t[:, going], games_t[:, going]
     return theta, _MAX_ITERATIONS
 
 
@@ -328,14 +344,19 @@ def _set_aside(model: Model, wins: Floats, losses: Floats) -> tuple[Floats, Floa
     return signs, np.where(row_off, 0.0, wins), np.where(row_off, 0.0, losses)
 
 
+def _closed(model: Model) -> bool:
+    return model.covariates is None and model.question is None and star_columns(model.x) is not None
+
+
 def _solve(
-    model: Model, wins: Floats, losses: Floats, start: Floats, tolerance: float
-) -> tuple[Floats, int]:
+    model: Model, wins: Floats, losses: Floats, start: Floats, tolerance: float,
+    maps: _Products | None = None,
+) -> tuple[Floats, int]:  # fmt: skip
     p = model.x.shape[1]
-    if model.covariates is None and model.question is None and star_columns(model.x) is not None:
+    if _closed(model):
         return closed_form(model.x, wins, losses), 0
     signs, wins, losses = _set_aside(model, wins, losses)
-    maps = _products(model)
+    maps = maps or _products(model)
     theta, iterations = _newton(
         model, maps, wins, losses, np.where(np.isfinite(start), start, 0.0), tolerance
     )
@@ -377,10 +398,211 @@ def fit_replicates(
     out = np.empty((replicates, size))
     chunk = max(1, _CHUNK_CELLS // max(1, wins.shape[1], size * size))
     begin = np.broadcast_to(np.asarray(start, dtype=float), (replicates, size))
+    maps = None if _closed(model) else _products(model)
     for first in range(0, replicates, chunk):
         last = min(replicates, first + chunk)
         out[first:last], _ = _solve(
             model, wins[first:last], losses[first:last], begin[first:last],
-            _REPLICATE_TOLERANCE,
+            _REPLICATE_TOLERANCE, maps,
         )  # fmt: skip
+    return out
+
+
+def _jacobian(model: Model) -> Any:
+    """rows x params: each row's log-odds' derivative in every parameter."""
+    from scipy import sparse
+
+    parts = [sparse.csr_matrix(model.x)]
+    if model.covariates is not None and model.covariates.shape[1]:
+        parts.append(sparse.csr_matrix(model.covariates))
+    if model.question is not None and model.questions:
+        rows = len(model.question)
+        parts.append(
+            sparse.csr_matrix(
+                (np.ones(rows), (np.arange(rows), model.question)), shape=(rows, model.questions)
+            )
+        )
+    return sparse.hstack(parts).tocsr()
+
+
+def _row_outer(jac: Any) -> Any:
+    """rows x params^2 (params: `jac`'s columns): each row's outer product, flattened."""
+    from scipy import sparse
+
+    jac = sparse.csr_matrix(jac)
+    counts = np.diff(jac.indptr)
+    row_of = np.repeat(np.arange(jac.shape[0]), counts)
+    reps = counts[row_of]
+    first = np.repeat(np.arange(jac.nnz), reps)
+    within = np.arange(len(first)) - np.repeat(np.cumsum(reps) - reps, reps)
+    second = jac.indptr[row_of[first]] + within
+    size = jac.shape[1]
+    return sparse.csr_matrix(
+        (jac.data[first] * jac.data[second],
+         (row_of[first], jac.indices[first] * size + jac.indices[second])),
+        shape=(jac.shape[0], size * size),
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Blocks:
+    """A bootstrap's fixed parts, from the full data at its estimate: per question drawn
+    (unit), its gradient (`gradient`: units x params) and its share of the Hessian of the
+    systems and covariates (`outer`: units x m^2), of their coupling with its own question
+    term (`coupling`: units x m) and of that term (`own`: units); `term` the question term
+    of each unit (-1: none)."""
+
+    gradient: Floats
+    outer: Floats
+    cells: NDArray[np.int64]
+    coupling: Floats | None
+    own: Floats | None
+    term: NDArray[np.int64] | None
+
+
+def _blocks(
+    model: Model, estimate: Floats, won: Floats, lost: Floats, unit: NDArray[np.int64],
+    units: int,
+) -> _Blocks:  # fmt: skip
+    from scipy import sparse
+
+    p, k, q = model.sizes
+    m = p + k
+    jac = _jacobian(model)
+    theta = np.where(np.isfinite(estimate), estimate, 0.0)
+    prob = 1.0 / (1.0 + np.exp(-(jac @ theta)))
+    games = won + lost
+    curvature = games * prob * (1.0 - prob)
+    by_unit = sparse.csr_matrix((np.ones(len(unit)), (unit, np.arange(len(unit)))),
+                                shape=(units, len(unit)))  # fmt: skip
+    gradient = np.asarray((by_unit @ sparse.diags(won - games * prob) @ jac).todense())
+    jm = jac[:, :m]
+    outer = np.asarray((by_unit @ sparse.diags(curvature) @ _row_outer(jm)).todense())
+    coupling = own = term = None
+    if q:
+        assert model.question is not None
+        term = np.full(units, -1, dtype=np.int64)
+        term[unit] = model.question
+        if np.any(np.bincount(term[term >= 0], minlength=q) > 1):
+            raise ValueError("a question term spans several bootstrap units")
+        coupling = np.asarray((by_unit @ sparse.diags(curvature) @ jm).todense())
+        own = np.asarray(by_unit @ curvature).ravel()
+    cells = np.flatnonzero(np.any(outer != 0, axis=0))
+    return _Blocks(gradient, outer, cells, coupling, own, term)
+
+
+def _chord(
+    model: Model, blocks: _Blocks, estimate: Floats, n: Floats, won: Floats, lost: Floats,
+    unit: NDArray[np.int64], jac: Any,
+) -> tuple[Floats, NDArray[np.bool_]]:  # fmt: skip
+    """Newton's method for a batch of replicates (`n`: batch x units, how often each unit is
+    drawn) with each replicate's Hessian taken once, at the estimate (the per-unit blocks
+    scaled by its draws): only the gradient is evaluated per iteration. Returns the
+    parameters and which replicates converged (step below _BOOTSTRAP_STEP)."""
+    p, k, q = model.sizes
+    m = p + k
+    batch = len(n)
+    ridge = np.r_[np.zeros(p), np.full(k, COVARIATE_RIDGE)]
+    # Only the Hessian cells some row touches (against one baseline: the diagonal and the
+    # covariates' rows and columns) are summed over the draws.
+    hessian = np.zeros((batch, m * m))
+    hessian[:, blocks.cells] = n @ blocks.outer[:, blocks.cells]
+    hessian = hessian.reshape(batch, m, m) + np.diag(ridge) + 1e-10 * np.eye(m)
+    coupling = d = None
+    if q:
+        assert blocks.term is not None and blocks.coupling is not None and blocks.own is not None
+        of_term = np.zeros(q, dtype=np.int64)  # the unit of each question term
+        has = blocks.term >= 0
+        of_term[blocks.term[has]] = np.flatnonzero(has)
+        drawn = n[:, of_term]
+        coupling = drawn[:, None, :] * blocks.coupling[of_term].T[None, :, :]  # batch x m x q
+        d = drawn * blocks.own[of_term][None, :] + QUESTION_RIDGE
+        hessian = hessian - (coupling / d[:, None, :]) @ coupling.transpose(0, 2, 1)
+    inverse = np.linalg.inv(hessian)
+    theta = np.broadcast_to(np.where(np.isfinite(estimate), estimate, 0.0),
+                            (batch, len(estimate))).copy()  # fmt: skip
+    gradient = (n - 1.0) @ blocks.gradient  # at the estimate: its own gradient is 0
+    # The per-row arrays in single precision: their sums' rounding (about 1e-7 of a
+    # system's games) moves a step far less than _BOOTSTRAP_STEP, at half the memory.
+    weight_t = np.ascontiguousarray(n[:, unit].T, dtype=np.float32)
+    won_t = weight_t * won[:, None].astype(np.float32)
+    games_t = weight_t * (won + lost)[:, None].astype(np.float32)
+    jac32 = jac.astype(np.float32)
+    jac32_t = jac32.T.tocsr()
+    active = np.arange(batch)
+    full_ridge = np.r_[ridge, np.full(q, QUESTION_RIDGE)]
+    for _ in range(_CHORD_ITERATIONS):
+        if q:
+            assert coupling is not None and d is not None
+            g_q = gradient[:, m:] / d
+            g_m = gradient[:, :m] - np.einsum("bmq,bq->bm", coupling, g_q)
+            step_m = np.einsum("bij,bj->bi", inverse, g_m)
+            step_q = g_q - np.einsum("bmq,bm->bq", coupling, step_m) / d
+            step = np.concatenate([step_m, step_q], axis=1)
+        else:
+            step = np.einsum("bij,bj->bi", inverse, gradient)
+        largest = np.abs(step).max(axis=1)
+        theta[active] += step * np.minimum(1.0, _MAX_STEP / np.maximum(largest, 1e-300))[:, None]
+        # Converged when the systems' and covariates' steps are small (what is reported).
+        going = np.abs(step[:, :m]).max(axis=1) >= _BOOTSTRAP_STEP
+        active = active[going]
+        if not len(active):
+            break
+        if not going.all():  # the per-member arrays follow the members still going
+            won_t, games_t, inverse = won_t[:, going], games_t[:, going], inverse[going]
+            if coupling is not None and d is not None:
+                coupling, d = coupling[going], d[going]
+        logits = np.asarray(jac32 @ theta[active].T.astype(np.float32))
+        np.negative(logits, out=logits)
+        np.exp(logits, out=logits)
+        logits += 1.0
+        prob = np.reciprocal(logits, out=logits)
+        residual = won_t - games_t * prob
+        gradient = np.asarray(jac32_t @ residual, dtype=float).T - full_ridge * theta[active]
+    converged = np.ones(batch, dtype=bool)
+    converged[active] = False
+    return theta, converged
+
+
+def fit_bootstrap(
+    x: Any, won: Floats, lost: Floats, estimate: Floats, draws: Floats, unit: NDArray[np.int64],
+    covariates: Floats | None = None, question: NDArray[np.int64] | None = None,
+) -> Floats:  # fmt: skip
+    """The parameters of each bootstrap replicate of a design whose rows are drawn with
+    their question: replicate r weighs row m by `draws[r, unit[m]]`. A replicate whose
+    systems all keep a finite strength is solved by `_chord` (its Hessian taken once);
+    one that does not, or does not converge so, by the full Newton of `_solve`."""
+    from scipy import sparse
+
+    model = _as_model(x, covariates, question)
+    replicates = draws.shape[0]
+    p, k, q = model.sizes
+    out = np.empty((replicates, p + k + q))
+    if not replicates:
+        return out
+    blocks = _blocks(model, estimate, won, lost, unit, draws.shape[1])
+    jac = _jacobian(model)
+    cells = max(len(unit), (p + k) * (p + k + q))
+    chunk = max(1, _CHUNK_CELLS // cells)
+    maps: _Products | None = None
+    present = np.asarray(abs(sparse.csr_matrix(model.x)).sum(axis=0)).ravel() > 0  # has a row
+    for first in range(0, replicates, chunk):
+        n = draws[first : first + chunk]
+        weight = n[:, unit]
+        signs = strength_signs(model.x, weight * won, weight * lost)
+        finite = np.all((signs == 0) | ~present, axis=1)
+        theta, converged = _chord(model, blocks, estimate, n[finite], won, lost, unit, jac)
+        block = out[first : first + chunk]
+        block[finite] = theta
+        rest = np.flatnonzero(~finite)
+        rest = np.r_[rest, np.flatnonzero(finite)[~converged]]
+        if len(rest):
+            maps = maps or _products(model)
+            begin = np.where(np.isfinite(estimate), estimate, 0.0)[None, :].repeat(len(rest), 0)
+            begin[np.isin(rest, np.flatnonzero(finite))] = block[
+                rest[np.isin(rest, np.flatnonzero(finite))]
+            ]
+            block[rest], _ = _solve(
+                model, weight[rest] * won, weight[rest] * lost, begin, _BOOTSTRAP_STEP, maps
+            )
     return out

@@ -48,6 +48,9 @@ def interval(
     """The interval of each column of `replicates` (replicates x quantities, on a scale where
     the statistic is near normal: log-odds, a coefficient) around `estimate`. NaN replicates
     (a quantity a replicate cannot define) are left out; a column without any is NaN."""
+    if values_empty(replicates):
+        nothing = np.full(np.shape(estimate), np.nan)
+        return nothing, nothing.copy()
     # Infinite replicates as huge finite ones: a quantile between -inf and a number is NaN.
     values = np.clip(np.asarray(replicates, dtype=float), -_HUGE, _HUGE)
     with warnings.catch_warnings():
@@ -64,6 +67,11 @@ def interval(
         lower = np.asarray(estimate, dtype=float) - width * low_half
         upper = np.asarray(estimate, dtype=float) + width * high_half
     return lower, upper
+
+
+def values_empty(replicates: Floats) -> bool:
+    """No replicate at all (intervals not asked for)."""
+    return int(np.shape(replicates)[0]) == 0
 
 
 def no_win_bound(questions: NDArray[np.int64], confidence: float) -> Floats:

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from tasks.leaderboard.bt import fit, fit_replicates
+from tasks.leaderboard.bt import fit, fit_bootstrap
 from tasks.leaderboard.intervals import interval
 from tasks.leaderboard.style import COLLINEAR_R2, collinear, scaled
 
@@ -74,19 +74,25 @@ def length_basis(own: Floats, other: Floats) -> tuple[Floats, list[str], float]:
 
 def _rates(
     theta: Floats, delta: Floats, system: NDArray[np.int64], question: NDArray[np.int64],
-    weight: Floats, size: int,
+    weight: Floats, size: int, dtype: type = np.float64,
 ) -> Floats:  # fmt: skip
     """Per replicate (rows of `theta`, `delta`, `weight`) and system: 100 x the weighted
-    mean over its rows of sigmoid(theta_system + delta_question); NaN without a game."""
+    mean over its rows of sigmoid(theta_system + delta_question); NaN without a game.
+    Replicates may use single precision (`dtype`): they only place an interval."""
+    from scipy import sparse
+
+    logits: Floats = theta.astype(dtype)[:, system]
+    logits += delta.astype(dtype)[:, question]
     with np.errstate(over="ignore", invalid="ignore"):
-        p = 1.0 / (1.0 + np.exp(-(theta[:, system] + delta[:, question])))
-    p = np.where(weight > 0, p, 0.0)
-    total = np.zeros((len(theta), size))
-    mass = np.zeros((len(theta), size))
-    for s in range(size):  # a loop over systems: rows are few per system, replicates many
-        mine = system == s
-        total[:, s] = (weight[:, mine] * p[:, mine]).sum(axis=1)
-        mass[:, s] = weight[:, mine].sum(axis=1)
+        np.negative(logits, out=logits)
+        np.exp(logits, out=logits)
+    logits += 1.0
+    p = np.divide(weight, logits, dtype=dtype)  # sigmoid times the row's weight
+    pick = sparse.csr_matrix(
+        (np.ones(len(system)), (np.arange(len(system)), system)), shape=(len(system), size)
+    ).T.tocsr()
+    total = np.asarray(pick @ p.T).T
+    mass = np.asarray(pick @ weight.T).T
     with np.errstate(divide="ignore", invalid="ignore"):
         out: Floats = 100.0 * total / mass
     return out
@@ -113,22 +119,23 @@ def length_controlled(
     # Questions the rows use, renumbered: the per-question term of those only.
     local = np.unique(question, return_inverse=True)[1].ravel()
     estimate = fit(x, won, lost, covariates=terms, question=local).theta
-    weight = draws[:, question]
-    replicates = fit_replicates(
-        x, weight * won, weight * lost, estimate, covariates=terms, question=local
-    )
+    replicates = fit_bootstrap(x, won, lost, estimate, draws, question, terms, local)
     games = won + lost
     point = _rates(estimate[None, :size], estimate[None, size + k :], system, local,
                    games[None, :], size)[0]  # fmt: skip
-    boot = _rates(replicates[:, :size], replicates[:, size + k :], system, local,
-                  weight * games[None, :], size)  # fmt: skip
+    boot = np.vstack([
+        np.zeros((0, size)),
+        *(_rates(replicates[r : r + 100, :size], replicates[r : r + 100, size + k :], system,
+               local, draws[r : r + 100, question] * games[None, :], size, np.float32)
+          for r in range(0, len(draws), 100)),
+    ])  # fmt: skip
     with np.errstate(divide="ignore", invalid="ignore"):
         logit, boot_logit = np.log(point / (100 - point)), np.log(boot / (100 - boot))
     low, high = interval(logit, boot_logit, confidence, questions)
     lower, upper = 100.0 / (1.0 + np.exp(-low)), 100.0 / (1.0 + np.exp(-high))
     beta = estimate[size : size + k]
     fitted = terms @ beta
-    r2 = float(collinear(x.toarray(), fitted[:, None], games)[0][0]) if np.any(fitted) else 0.0
+    r2 = float(collinear(x, fitted[:, None], games)[0][0]) if np.any(fitted) else 0.0
     return LengthControl(
         rate=point, lower=lower, upper=upper,
         coefficients={n: float(b) for n, b in zip(names, beta, strict=True)},

@@ -19,13 +19,14 @@ pair is left out.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
 
 __all__ = [
-    "COLLINEAR_R2", "STYLE_SETS", "StyleSet", "collinear", "scaled", "style_counts",
+    "COLLINEAR_R2", "STYLE_SETS", "AnswerStats", "StyleSet", "collinear", "scaled", "style_counts",
     "style_covariates",
 ]  # fmt: skip
 
@@ -72,12 +73,34 @@ def scaled(raw: Floats, names: tuple[str, ...]) -> tuple[Floats, list[str]]:
     return raw[:, kept] / rms[kept], [n for n, keep in zip(names, kept, strict=True) if keep]
 
 
+@dataclass(frozen=True)
+class AnswerStats:
+    """Per pair, each identity's answer counted once: `style_counts` (pairs x 4) and its
+    length in characters."""
+
+    counts_a: Floats
+    counts_b: Floats
+    chars_a: Floats
+    chars_b: Floats
+
+    @classmethod
+    def of(cls, answers: tuple[list[str], list[str]]) -> AnswerStats:
+        a, b = answers
+        return cls(_counts(a), _counts(b), np.array([len(t) for t in a], dtype=float),
+                   np.array([len(t) for t in b], dtype=float))  # fmt: skip
+
+
+def _counts(texts: list[str]) -> Floats:
+    return np.array([style_counts(t) for t in texts], dtype=float).reshape(-1, 4)
+
+
 def style_covariates(
-    answers_a: list[str], answers_b: list[str], kind: StyleSet = "v2"
+    answers_a: list[str] | Floats, answers_b: list[str] | Floats, kind: StyleSet = "v2"
 ) -> tuple[Floats, list[str]]:
-    """The scaled covariates of each pair (pairs x kept features) and their names."""
-    a = np.array([style_counts(t) for t in answers_a], dtype=float).reshape(-1, 4)
-    b = np.array([style_counts(t) for t in answers_b], dtype=float).reshape(-1, 4)
+    """The scaled covariates of each pair (pairs x kept features) and their names, from the
+    answers or their `style_counts`."""
+    a = answers_a if isinstance(answers_a, np.ndarray) else _counts(answers_a)
+    b = answers_b if isinstance(answers_b, np.ndarray) else _counts(answers_b)
     if kind == "v0.1":
         raw = _ratio(a, b, 1.0)
     else:
@@ -86,21 +109,27 @@ def style_covariates(
     return scaled(raw, STYLE_SETS[kind])
 
 
-def collinear(x: Floats, covariates: Floats, weight: Floats) -> tuple[Floats, Floats]:
+def collinear(x: Any, covariates: Floats, weight: Floats) -> tuple[Floats, Floats]:
     """Per covariate, the share (R^2, uncentred, weighted by `weight` per row) explained by
-    the system columns `x` alone and by them with the other covariates."""
-    k = covariates.shape[1]
+    the system columns `x` alone and by them with the other covariates (least squares from
+    the weighted Gram matrix)."""
+    from scipy import sparse
+
+    design = sparse.hstack([sparse.csr_matrix(x), sparse.csr_matrix(covariates)]).tocsr()
+    gram = np.asarray((design.T @ sparse.diags(np.asarray(weight, float)) @ design).todense())
+    p, k = design.shape[1] - covariates.shape[1], covariates.shape[1]
     alone, together = np.zeros(k), np.zeros(k)
-    root = np.sqrt(np.asarray(weight, dtype=float))[:, None]
-    systems = np.asarray(x, dtype=float) * root
     for j in range(k):
-        target = covariates[:, j] * root[:, 0]
-        total = float(target @ target)
+        target = p + j
+        total = gram[target, target]
         if total <= 0:
             continue
-        others = np.hstack([systems, np.delete(covariates, j, axis=1) * root])
-        for slot, design in ((alone, systems), (together, others)):
-            coef, *_ = np.linalg.lstsq(design, target, rcond=None)
-            residual = target - design @ coef
-            slot[j] = 1.0 - float(residual @ residual) / total
+        for slot, columns in (
+            (alone, np.arange(p)),
+            (together, np.delete(np.arange(p + k), target)),
+        ):
+            block = gram[np.ix_(columns, columns)]
+            cross = gram[columns, target]
+            coef = np.linalg.lstsq(block, cross, rcond=None)[0]
+            slot[j] = min(1.0, max(0.0, float(cross @ coef) / total))
     return alone, together

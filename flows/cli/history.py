@@ -109,14 +109,18 @@ def print_diff(diff: RunDiff) -> None:
     console.print(judges)
     if diff.systems:
         say(
-            "systems (leaderboard, reference rule; score and rank before -> after):",
+            "systems (leaderboard, reference rule; score, rank and length-controlled win % "
+            "before -> after):",
             highlight=False,
         )
         for s in diff.systems:
             say(
                 escape(
-                    f"  {s['judge']} · {s['config']}  {s['system']}: {s['score_before']:.1f} -> "
-                    f"{s['score_after']:.1f}, rank {s['rank_before']} -> {s['rank_after']}"
+                    f"  {s['judge']} · {s['config']}  {s['system']}: "
+                    f"{_score(s['score_before'], s['bound_before'])} -> "
+                    f"{_score(s['score_after'], s['bound_after'])}, rank {s['rank_before']} -> "
+                    f"{s['rank_after']}, LC {_score(s['lc_win_rate_before'], None)} -> "
+                    f"{_score(s['lc_win_rate_after'], None)}"
                 ),
                 highlight=False,
                 soft_wrap=True,
@@ -164,3 +168,10 @@ def trends() -> None:
     configs = len({(p.judge, p.config) for p in points})
     where = state.work.location(path)
     console.print(f"trends of {configs} judge configs over {runs} runs: {where}", highlight=False)
+
+
+def _score(value: float | None, bound: str | None) -> str:
+    """A score, `<= x` / `>= x` for a bound, `-` for none."""
+    if value is None:
+        return "-"
+    return {"upper": "<= ", "lower": ">= "}.get(bound or "", "") + f"{value:.1f}"

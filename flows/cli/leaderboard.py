@@ -11,6 +11,7 @@ from rich.table import Table
 
 from flows.cli.app import app, console, fits, run_id_given, state
 from tasks.errors import InputError
+from tasks.leaderboard.notes import board_notes
 
 _RULES = ("reference", "drop-conflicts", "per-order")
 
@@ -88,7 +89,7 @@ def _print_board(board: dict[str, Any]) -> None:
         for cells in rows:
             pairs = "; ".join(f"{h} {c}" for h, c in zip(headers[2:], cells[2:], strict=True))
             say(f"{cells[0]}. {escape(cells[1])}: {escape(pairs)}", highlight=False)
-    for line in notes(board):
+    for line in board_notes(board):
         say(f"  [yellow]{escape(line)}[/yellow]", highlight=False, soft_wrap=True)
     check = board.get("style_check")
     if check:
@@ -123,8 +124,9 @@ def _print_board(board: dict[str, Any]) -> None:
         )
         say(
             f"  stopping {effect['design']} · {effect['policy']}: saves "
-            f"{effect['savings']:.1%} of calls ({effect['calls_saved']:.0f}); expected adjacent "
-            f"swaps {effect['expected_swaps']:.3f}{escape(swap)}",
+            f"{effect['savings']:.1%} of calls ({effect['calls_saved']:.0f}, over all "
+            f"{effect['pairs']} pairs); expected adjacent swaps {effect['expected_swaps']:.3f}"
+            f" over the {effect['pairs_with_baseline']} pairs with the baseline{escape(swap)}",
             highlight=False,
             soft_wrap=True,
         )
@@ -140,44 +142,6 @@ def _print_board(board: dict[str, Any]) -> None:
             highlight=False,
             soft_wrap=True,
         )
-
-
-def notes(board: dict[str, Any]) -> list[str]:
-    """The board's warnings, one line each: bounds standing in for scores, replicates
-    without a finite estimate, style or length terms the systems explain."""
-    out = []
-    bounded = [r["system"] for r in board["systems"] if r["bound"] or r["win_rate_bound"]]
-    if bounded:
-        out.append(
-            f"bound, not estimate: {', '.join(bounded)} won (or lost) no game against the "
-            f"systems it met; <= / >= is a one-sided {(1 + board['confidence']) / 2:.1%} "
-            "bound from its questions with the baseline"
-        )
-    open_ended = [f"{r['system']} ({r['unbounded_replicates']})" for r in board["systems"]
-                  if r["unbounded_replicates"] and not r["bound"]]  # fmt: skip
-    if open_ended:
-        out.append(
-            f"replicates without a finite score (of {board['replicates']}): "
-            f"{', '.join(open_ended)}; an interval end they reach is open"
-        )
-    check = board.get("style_check")
-    if check and not check["identified"]:
-        shares = ", ".join(
-            f"{n} (R2 {check['r2'][n]['systems']:.2f} from the systems, "
-            f"{check['r2'][n]['systems_and_others']:.2f} with the other covariates)"
-            for n in check["confounded"]
-        )
-        out.append(
-            f"style control not identified: {shares} cannot be told apart from the systems "
-            "or each other; controlled ranks not identified (n.i.)"
-        )
-    length = board.get("length")
-    if length and not length["identified"]:
-        out.append(
-            f"length control not identified: the systems explain {length['r2_systems']:.0%} "
-            "of the fitted length term; the LC win rates rest on the model's form"
-        )
-    return out
 
 
 @app.command("leaderboard")

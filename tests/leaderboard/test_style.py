@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from simulated_boards import simulate
 
-from flows.cli.leaderboard import notes
 from tasks.leaderboard import BoardOptions, rank_flags
 from tasks.leaderboard.battles import RULES
 from tasks.leaderboard.board import score_rule
+from tasks.leaderboard.notes import board_notes
 from tasks.leaderboard.style import style_counts, style_covariates
 
 ANSWERS_A = ["# Title\n- one\n- two\n**bold** text here", "plain words only", "1. a\n2. b"]
@@ -71,7 +71,7 @@ def test_style_that_identifies_the_systems_is_flagged_and_its_ranks_not_identifi
     assert {"length", "header_density", "list_density", "bold_density"} <= set(check["confounded"])
     assert all(row["rank"] is None for row in table.rows)
     (board,) = leaderboard_of_battles(battles, answers)
-    lines = [line for line in notes(board) if "not identified" in line]
+    lines = [line for line in board_notes(board) if "not identified" in line]
     assert len(lines) == 1 and "controlled ranks not identified" in lines[0]
     assert board["rank_flags"] == []  # nothing to compare: no rank under style control
 

@@ -154,10 +154,13 @@ def _style_check(
     battles: Battles, used: NDArray[np.int64], params: NDArray[np.int64], games: Games,
     covariates: Floats, names: list[str],
 ) -> dict[str, Any]:  # fmt: skip
-    """Per covariate, the share the systems (and the other covariates) explain; the
-    controlled ranks are identified only when every share is below COLLINEAR_R2."""
+    """Per covariate, the share of it the systems (and the other covariates) explain over
+    the pairs; the controlled ranks are identified only when every share is below
+    COLLINEAR_R2."""
+    # Each pair counts once: whether style can be told apart from the systems is the
+    # design's, the same under every counting rule.
     x, matchup = _design(battles, used, params)
-    alone, together = collinear(x[matchup], covariates, games.won[used] + games.lost[used])
+    alone, together = collinear(x[matchup], covariates, np.ones(len(used)))
     shares = {n: {"systems": float(a), "systems_and_others": float(t)}
               for n, a, t in zip(names, alone, together, strict=True)}  # fmt: skip
     confounded = [n for n in names if shares[n]["systems_and_others"] >= COLLINEAR_R2]

@@ -517,8 +517,13 @@ def _chord(
         drawn = n[:, of_term]
         coupling = drawn[:, None, :] * blocks.coupling[of_term].T[None, :, :]  # batch x m x q
         d = drawn * blocks.own[of_term][None, :] + QUESTION_RIDGE
+        # single precision: the inverse only sets the pace of the iteration, not its limit
+        coupling, d = coupling.astype(np.float32), d.astype(np.float32)
         hessian = hessian - (coupling / d[:, None, :]) @ coupling.transpose(0, 2, 1)
-    inverse = np.linalg.inv(hessian)
+    cells_i, cells_j = np.divmod(blocks.cells, m)
+    systems = (cells_i < p) & (cells_j < p)
+    arrow = not q and bool(np.all(cells_i[systems] == cells_j[systems]))
+    solve = _arrow_solver(hessian, p) if arrow else _inverse_solver(hessian)
     theta = np.broadcast_to(np.where(np.isfinite(estimate), estimate, 0.0),
                             (batch, len(estimate))).copy()  # fmt: skip
     gradient = (n - 1.0) @ blocks.gradient  # at the estimate: its own gradient is 0
@@ -530,17 +535,18 @@ def _chord(
     jac32 = jac.astype(np.float32)
     jac32_t = jac32.T.tocsr()
     active = np.arange(batch)
+    active_rows = np.arange(batch)  # each member's row in the solver's arrays
     full_ridge = np.r_[ridge, np.full(q, QUESTION_RIDGE)]
     for _ in range(_CHORD_ITERATIONS):
         if q:
             assert coupling is not None and d is not None
             g_q = gradient[:, m:] / d
             g_m = gradient[:, :m] - np.einsum("bmq,bq->bm", coupling, g_q)
-            step_m = np.einsum("bij,bj->bi", inverse, g_m)
+            step_m = solve(g_m, active_rows)
             step_q = g_q - np.einsum("bmq,bm->bq", coupling, step_m) / d
             step = np.concatenate([step_m, step_q], axis=1)
         else:
-            step = np.einsum("bij,bj->bi", inverse, gradient)
+            step = solve(gradient, active_rows)
         largest = np.abs(step).max(axis=1)
         theta[active] += step * np.minimum(1.0, _MAX_STEP / np.maximum(largest, 1e-300))[:, None]
         # Converged when the systems' and covariates' steps are small (what is reported).
@@ -549,7 +555,8 @@ def _chord(
         if not len(active):
             break
         if not going.all():  # the per-member arrays follow the members still going
-            won_t, games_t, inverse = won_t[:, going], games_t[:, going], inverse[going]
+            won_t, games_t = won_t[:, going], games_t[:, going]
+            active_rows = active_rows[going]
             if coupling is not None and d is not None:
                 coupling, d = coupling[going], d[going]
         logits = np.asarray(jac32 @ theta[active].T.astype(np.float32))
@@ -562,6 +569,35 @@ def _chord(
     converged = np.ones(batch, dtype=bool)
     converged[active] = False
     return theta, converged
+
+
+def _inverse_solver(hessian: Floats) -> Any:
+    """Steps from each member's inverse Hessian (single precision)."""
+    inverse = np.linalg.inv(hessian.astype(np.float32))
+
+    def solve(gradient: Floats, rows: NDArray[np.int64]) -> Floats:
+        return np.einsum("bij,bj->bi", inverse[rows], gradient.astype(np.float32)).astype(float)
+
+    return solve
+
+
+def _arrow_solver(hessian: Floats, p: int) -> Any:
+    """Steps for Hessians whose systems' block is diagonal (every game against the
+    baseline): the covariates' block eliminated (Schur), no m x m inverse."""
+    a = np.diagonal(hessian[:, :p, :p], axis1=1, axis2=2).copy()
+    border = hessian[:, :p, p:]
+    scaled = border / a[:, :, None]
+    schur = hessian[:, p:, p:] - np.einsum("bpk,bpl->bkl", border, scaled)
+    inverse = np.linalg.inv(schur)
+
+    def solve(gradient: Floats, rows: NDArray[np.int64]) -> Floats:
+        g_s, g_c = gradient[:, :p] / a[rows], gradient[:, p:]
+        step_c = np.einsum("bkl,bl->bk", inverse[rows],
+                           g_c - np.einsum("bpk,bp->bk", border[rows], g_s))  # fmt: skip
+        step_s = g_s - np.einsum("bpk,bk->bp", scaled[rows], step_c)
+        return np.concatenate([step_s, step_c], axis=1)
+
+    return solve
 
 
 def fit_bootstrap(

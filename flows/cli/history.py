@@ -3,7 +3,6 @@ and every judge config's history."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Annotated
 
@@ -11,6 +10,7 @@ import typer
 from rich.markup import escape
 
 from flows.cli.app import app, console, run_id_given, state
+from flows.cli.tables import print_json
 
 if TYPE_CHECKING:
     from tasks.history.diff import RunDiff
@@ -150,7 +150,7 @@ def diff(
 
     result = diff_runs(state.work, run_a, run_b)
     if as_json:
-        typer.echo(json.dumps(asdict(result), indent=2, default=str))
+        print_json(asdict(result))  # strict JSON: NaN (a run not replayed) as null
     else:
         print_diff(result)
 

@@ -242,7 +242,8 @@ def test_diff_shows_each_systems_score_and_rank(ranked: tuple[WorkDir, dict[str,
     work, result = ranked
     shown = CliRunner().invoke(app, ["--work-dir", str(work.root), "diff", "b1", "b2", "--json"])
     assert shown.exit_code == 0, shown.output
-    systems = json.loads(shown.output)["systems"]
+    strict = json.loads(shown.output, parse_constant=lambda c: pytest.fail(f"{c} in --json"))
+    systems = strict["systems"]
     assert [s["system"] for s in sorted(systems, key=lambda s: s["rank_before"])] == EXPECTED
     scores = {r["system"]: r["score"] for r in result["boards"][0]["systems"]}
     for change in systems:  # the same calls, from the cache: the same leaderboard

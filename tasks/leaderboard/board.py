@@ -23,7 +23,8 @@ from numpy.typing import NDArray
 
 from tasks.errors import InputError
 from tasks.leaderboard.battles import Battles, Games, Rule, conflicts_per_pair, games_under
-from tasks.leaderboard.bt import fit, fit_bootstrap, fit_replicates
+from tasks.leaderboard.bootstrap import fit_bootstrap
+from tasks.leaderboard.bt import fit, fit_replicates
 from tasks.leaderboard.intervals import interval, no_win_bound
 from tasks.leaderboard.length import LengthControl, length_controlled
 from tasks.leaderboard.style import (

@@ -30,7 +30,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from tasks.leaderboard.bt import fit, fit_bootstrap
+from tasks.leaderboard.bootstrap import fit_bootstrap
+from tasks.leaderboard.bt import fit
 from tasks.leaderboard.intervals import interval
 from tasks.leaderboard.style import COLLINEAR_R2, collinear, scaled
 

@@ -163,3 +163,39 @@ def test_per_order_scores_equal_arena_hard_autos_method(round_robin: bool) -> No
     rows = score_rule(battles, "per-order", BoardOptions(replicates=20), None).rows
     for row in rows:
         assert row["score"] == pytest.approx(expected[row["system"]], abs=1e-6)
+
+
+@pytest.mark.parametrize("with_questions", [False, True])
+def test_the_controlled_bootstrap_equals_full_newton_per_replicate(with_questions: bool) -> None:
+    """fit_bootstrap (Hessians fixed at the estimate, single-precision rows) against
+    fit_replicates (full Newton, double precision) on the same draws, a system's every
+    win drawn out of some replicates included."""
+    from scipy import sparse
+
+    from tasks.leaderboard.bootstrap import fit_bootstrap
+
+    rng = np.random.default_rng(0)
+    size, questions, k = 8, 60, 3
+    rows = size * questions
+    system = np.repeat(np.arange(size), questions)
+    question = np.tile(np.arange(questions), size)
+    sign = np.where(rng.random(rows) < 0.5, 1.0, -1.0)
+    x = sparse.csr_matrix((sign, (np.arange(rows), system)), shape=(rows, size))
+    covariates = rng.normal(size=(rows, k))
+    won = rng.integers(0, 4, rows).astype(float)
+    lost = rng.integers(0, 4, rows).astype(float)
+    rare = np.flatnonzero(system == 3)
+    sign[rare] = 1.0  # system 3 is identity A, and wins on two questions only
+    x = sparse.csr_matrix((sign, (np.arange(rows), system)), shape=(rows, size))
+    won[rare] = 0.0
+    won[rare[:2]] = 1.0
+    draws = rng.multinomial(questions, np.full(questions, 1 / questions), size=300).astype(float)
+    terms = question if with_questions else None
+    estimate = fit(x, won, lost, covariates, terms).theta
+    chord = fit_bootstrap(x, won, lost, estimate, draws, question, covariates, terms)
+    weight = draws[:, question]
+    newton = fit_replicates(x, weight * won, weight * lost, estimate, covariates, terms)
+    assert np.array_equal(np.isinf(chord), np.isinf(newton))
+    assert np.isinf(chord[:, 3]).any()  # replicates that drew neither winning question
+    finite = np.isfinite(newton)
+    np.testing.assert_allclose(chord[finite], newton[finite], atol=2e-5, rtol=0)

@@ -1,8 +1,9 @@
 """Benchmark: `judgeline leaderboard` over 100 systems x 500 questions x K = 2 (1,000 bootstrap
-replicates), against the anchors' method, a logistic regression refitted per replicate.
+replicates), against the anchors' method, a logistic regression refitted per replicate; and
+`--style-control --length-control` at 50 and 100 systems.
 
 Usage: .venv/bin/python bench/leaderboard.py [--systems N] [--questions Q] [--replicates R]
-       [--baseline-replicates B]
+       [--baseline-replicates B] [--controlled-systems 50,100]
 
 A work dir is staged (not timed): an answers table frozen as a manifest (each system paired
 with the baseline on every question) and a run whose outcomes are drawn from a known
@@ -15,7 +16,9 @@ design and policy. Then, measured:
 - one rule's scores and intervals in this process (`per-order`, Arena-Hard-Auto's counting)
   against Arena-Hard-Auto's bootstrap: each replicate resamples the battles and refits a
   logistic regression on the duplicated-battle win matrix (L-BFGS, as scikit-learn's
-  default solver), B replicates timed and scaled to R: at least 10x faster.
+  default solver), B replicates timed and scaled to R: at least 10x faster;
+- `judgeline leaderboard RUN --json --style-control --length-control` at 50 systems (at most
+  10 s and 1 GiB peak RSS) and 100 systems (at most 20 s), each in a fresh process.
 """
 
 from __future__ import annotations
@@ -54,6 +57,16 @@ from tasks.workdir import WorkDir  # noqa: E402
 
 COMMAND_LIMIT_S = 10.0
 SPEEDUP_TARGET = 10.0
+CONTROLLED_LIMITS = {50: (10.0, 1024.0), 100: (20.0, None)}
+"""Systems: (seconds, MiB of peak RSS) for the controlled command."""
+_PEAK = (
+    "import resource, sys\n"
+    "from flows.entry import main\n"
+    "sys.argv = ['judgeline', *sys.argv[1:]]\n"
+    "try:\n    main()\n"
+    "finally:\n"
+    "    print('peak_kib', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+)
 
 
 def stage(root: Path, systems: int, questions: int, k: int, seed: int) -> tuple[WorkDir, str]:
@@ -64,7 +77,9 @@ def stage(root: Path, systems: int, questions: int, k: int, seed: int) -> tuple[
     with answers.open("w", encoding="utf-8") as out:
         for q in range(questions):
             for name in names:
-                answer = f"{name} answers {q}" + " more" * int(rng.integers(0, 5))
+                answer = f"{name} answers {q}" + " more" * int(rng.integers(0, 40))
+                answer += "\n- a point" * int(rng.integers(0, 4))
+                answer += " **bold**" * int(rng.integers(0, 2))
                 row = {"question_id": f"q{q}", "question": f"Question {q}?", "system": name,
                        "answer": answer}  # fmt: skip
                 out.write(json.dumps(row) + "\n")
@@ -155,6 +170,7 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=2)
     parser.add_argument("--replicates", type=int, default=1000)
     parser.add_argument("--baseline-replicates", type=int, default=20)
+    parser.add_argument("--controlled-systems", default="50,100")
     args = parser.parse_args()
     print(f"load average before: {os.getloadavg()}")
     with tempfile.TemporaryDirectory() as tmp:
@@ -191,9 +207,41 @@ def main() -> None:
     print(f"one rule in process: {ours_s:.3f} s; anchors' refit: {anchors_s:.2f} s for "
           f"{args.baseline_replicates} replicates, {anchors_full:.1f} s scaled to "
           f"{args.replicates}: {speedup:.0f}x (target {SPEEDUP_TARGET:.0f}x)")  # fmt: skip
+    missed = command_s > COMMAND_LIMIT_S or speedup < SPEEDUP_TARGET
+    for systems in [int(n) for n in args.controlled_systems.split(",") if n]:
+        seconds, peak_mib = controlled(systems, args.questions, args.k, args.replicates)
+        limit_s, limit_mib = CONTROLLED_LIMITS.get(systems, (None, None))
+        print(
+            f"--style-control --length-control, {systems} systems x {args.questions} questions "
+            f"x {args.replicates} replicates: {seconds:.2f} s (limit {limit_s} s), peak RSS "
+            f"{peak_mib:.0f} MiB (limit {limit_mib} MiB)"
+        )
+        missed |= limit_s is not None and seconds > limit_s
+        missed |= limit_mib is not None and peak_mib > limit_mib
     print(f"load average after: {os.getloadavg()}")
-    if command_s > COMMAND_LIMIT_S or speedup < SPEEDUP_TARGET:
+    if missed:
         sys.exit("target missed")
+
+
+def controlled(systems: int, questions: int, k: int, replicates: int) -> tuple[float, float]:
+    """The whole `judgeline leaderboard --json --style-control --length-control` in a fresh
+    process: (seconds, peak RSS in MiB)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        work, _ = stage(Path(tmp), systems, questions, k, seed=2)
+        env = {**os.environ, "JUDGELINE_WORKER": "0"}
+        command = [
+            str(REPO / ".venv" / "bin" / "python"), "-c", _PEAK, "--work-dir", str(work.root),
+            "leaderboard", "bench", "--json", "--replicates", str(replicates),
+            "--style-control", "--length-control",
+        ]  # fmt: skip
+        start = time.perf_counter()
+        done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+        seconds = time.perf_counter() - start
+        if done.returncode != 0:
+            sys.exit(f"judgeline leaderboard --style-control failed:\n{done.stderr}")
+        peak = [line for line in done.stderr.splitlines() if line.startswith("peak_kib")]
+        json.loads(done.stdout)
+    return seconds, int(peak[-1].split()[1]) / 1024
 
 
 if __name__ == "__main__":

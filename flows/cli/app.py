@@ -307,9 +307,9 @@ def print_summary(run_id: str) -> None:
 def show_json(run_id: str, record: RunRecord) -> dict[str, Any]:
     """What `show RUN --json` prints: the run's record, why it is degraded or failed, and
     once its tables are there, its scores, per-policy summary, spend and agreement per judge
-    config (numbers as numbers; NaN as null)."""
+    config (numbers as numbers, an interval as estimate, lower, upper; NaN as null)."""
     from tasks.judging.spend import run_spend
-    from tasks.report.agreement import judge_rows, self_rows
+    from tasks.report.agreement import judge_numbers, self_numbers
     from tasks.report.data import run_agreement
     from tasks.runhealth import reasons
     from tasks.warehouse import check_run_tables, query, warehouse_reads
@@ -328,9 +328,9 @@ def show_json(run_id: str, record: RunRecord) -> dict[str, Any]:
         out["spend"] = [r.model_dump(mode="json") for r in run_spend(work, run_id)]
         tables = run_agreement(work, run_id)
         if tables is not None and not tables.self.empty:
-            out["agreement"] = self_rows(tables.self).to_dict("records")
+            out["agreement"] = self_numbers(tables.self)
             if not tables.judges.empty:
-                out["judge_agreement"] = judge_rows(tables.judges).to_dict("records")
+                out["judge_agreement"] = judge_numbers(tables.judges)
     return out
 
 

@@ -3,7 +3,6 @@ and every judge config's history."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Annotated
 
@@ -11,7 +10,7 @@ import typer
 from rich.markup import escape
 
 from flows.cli.app import app, console, run_id_given, state
-from flows.cli.tables import print_table
+from flows.cli.tables import print_json, print_table
 
 if TYPE_CHECKING:
     from tasks.history.diff import RunDiff
@@ -113,14 +112,18 @@ def print_diff(diff: RunDiff) -> None:
     )
     if diff.systems:
         say(
-            "systems (leaderboard, reference rule; score and rank before -> after):",
+            "systems (leaderboard, reference rule; score, rank and length-controlled win % "
+            "before -> after):",
             highlight=False,
         )
         for s in diff.systems:
             say(
                 escape(
-                    f"  {s['judge']} · {s['config']}  {s['system']}: {s['score_before']:.1f} -> "
-                    f"{s['score_after']:.1f}, rank {s['rank_before']} -> {s['rank_after']}"
+                    f"  {s['judge']} · {s['config']}  {s['system']}: "
+                    f"{_score(s['score_before'], s['bound_before'])} -> "
+                    f"{_score(s['score_after'], s['bound_after'])}, rank {s['rank_before']} -> "
+                    f"{s['rank_after']}, LC {_score(s['lc_win_rate_before'], None)} -> "
+                    f"{_score(s['lc_win_rate_after'], None)}"
                 ),
                 highlight=False,
                 soft_wrap=True,
@@ -150,7 +153,7 @@ def diff(
 
     result = diff_runs(state.work, run_a, run_b)
     if as_json:
-        typer.echo(json.dumps(asdict(result), indent=2, default=str))
+        print_json(asdict(result))  # strict JSON: NaN (a run not replayed) as null
     else:
         print_diff(result)
 
@@ -168,3 +171,10 @@ def trends() -> None:
     configs = len({(p.judge, p.config) for p in points})
     where = state.work.location(path)
     console.print(f"trends of {configs} judge configs over {runs} runs: {where}", highlight=False)
+
+
+def _score(value: float | None, bound: str | None) -> str:
+    """A score, `<= x` / `>= x` for a bound, `-` for none."""
+    if value is None:
+        return "-"
+    return {"upper": "<= ", "lower": ">= "}.get(bound or "", "") + f"{value:.1f}"

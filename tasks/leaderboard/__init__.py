@@ -10,7 +10,8 @@ disagree on. A leaderboard is a view: it reads stored tables and writes nothing.
 
 from __future__ import annotations
 
-from dataclasses import asdict
+import math
+from dataclasses import asdict, replace
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,7 @@ from tasks.ingest.manifest import read_manifest
 from tasks.leaderboard.battles import RULES, Battles, Rule, battles_of, manifest_systems
 from tasks.leaderboard.board import BoardOptions, Scored, score_rule
 from tasks.leaderboard.stopping import stopping_effects
+from tasks.leaderboard.style import AnswerStats
 from tasks.runfolder import RunFolder
 from tasks.workdir import WorkDir
 
@@ -33,8 +35,14 @@ def rank_flags(tables: dict[str, Scored], main: str) -> list[dict[str, Any]]:
     swaps places with between two rules, with whether their intervals (under `main`)
     overlap."""
     ranks = {rule: {r["system"]: r["rank"] for r in t.rows} for rule, t in tables.items()}
-    bounds = {r["system"]: (r["lower"], r["upper"]) for r in tables[main].rows}
-    systems = sorted(bounds)
+    inf = float("inf")
+    bounds = {
+        r["system"]: (-inf if r["lower"] is None else r["lower"],
+                      inf if r["upper"] is None else r["upper"])
+        for r in tables[main].rows
+    }  # fmt: skip
+    # A rank not identified (style control confounded with the systems) is not compared.
+    systems = sorted(s for s in bounds if all(ranks[rule][s] is not None for rule in tables))
     flags = []
     for system in systems:
         per_rule = {rule: ranks[rule][system] for rule in tables}
@@ -67,11 +75,17 @@ def leaderboard_of(
     if rule not in RULES:
         raise InputError(f"unknown rule {rule!r}; expected one of {', '.join(RULES)}")
     answers = None
-    if options.style_control:
-        answers = (manifest.column("answer_a").to_pylist(), manifest.column("answer_b").to_pylist())
+    if options.style_control or options.length_control:
+        answers = AnswerStats.of(
+            (manifest.column("answer_a").to_pylist(), manifest.column("answer_b").to_pylist())
+        )
     boards = []
+    # Controlled fits refit every pair per replicate: the other rules' tables give their
+    # scores and ranks (for the rank flags) without intervals.
+    others = replace(options, replicates=0) if answers is not None else options
     for battles in battles_of(outcomes, manifest):
-        tables = {r: score_rule(battles, r, options, answers) for r in RULES}
+        tables = {r: score_rule(battles, r, options if r == rule else others, answers)
+                  for r in RULES}  # fmt: skip
         board = _board(battles, tables, rule, options)
         if replayed is not None:
             mine = (outcomes["judge"] == battles.judge) & (outcomes["config"] == battles.config)
@@ -94,9 +108,20 @@ def _board(
         "replicates": options.replicates,
         "confidence": options.confidence,
         "style_control": options.style_control,
+        "length_control": options.length_control,
         "systems": main.rows,
         "style": main.style,
-        "rules": {r: {"systems": t.rows, "style": t.style} for r, t in tables.items()},
+        "style_check": main.style_check,
+        "length": main.length,
+        "rules": {
+            r: {
+                "systems": t.rows,
+                "style": t.style,
+                "style_check": t.style_check,
+                "length": t.length,
+            }
+            for r, t in tables.items()
+        },  # fmt: skip
         "rank_flags": rank_flags({str(r): t for r, t in tables.items()}, rule),
     }
 
@@ -132,8 +157,9 @@ def run_leaderboard(
 
 
 def _finite(value: Any) -> Any:
-    """The value with NaN (a win rate of a system that never met the baseline) as None."""
-    if isinstance(value, float) and value != value:
+    """The value with NaN and infinities (a win rate of a system that never met the
+    baseline, an interval's open end) as None."""
+    if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
         return {k: _finite(v) for k, v in value.items()}

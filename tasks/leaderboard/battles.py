@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -83,13 +83,18 @@ def manifest_systems(manifest: pa.Table) -> tuple[list[str], list[str], str | No
     """Per pair of a manifest, the systems of identities A and B, and the baseline if one
     is named; InputError if a pair names no system (a manifest of answer pairs only)."""
     pairs = manifest.select(["pair_id", "metadata"]).to_pydict()
-    return _systems(pairs["metadata"], pairs["pair_id"])
+    return _systems(_parsed(pairs["metadata"]), pairs["pair_id"])
 
 
-def _systems(metadata: list[str], pair_ids: list[str]) -> tuple[list[str], list[str], str | None]:
+def _parsed(metadata: list[str]) -> list[dict[str, Any]]:
+    return [json.loads(text) if text else {} for text in metadata]
+
+
+def _systems(
+    metadata: list[dict[str, Any]], pair_ids: list[str]
+) -> tuple[list[str], list[str], str | None]:
     a_names, b_names, baselines = [], [], set()
-    for pair_id, text in zip(pair_ids, metadata, strict=True):
-        meta = json.loads(text) if text else {}
+    for pair_id, meta in zip(pair_ids, metadata, strict=True):
         a, b = meta.get("model_a"), meta.get("model_b")
         baselines |= {meta.get(f"model_{s}") for s in "ab" if meta.get(f"role_{s}") == "baseline"}
         if not isinstance(a, str) or not isinstance(b, str) or not a or not b:
@@ -106,10 +111,10 @@ def _systems(metadata: list[str], pair_ids: list[str]) -> tuple[list[str], list[
     return a_names, b_names, named[0] if len(named) == 1 else None
 
 
-def _question_key(dataset: str, question: str, metadata: str) -> str:
+def _question_key(dataset: str, question: str, metadata: dict[str, Any]) -> str:
     """What the bootstrap draws: the pair's dataset and `question_id` (its turns and every
     system's pair together), else its question text."""
-    qid = json.loads(metadata).get("question_id") if metadata else None
+    qid = metadata.get("question_id")
     if qid is not None:
         return "id:" + json.dumps([dataset, qid])
     return "text:" + hashlib.sha256(question.encode("utf-8")).hexdigest()
@@ -124,12 +129,13 @@ def _strong(wide: pd.DataFrame, order: str) -> NDArray[np.bool_]:
 def battles_of(outcomes: pd.DataFrame, manifest: pa.Table) -> list[Battles]:
     """The battles of every (judge, config) of a run's outcomes over its manifest."""
     pairs = manifest.select(["pair_id", "dataset", "question", "metadata"]).to_pydict()
-    a_names, b_names, baseline = _systems(pairs["metadata"], pairs["pair_id"])
+    metadata = _parsed(pairs["metadata"])
+    a_names, b_names, baseline = _systems(metadata, pairs["pair_id"])
     systems = sorted({*a_names, *b_names})
     system_index = {s: i for i, s in enumerate(systems)}
     digests = [
         _question_key(d, q, m)
-        for d, q, m in zip(pairs["dataset"], pairs["question"], pairs["metadata"], strict=True)
+        for d, q, m in zip(pairs["dataset"], pairs["question"], metadata, strict=True)
     ]
     questions = sorted(set(digests))
     question_index = {q: i for i, q in enumerate(questions)}

@@ -13,12 +13,16 @@ from tasks.workdir import WorkDir
 __all__ = ["system_changes", "system_trends"]
 
 
-def _scores(work: WorkDir, run_id: str) -> dict[tuple[str, str, str], dict[str, Any]]:
+def _scores(
+    work: WorkDir, run_id: str, with_length: bool = False
+) -> dict[tuple[str, str, str], dict[str, Any]]:
     from tasks.leaderboard import BoardOptions, run_leaderboard
 
     try:
-        # Scores and ranks do not depend on the bootstrap: a few replicates suffice here.
-        boards = run_leaderboard(work, run_id, BoardOptions(replicates=10))["boards"]
+        # Scores, ranks and length-controlled rates do not depend on the bootstrap: a few
+        # replicates suffice here.
+        options = BoardOptions(replicates=10, length_control=with_length)
+        boards = run_leaderboard(work, run_id, options)["boards"]
     except (JudgelineError, OSError, ValueError, pa.ArrowException):
         return {}  # no systems, or a damaged run (the trends and diff say so themselves)
     return {
@@ -29,9 +33,10 @@ def _scores(work: WorkDir, run_id: str) -> dict[tuple[str, str, str], dict[str, 
 
 
 def system_changes(work: WorkDir, run_a: str, run_b: str) -> list[dict[str, Any]]:
-    """Per (judge, config, system) ranked in both runs against the same baseline: its score
-    and rank before and after (the `reference` rule); empty when either run has none."""
-    before, after = _scores(work, run_a), _scores(work, run_b)
+    """Per (judge, config, system) ranked in both runs against the same baseline: its score,
+    rank and length-controlled win rate before and after (the `reference` rule; `bound_*`
+    says when a score is a bound); empty when either run has none."""
+    before, after = _scores(work, run_a, True), _scores(work, run_b, True)
     changes = []
     for key in sorted(before.keys() & after.keys()):
         a, b = before[key], after[key]
@@ -41,7 +46,10 @@ def system_changes(work: WorkDir, run_a: str, run_b: str) -> list[dict[str, Any]
             {
                 "judge": key[0], "config": key[1], "system": key[2], "baseline": a["baseline"],
                 "score_before": a["score"], "score_after": b["score"],
+                "bound_before": a["bound"], "bound_after": b["bound"],
                 "rank_before": a["rank"], "rank_after": b["rank"],
+                "lc_win_rate_before": a.get("lc_win_rate"),
+                "lc_win_rate_after": b.get("lc_win_rate"),
             }
         )  # fmt: skip
     return changes

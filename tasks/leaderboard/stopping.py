@@ -67,9 +67,10 @@ def _p_below(
 def stopping_effects(
     battles: Battles, baseline: str, replay: pd.DataFrame, design: pd.DataFrame, k: int
 ) -> list[dict[str, Any]]:
-    """Per (design, policy) of the replay: expected calls and calls saved over the pairs,
-    and for each adjacent pair of systems (by expected score under `full`) the exact
-    probability that they swap."""
+    """Per (design, policy) of the replay: expected calls and calls saved over every pair
+    of the config (`pairs`), and for each adjacent pair of systems (by expected score under
+    `full`) the exact probability that they swap, over their pairs with the baseline only
+    (`pairs_with_baseline`: under round-robin pairing the others are left out)."""
     base = battles.systems.index(baseline)
     with_base = (battles.pair_a == base) | (battles.pair_b == base)
     sides = pd.DataFrame(
@@ -133,6 +134,7 @@ def stopping_effects(
                 "design": design_name,
                 "policy": policy,
                 "pairs": int(len(group)),
+                "pairs_with_baseline": int(len(frame)),
                 "expected_calls": calls,
                 "calls_saved": float(k * len(group) - calls),
                 "savings": float(1 - calls / (k * len(group))) if len(group) else 0.0,

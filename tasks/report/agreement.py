@@ -30,7 +30,9 @@ __all__ = [
     "agreement_section",
     "agreement_tables",
     "interval_text",
+    "judge_numbers",
     "judge_rows",
+    "self_numbers",
     "self_rows",
 ]
 
@@ -90,6 +92,44 @@ def self_rows(frame: pd.DataFrame) -> pd.DataFrame:
                 )
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _number(value: Any) -> float | None:
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def _estimate(value: Any, low: Any, high: Any) -> dict[str, float | None]:
+    return {"estimate": _number(value), "lower": _number(low), "upper": _number(high)}
+
+
+def self_numbers(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """`self_agreement` for `--json`: per judge config its pairs and, per statistic and
+    scope (`alpha_all`, ..., `fleiss_across`), the estimate and its 95% interval as numbers
+    (null where undefined)."""
+    out = []
+    for (judge, config), group in frame.groupby(["judge", "config"], sort=True):
+        at = {(r["statistic"], r["scope"]): r for r in group.to_dict("records")}
+        row: dict[str, Any] = {"judge": judge, "config": config,
+                               "pairs": int(at[("alpha", "all")]["pairs"])}  # fmt: skip
+        for name, short in (("alpha", "alpha"), ("fleiss_kappa", "fleiss")):
+            for scope in ("all", "within", "across"):
+                r = at[(name, scope)]
+                row[f"{short}_{scope}"] = _estimate(r["value"], r["low"], r["high"])
+        out.append(row)
+    return out
+
+
+def judge_numbers(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """`judge_agreement` for `--json`: each two judge configs' pairs, Cohen's kappa and raw
+    agreement, each as estimate, lower, upper."""
+    return [
+        {"first": f"{r['judge_1']} · {r['config_1']}",
+         "second": f"{r['judge_2']} · {r['config_2']}", "pairs": int(r["pairs"]),
+         "kappa": _estimate(r["kappa"], r["kappa_low"], r["kappa_high"]),
+         "raw": _estimate(r["raw"], r["raw_low"], r["raw_high"])}
+        for r in frame.to_dict("records")
+    ]  # fmt: skip
 
 
 def judge_rows(frame: pd.DataFrame) -> pd.DataFrame:

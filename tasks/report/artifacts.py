@@ -102,10 +102,10 @@ def _leaderboard_rows(work: WorkDir, run_id: str) -> list[dict[str, Any]] | None
     boards = run_boards(work, run_id)
     if boards is None:
         return None
-    shown = ("system", "rank", "score", "lower", "upper", "win_rate", "wins", "ties", "losses",
-             "conflicts")  # fmt: skip
+    shown = ("system", "rank", "score", "lower", "upper", "bound", "win_rate", "lc_win_rate",
+             "wins", "ties", "losses", "conflicts")  # fmt: skip
     rows = [
-        {"judge": b["judge"], "config": b["config"], "rule": rule, **{k: r[k] for k in shown}}
+        {"judge": b["judge"], "config": b["config"], "rule": rule, **{k: r.get(k) for k in shown}}
         for b in boards
         for rule, table in b["rules"].items()
         for r in table["systems"]

@@ -11,6 +11,7 @@ from typing import Any
 from markupsafe import Markup
 
 from tasks.errors import InputError
+from tasks.leaderboard.notes import board_notes
 from tasks.report.filters import esc
 from tasks.report.sections import Section
 from tasks.report.svg import INK, Scale, clip, nice_ticks, num, svg_doc, svg_text, x_axis
@@ -45,6 +46,7 @@ def forest_plot(board: dict[str, Any]) -> Markup:
         for v in (r["lower"], r["upper"], r["score"])
         if v is not None
     ]
+    inf = float("inf")
     label_w, width, row_h = 220.0, 1160.0, 30.0
     ticks = nice_ticks(min(values, default=900.0) - 10, max(values, default=1100.0) + 10, 6)
     scale = Scale(ticks[0], ticks[-1], label_w + 10, width - 30)
@@ -65,10 +67,15 @@ def forest_plot(board: dict[str, Any]) -> Markup:
                 continue
             y = mid + (j - (len(rules) - 1) / 2) * 7
             color = RULE_COLORS.get(rule, INK)
-            low, high = scale(row["lower"]), scale(row["upper"])
+            # An open end (a bound, or replicates without a finite score) runs to the edge.
+            lower = ticks[0] if row["lower"] is None else row["lower"]
+            upper = ticks[-1] if row["upper"] is None else row["upper"]
+            low, high = scale(max(lower, ticks[0])), scale(min(upper, ticks[-1]))
+            mark = {"upper": "at most ", "lower": "at least "}.get(row.get("bound") or "", "")
+            ends = f"{_end(row['lower'], -inf)} to {_end(row['upper'], inf)}"
             parts.append(
-                f"<g><title>{esc(system)} · {esc(rule)}: {row['score']:.1f} "
-                f"({row['lower']:.1f} to {row['upper']:.1f}), rank {row['rank']}</title>"
+                f"<g><title>{esc(system)} · {esc(rule)}: {mark}{row['score']:.1f} "
+                f"({ends}), rank {row['rank']}</title>"
                 f'<line x1="{num(low)}" x2="{num(high)}" y1="{num(y)}" y2="{num(y)}" '
                 f'stroke="{color}" stroke-width="2"/>'
                 f'<circle cx="{num(scale(row["score"]))}" cy="{num(y)}" r="3.5" fill="{color}"/>'
@@ -86,6 +93,10 @@ def forest_plot(board: dict[str, Any]) -> Markup:
     return svg_doc(width, height, parts, f"Leaderboard of {board['judge']} · {board['config']}")
 
 
+def _end(value: float | None, open_end: float) -> str:
+    return f"{value:.1f}" if value is not None else ("below" if open_end < 0 else "above")
+
+
 def leaderboard_section(boards: list[dict[str, Any]]) -> LeaderboardSection:
     """The section for a run's leaderboards (`tasks.leaderboard.run_leaderboard`)."""
     out = LeaderboardSection("leaderboard", "Leaderboard", "Leaderboard", boards=boards)
@@ -93,16 +104,20 @@ def leaderboard_section(boards: list[dict[str, Any]]) -> LeaderboardSection:
         out.missing = "leaderboard"
         return out
     out.charts = [forest_plot(board) for board in boards]
+    for board in boards:
+        board["notes"] = board_notes(board)
     out.legend = [(rule, RULE_COLORS[rule]) for rule in RULE_COLORS]
     return out
 
 
 def run_boards(work: WorkDir, run_id: str) -> list[dict[str, Any]] | None:
-    """The run's leaderboards, or None when its pairs name no systems or no baseline."""
+    """The run's leaderboards with the length-controlled win rate, or None when its pairs
+    name no systems or no baseline."""
     from tasks.leaderboard import BoardOptions, run_leaderboard
 
     try:
-        boards: list[dict[str, Any]] = run_leaderboard(work, run_id, BoardOptions())["boards"]
+        options = BoardOptions(length_control=True)
+        boards: list[dict[str, Any]] = run_leaderboard(work, run_id, options)["boards"]
     except InputError:
         return None
     return boards

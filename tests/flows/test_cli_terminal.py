@@ -204,6 +204,10 @@ def test_tables_have_json_for_scripts(night: Night) -> None:
     assert full and all(isinstance(r["score"], float) for r in full)
     assert [r["judge"] for r in data["spend"]] == ["strong"]  # ghost stored no reply
     assert {r["judge"] for r in data["agreement"]} >= {"strong"}
+    strong = next(r for r in data["agreement"] if r["judge"] == "strong")
+    alpha = strong["alpha_all"]  # numbers, not "0.288 (0.20-0.38)"
+    assert isinstance(alpha["estimate"], float)
+    assert alpha["lower"] <= alpha["estimate"] <= alpha["upper"]
 
     failed = judgeline(night.work, "failures", RUN_ID, "--json")
     assert failed.returncode == 0, failed.stderr

@@ -135,3 +135,60 @@ def test_each_models_files_are_its_repeated_runs(
     )
     assert "--dataset" not in refused.err
     assert not [p for p in other.rglob("*") if p.is_file()]
+
+
+def _losing_folder(root: Path, rng: np.random.Generator) -> Path:
+    """Arena-Hard-Auto v2's layout, 40 questions: `m-weak` wins 2 of its 80 games, loses
+    the rest strongly; two other models are ordinary. Answers vary in length and markdown,
+    so style control has covariates to fit."""
+    folder = root / "arena-hard-v2.0" / "model_judgment" / "judge-x"
+    strengths = {"m-good": 0.4, "m-fair": -0.2}
+    for model in ("m-weak", *strengths):
+        lines = []
+        for q in range(40):
+            question = f"Question {q}?"
+            mine = f"{model} on {q}." + " more" * int(rng.integers(0, 30))
+            mine += "\n- a point" * int(rng.integers(0, 3))
+            theirs = f"baseline on {q}." + " words" * int(rng.integers(0, 30))
+            games = []
+            for index, (first, second, sign) in enumerate(((theirs, mine, -1), (mine, theirs, 1))):
+                if model == "m-weak":
+                    won = (q, index) in {(3, 0), (17, 1)}
+                    verdict = ("B>A" if sign < 0 else "A>B") if won else (
+                        "A>>B" if sign < 0 else "B>>A")  # fmt: skip
+                else:
+                    weights = np.exp(sign * strengths[model] * np.array([2, 1, 0, -1, -2]))
+                    verdict = str(rng.choice(VERDICTS, p=weights / weights.sum()))
+                games.append(game_v2(question, first, second, f"Verdict: [[{verdict}]]", verdict))
+            lines.append({"uid": f"q{q}", "category": "hard_prompt", "judge": "judge-x",
+                          "model": model, "baseline": "base-b", "games": games})  # fmt: skip
+        write(folder / f"{model}.jsonl", lines)
+    return folder
+
+
+def test_a_system_that_loses_nearly_every_game_keeps_a_finite_interval_under_style_control(
+    tmp_path: Path,
+) -> None:
+    folder = _losing_folder(tmp_path, np.random.default_rng(4))
+    (seed,) = read_seeds("arena-hard", folder, ImportOptions())
+    work = WorkDir.at(tmp_path / "work")
+    built = build_import(work, [seed], "weak")
+    write_remap(work, remap_run(work, "weak"))
+    _, manifest = read_manifest(work, built.manifest_hash)
+    outcomes = pd.read_parquet(RunFolder(work, "weak").outcomes)
+    widths = {}
+    for style in (False, True):
+        options = BoardOptions(style_control=style, replicates=1000)
+        (board,) = leaderboard_of(outcomes, manifest, options, "per-order")
+        weak = next(r for r in board["systems"] if r["system"] == "m-weak")
+        assert (weak["wins"], weak["bound"]) == (2, None)  # an estimate, not a bound
+        # about e^-2 of the replicates drew neither winning question: counted, not clamped
+        assert 50 < weak["unbounded_replicates"] < 250
+        assert weak["lower"] is not None and weak["upper"] is not None
+        assert weak["lower"] < weak["score"] < weak["upper"] < 1000
+        assert weak["bt_win_rate_lower"] > 0.05  # percent: not a clamp's 0.00
+        widths[style] = weak["upper"] - weak["lower"]
+        if style:
+            assert board["style_check"]["identified"]
+            assert set(board["style"]) >= {"length", "list_density"}
+    assert 1 / 3 < widths[True] / widths[False] < 3  # the same order of magnitude

@@ -12,7 +12,7 @@ from simulated_boards import arena_hard_elo, simulate
 
 from tasks.leaderboard.battles import Battles, games_under
 from tasks.leaderboard.board import BoardOptions, score_rule
-from tasks.leaderboard.bt import closed_form, fit, fit_replicates
+from tasks.leaderboard.bt import COVARIATE_RIDGE, closed_form, fit, fit_replicates
 
 
 def _mm(size: int, a: np.ndarray, b: np.ndarray, won: np.ndarray, lost: np.ndarray) -> np.ndarray:
@@ -95,10 +95,17 @@ def test_newton_replicates_equal_single_fits_and_the_star_closed_form() -> None:
     assert theta[0, 2] == pytest.approx(math.log(lost[0, 2] / won[0, 2]))  # system 3 was B
 
 
-def test_a_system_that_won_everything_is_shown_at_the_bound() -> None:
+def test_a_system_that_won_everything_has_an_infinite_strength_and_no_clamp() -> None:
     x = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, -1.0]])
     result = fit(x, np.array([5.0, 3.0, 2.0]), np.array([0.0, 3.0, 0.0]))
-    assert result.theta[0] == 20.0 and abs(result.theta[1]) < 20
+    # s0 beat everyone: +inf; its games set aside, s1 is 3-3 against the baseline
+    assert result.theta[0] == np.inf and result.theta[1] == pytest.approx(0.0, abs=1e-9)
+    batch = fit_replicates(x, np.array([[5.0, 3.0, 2.0], [0.0, 3.0, 0.0], [0.0, 3.0, 2.0]]),
+                           np.array([[1.0, 3.0, 0.0], [4.0, 0.0, 2.0], [4.0, 0.0, 0.0]]),
+                           result.theta)  # fmt: skip
+    assert np.isfinite(batch[0]).all()  # s0 lost a game to the baseline: all finite
+    assert batch[1].tolist() == [-np.inf, np.inf]  # s1 beat both, s0 beat no one
+    assert np.isfinite(batch[2]).all()  # base beat s0, s0 beat s1, s1 beat base: a cycle
 
 
 def test_style_control_equals_a_generic_optimiser() -> None:
@@ -109,6 +116,7 @@ def test_style_control_equals_a_generic_optimiser() -> None:
     features = rng.normal(size=(rows, 2))
     x = np.hstack([_rows(size, a, b), features])
     truth = np.array([0.5, -0.2, 0.9, 0.7, -0.3])
+    ridge = np.r_[np.zeros(size - 1), np.full(2, COVARIATE_RIDGE)]
     p = 1 / (1 + np.exp(-(x @ truth)))
     games = rng.integers(1, 4, rows).astype(float)
     won = rng.binomial(games.astype(int), p).astype(float)
@@ -117,11 +125,13 @@ def test_style_control_equals_a_generic_optimiser() -> None:
     def negative_log_likelihood(theta: np.ndarray) -> tuple[float, np.ndarray]:
         z = x @ theta
         value = -(won * -np.logaddexp(0, -z) + lost * -np.logaddexp(0, z)).sum()
-        gradient = -(won - games / (1 + np.exp(-z))) @ x
+        value += 0.5 * (ridge * theta**2).sum()
+        gradient = -(won - games / (1 + np.exp(-z))) @ x + ridge * theta
         return float(value), gradient
 
     found = minimize(negative_log_likelihood, np.zeros(5), jac=True, method="BFGS", tol=1e-14)
-    np.testing.assert_allclose(fit(x, won, lost).theta, found.x, atol=1e-6)
+    got = fit(x[:, : size - 1], won, lost, covariates=features).theta
+    np.testing.assert_allclose(got, found.x, atol=1e-6)
 
 
 def _arena_hard_elo(battles: Battles) -> dict[str, float]:
@@ -153,3 +163,39 @@ def test_per_order_scores_equal_arena_hard_autos_method(round_robin: bool) -> No
     rows = score_rule(battles, "per-order", BoardOptions(replicates=20), None).rows
     for row in rows:
         assert row["score"] == pytest.approx(expected[row["system"]], abs=1e-6)
+
+
+@pytest.mark.parametrize("with_questions", [False, True])
+def test_the_controlled_bootstrap_equals_full_newton_per_replicate(with_questions: bool) -> None:
+    """fit_bootstrap (Hessians fixed at the estimate, single-precision rows) against
+    fit_replicates (full Newton, double precision) on the same draws, a system's every
+    win drawn out of some replicates included."""
+    from scipy import sparse
+
+    from tasks.leaderboard.bootstrap import fit_bootstrap
+
+    rng = np.random.default_rng(0)
+    size, questions, k = 8, 60, 3
+    rows = size * questions
+    system = np.repeat(np.arange(size), questions)
+    question = np.tile(np.arange(questions), size)
+    sign = np.where(rng.random(rows) < 0.5, 1.0, -1.0)
+    x = sparse.csr_matrix((sign, (np.arange(rows), system)), shape=(rows, size))
+    covariates = rng.normal(size=(rows, k))
+    won = rng.integers(0, 4, rows).astype(float)
+    lost = rng.integers(0, 4, rows).astype(float)
+    rare = np.flatnonzero(system == 3)
+    sign[rare] = 1.0  # system 3 is identity A, and wins on two questions only
+    x = sparse.csr_matrix((sign, (np.arange(rows), system)), shape=(rows, size))
+    won[rare] = 0.0
+    won[rare[:2]] = 1.0
+    draws = rng.multinomial(questions, np.full(questions, 1 / questions), size=300).astype(float)
+    terms = question if with_questions else None
+    estimate = fit(x, won, lost, covariates, terms).theta
+    chord = fit_bootstrap(x, won, lost, estimate, draws, question, covariates, terms)
+    weight = draws[:, question]
+    newton = fit_replicates(x, weight * won, weight * lost, estimate, covariates, terms)
+    assert np.array_equal(np.isinf(chord), np.isinf(newton))
+    assert np.isinf(chord[:, 3]).any()  # replicates that drew neither winning question
+    finite = np.isfinite(newton)
+    np.testing.assert_allclose(chord[finite], newton[finite], atol=2e-5, rtol=0)

@@ -123,14 +123,47 @@ def test_style_control_and_another_baseline(ranked: tuple[WorkDir, dict[str, Any
     result = CliRunner().invoke(
         app,
         ["--work-dir", str(work.root), "leaderboard", "b1", "--json", "--replicates", "50",
-         "--baseline", "s3", "--style-control", "--rule", "per-order"],
+         "--baseline", "s3", "--style-control", "--length-control", "--rule", "per-order"],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     (board,) = json.loads(result.output)["boards"]
     assert board["baseline"] == "s3" and board["rule"] == "per-order"
     rows = {r["system"]: r for r in board["systems"]}
     assert rows["s3"]["score"] == 1000 and rows["s1"]["score"] > 1000 > rows["s5"]["score"]
-    assert {"length", "lists"} <= set(board["style"]) <= {"length", "headers", "lists", "bold"}
+    v2 = {"length", "header_density", "list_density", "bold_density"}
+    assert {"length", "list_density"} <= set(board["style"]) <= v2
+    assert board["style_check"]["set"] == "v2"
+    # against s3, only the system that met it (the manifest's baseline) has an LC rate
+    assert rows["s3"]["lc_win_rate"] == 50 and rows["base"]["lc_win_rate"] is not None
+    assert rows["s1"]["lc_win_rate"] is None
+    # the other rules' controlled tables: scores and ranks, no intervals
+    other = board["rules"]["reference"]["systems"]
+    assert all(r["lower"] is None for r in other if not r["baseline"])
+    # These answers' style is each system's own (one length pattern, lists from s2 and s4
+    # only): flagged, and no controlled rank is printed, under any rule.
+    assert not board["style_check"]["identified"]
+    assert "list_density" in board["style_check"]["confounded"]
+    assert all(r["rank"] is None for r in [*board["systems"], *other])
+    lc = CliRunner().invoke(
+        app, ["--work-dir", str(work.root), "leaderboard", "b1", "--replicates", "50", "--json",
+              "--length-control"],
+    )  # fmt: skip
+    assert lc.exit_code == 0, lc.output
+    by = {r["system"]: r for r in json.loads(lc.output)["boards"][0]["systems"]}
+    assert (
+        by["base"]["lc_win_rate"] == 50 and by["s1"]["lc_win_rate"] > 50 > by["s5"]["lc_win_rate"]
+    )
+    for row in by.values():
+        assert row["lc_lower"] <= row["lc_win_rate"] <= row["lc_upper"]
+    shown = CliRunner().invoke(
+        app, ["--work-dir", str(work.root), "leaderboard", "b1", "--replicates", "50",
+              "--style-control", "--length-control"],
+    )  # fmt: skip
+    assert shown.exit_code == 0, shown.output
+    assert "LC win %" in shown.output and "read at equal style" in shown.output
+    flat = " ".join(shown.output.split())
+    assert flat.count("style control not identified") == 1
+    assert "controlled ranks not identified" in flat
 
 
 def test_what_stopping_policies_do_to_the_ranks(ranked: tuple[WorkDir, dict[str, Any]]) -> None:
@@ -223,12 +256,14 @@ def test_diff_shows_each_systems_score_and_rank(ranked: tuple[WorkDir, dict[str,
     work, result = ranked
     shown = CliRunner().invoke(app, ["--work-dir", str(work.root), "diff", "b1", "b2", "--json"])
     assert shown.exit_code == 0, shown.output
-    systems = json.loads(shown.output)["systems"]
+    strict = json.loads(shown.output, parse_constant=lambda c: pytest.fail(f"{c} in --json"))
+    systems = strict["systems"]
     assert [s["system"] for s in sorted(systems, key=lambda s: s["rank_before"])] == EXPECTED
     scores = {r["system"]: r["score"] for r in result["boards"][0]["systems"]}
     for change in systems:  # the same calls, from the cache: the same leaderboard
         assert change["score_before"] == change["score_after"] == scores[change["system"]]
         assert change["rank_before"] == change["rank_after"]
+        assert change["lc_win_rate_before"] == change["lc_win_rate_after"] is not None
 
 
 def test_the_trends_page_has_each_systems_score_per_run(

@@ -79,3 +79,27 @@ def test_swap_probabilities_equal_an_enumeration_of_every_outcome() -> None:
         assert adjacent["p_swap"] == pytest.approx(below[(adjacent["higher"], adjacent["lower"])])
     assert nonstrict["expected_swaps"] == pytest.approx(sum(below.values()))
     assert share["s1"] == pytest.approx((truth[:3, 0] + truth[:3, 1] / 2).mean())
+
+
+def test_calls_count_every_pair_and_swaps_only_the_pairs_with_the_baseline() -> None:
+    """Round-robin: a pair of s1 against s2 adds its calls, not its decision, to the figures."""
+    replay, design, _ = _tables(np.random.default_rng(6))
+    extra = replay[replay["pair_id"] == "p0"].assign(pair_id="p6")
+    replay = pd.concat([replay, extra], ignore_index=True)
+    design = pd.concat([design, design[design["pair_id"] == "p0"].assign(pair_id="p6")])
+    battles = _battles()
+    battles = Battles(**{**battles.__dict__, "pair_ids": [*battles.pair_ids, "p6"],
+                         "pair_a": np.r_[PAIR_A, 1], "pair_b": np.r_[PAIR_B, 2],
+                         "pair_question": np.r_[battles.pair_question, 0]})  # fmt: skip
+    with_extra = {e["policy"]: e for e in stopping_effects(battles, "base", replay, design, 4)}
+    without = {e["policy"]: e for e in stopping_effects(_battles(), "base", *_tables(
+        np.random.default_rng(6))[:2], 4)}  # fmt: skip
+    assert (
+        with_extra["nonstrict"]["pairs"] == 7
+        and with_extra["nonstrict"]["pairs_with_baseline"] == 6
+    )
+    assert with_extra["nonstrict"]["calls_saved"] == pytest.approx(7 * 1.5)
+    for a, b in zip(
+        with_extra["nonstrict"]["adjacent"], without["nonstrict"]["adjacent"], strict=True
+    ):
+        assert a["p_swap"] == pytest.approx(b["p_swap"], abs=1e-12)

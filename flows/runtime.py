@@ -13,7 +13,7 @@ from types import FrameType
 from flows.prefecttls import share_tls_contexts, shared_while_importing
 from flows.serverwatch import use_local_server
 from tasks.errors import InputError, JudgelineError, StoreError
-from tasks.workdir import WorkDir
+from tasks.workdir import WorkDir, disk_full
 
 # The loggers on which Prefect reports a failed flow or task run, traceback included.
 RUN_LOGGERS = (
@@ -37,7 +37,7 @@ class DropLogs(logging.Filter):
 
 
 class UserErrorLogFilter(logging.Filter):
-    """Drops Prefect's reports of a run that failed with a JudgelineError.
+    """Drops Prefect's reports of a run that failed with a JudgelineError or a full disk.
 
     The error still propagates to the command line, which prints it as one paragraph; the
     run's own report (a traceback, then "Finished in state Failed(...)") would come first.
@@ -51,7 +51,7 @@ class UserErrorLogFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         run_id = str(getattr(record, "task_run_id", None) or getattr(record, "flow_run_id", ""))
         exc = record.exc_info[1] if record.exc_info else None
-        if isinstance(exc, JudgelineError):
+        if isinstance(exc, JudgelineError) or disk_full(exc):
             if run_id:
                 self._failed_runs.add(run_id)
             return False

@@ -21,13 +21,20 @@ from pathlib import Path
 from typing import Any, Literal
 
 from schemas.run import RunRecord
-from tasks.errors import IntegrityError, Interrupted, StoreUnreachable, describe_validation
+from tasks.errors import (
+    DiskFull,
+    IntegrityError,
+    Interrupted,
+    StoreDown,
+    StoreUnreachable,
+    describe_validation,
+)
 from tasks.hashing import canonical_json, sha256_text
 from tasks.judging.claims import RunLock, run_lock_is_free
 from tasks.runfolder import RECORD_FILE, RunFolder, is_run_id
 from tasks.runhealth import run_health, run_status
 from tasks.runrecord import code_version, read_record, write_record
-from tasks.workdir import WorkDir, disk_full
+from tasks.workdir import WorkDir, describe_filesystem, disk_full
 
 __all__ = [
     "RunEntry",
@@ -36,6 +43,7 @@ __all__ = [
     "judged_config",
     "lock_is_free",
     "new_record",
+    "no_room",
     "recorded_run",
     "rerecorded_run",
     "resume_command",
@@ -178,11 +186,13 @@ def recorded_run(
         except BaseException as exc:
             error = exc
             signum = _stop_signal(exc)
-            if signum is not None:
-                # A signal outside the judge stage (which turns its own into Interrupted).
-                record.status = "interrupted"
-                stopped = Interrupted(record.run_id, signum, record.calls)
-                record.error = str(stopped)
+            stopped = (
+                Interrupted(record.run_id, signum, record.calls)
+                if signum is not None  # outside the judge stage, which raises its own
+                else no_room(work, record.run_id, exc, record.calls)
+            )
+            if stopped is not None:
+                record.status, record.error = "interrupted", str(stopped)
                 raise stopped from None
             record.status = "failed"
             record.error = f"{type(exc).__name__}: {exc}"
@@ -199,6 +209,22 @@ def recorded_run(
                 # interrupted once this process ends, or its lease on the store runs out).
                 if error is None or not (disk_full(exc) or isinstance(exc, StoreUnreachable)):
                     raise
+
+
+def no_room(
+    work: WorkDir, run_id: str, exc: BaseException, counts: dict[str, Any]
+) -> Interrupted | None:
+    """A full disk or a store that stopped answering, met by a run outside its judge stage's
+    sending (remap, replay, report, artifacts, or before its first call), as the run's stop
+    (exit 75, the resume command); None for any other error."""
+    if isinstance(exc, StoreUnreachable):
+        return StoreDown(run_id, str(exc), None, counts)
+    if not disk_full(exc):
+        return None
+    assert isinstance(exc, OSError)
+    name = Path(str(exc.filename)) if exc.filename else None
+    where = describe_filesystem(name or work.root)
+    return DiskFull(run_id, where, counts, judging=False, writing=str(name) if name else None)
 
 
 def _stop_signal(exc: BaseException) -> int | None:

@@ -54,6 +54,8 @@ class StopRequest:
         """The tasks awaiting a request (or a retry's pause) in `guard`."""
         self._abandoned: set[asyncio.Task[object]] = set()
         """Those `_abandon` cancelled, whose cancel `guard` takes back."""
+        self._stopping: asyncio.Event | None = None
+        """Set once a stop is requested, for `pause`."""
 
     @property
     def requested(self) -> bool:
@@ -67,7 +69,7 @@ class StopRequest:
             self.full = self.full or exc
             return
         self.full = exc
-        asyncio.get_running_loop().call_later(self.grace_s, self._abandon)
+        self._stopped()
 
     def request(self, signum: int) -> None:
         """Stop starting calls; abandon those in flight after the grace period."""
@@ -80,7 +82,21 @@ class StopRequest:
             f"{self.grace_s:g} s for the {len(self._inflight)} in flight and storing their "
             "replies (press Ctrl-C again to quit at once)\n"
         )
+        self._stopped()
+
+    def _stopped(self) -> None:
         asyncio.get_running_loop().call_later(self.grace_s, self._abandon)
+        if self._stopping is not None:
+            self._stopping.set()
+
+    async def pause(self, seconds: float) -> bool:
+        """Sleep `seconds`, or less if a stop is requested meanwhile; True if it was."""
+        if not self.requested:
+            if self._stopping is None:
+                self._stopping = asyncio.Event()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), seconds)
+        return self.requested
 
     def _abandon(self) -> None:
         self.cut_off = True

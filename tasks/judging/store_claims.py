@@ -56,7 +56,11 @@ class StoreCallClaims:
         self.store = work.store
         self.lease = writer_lease(self.store)
         self.lease.hold()
-        self.view = view if view is not None else StoredKeyView(work)
+        try:
+            self.view = view if view is not None else StoredKeyView(work)
+        except BaseException:
+            self.lease.let_go()  # a long-lived process (a Dask worker) renews no lease for it
+            raise
         self._held: set[str] = set()
         self._lock = threading.Lock()
         self._markers = ThreadPoolExecutor(MARKER_THREADS, thread_name_prefix="judgeline-claim")

@@ -27,7 +27,12 @@ def _journal_for(work: WorkDir, reserve_bytes: int) -> ReplyJournal:
     if work.store.remote:
         from tasks.judging.store_journal import MirroredJournal, StoreJournal
 
-        return MirroredJournal(work.journal, reserve_bytes, mirror=StoreJournal(work))
+        mirror = StoreJournal(work)
+        try:
+            return MirroredJournal(work.journal, reserve_bytes, mirror=mirror)
+        except BaseException:
+            mirror.close()  # no room for the reserve: no thread or lease left behind
+            raise
     return ReplyJournal(work.journal, reserve_bytes)
 
 

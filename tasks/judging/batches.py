@@ -206,7 +206,7 @@ async def send_all(
         async with limits[batch.judge]:
             return await run_batch(batch, session)
 
-    claims = call_claims(request.work, fresh)
+    claims = call_claims(request.work, fresh, run_id=request.run_id)
     try:
         # Inside the try: a key that fails to resolve still closes the clients made so far.
         for spec in request.judges:

@@ -157,12 +157,12 @@ async def judge_batch_remote(batch: RemoteBatch) -> dict[str, Any]:
     StoreUnreachable, and then `handed_back`: the rows the flow must keep).
     """
     work = WorkDir.at(batch.work_root)  # a path, or a store URL (copied to this worker's scratch)
+    work.store.reached_by_the_flow()
     if work.url is None and not work.root.is_dir():
         raise InputError(
             f"batch {batch.judge}#{batch.index} on {_where()}: work directory {work.root} "
             "does not exist here; every worker must see the flow's work directory"
         )
-    calls = rebuild_calls(batch)
     spec = batch.client_spec()
     key = await aresolve_api_key(spec)
     stop = StopRequest(min(GRACE_S, spec.request_timeout()))
@@ -178,9 +178,10 @@ async def judge_batch_remote(batch: RemoteBatch) -> dict[str, Any]:
 
     writer: CacheWriter | None = None
     try:
+        calls = rebuild_calls(batch)
         # As in the flow's own loop: each call is claimed first, so a call another process
         # is sending waits for it and one it stored meanwhile is not sent.
-        with _closing(call_claims(work)) as claims:
+        with _closing(call_claims(work, run_id=batch.run_id)) as claims:
             async with (
                 JudgeClient(spec, key, run_id=batch.run_id, claims=claims, stop=stop) as client,
                 CacheWriter(work, claims=claims, reserve_bytes=_reserve(spec),

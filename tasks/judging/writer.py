@@ -160,6 +160,8 @@ class CacheWriter:
         stage stops sending), and nothing is published any more."""
         if isinstance(exc, OSError):
             self.journal.release_reserve(exc)
+        else:
+            self.work.store.went_away(exc)
         if self.full is None:
             self.full = exc
             if self.on_full is not None:

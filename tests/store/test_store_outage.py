@@ -175,3 +175,42 @@ def test_a_writer_keeps_its_replies_on_this_machine_while_the_store_is_away(
     assert read_replies(other).column("call_key").to_pylist() == ["kept"]
     assert not list(work.journal.glob("*.jsonl"))
     link.cut()
+
+
+@pytest.mark.slow
+def test_a_run_resumed_on_another_machine_names_what_the_first_one_kept(
+    s3_server: S3Server, tmp_path: Path
+) -> None:
+    """A run stopped by an outage keeps the replies it received meanwhile in its machine's
+    journal; resumed on another machine (another scratch dir), it says in one line, before
+    sending those calls again, what it pays again and which command on the first machine
+    would publish them instead; it pays for no more than the first had in flight."""
+    link = Link(s3_server.endpoint)
+    url = f"s3://{s3_server.new_bucket()}/judgeline"
+    times = {LEASE_ENV: "3", PATIENCE_ENV: "2"}
+    first = _judgeline(url, link, tmp_path / "first", **times)
+    other = _judgeline(url, link, tmp_path / "other", **times)
+    with SimJudgeServer([PERSONA]) as server:
+        server.set_faults(**NO_FAULTS)
+        run = first("run", str(_config(tmp_path, server)), "--run-id", "moved")
+        _wait_for_replies(run, server, CALLS // 4)
+        link.cut()
+        _, err = run.communicate(timeout=180)
+        assert run.returncode == 75, err
+        link.restore()
+        time.sleep(3.5)  # the stopped run's lease runs out
+        resumed = other("rerun-failed", "moved")
+        out, err = resumed.communicate(timeout=300)
+        assert resumed.returncode == 0, out + err
+        answered = _answered(server)
+    assert len(answered) == CALLS
+    paid_twice = sum(answered.values()) - CALLS
+    assert paid_twice <= 3, answered.most_common(5)  # the first run's calls in flight
+    named = [ln for ln in err.splitlines() if "sent again here and may be paid twice" in ln]
+    # Said before any of them is paid again (a claim whose answer the cut lost names a call
+    # the first run never sent: "may").
+    assert len(named) <= 1 and (named or not paid_twice), err
+    if named:
+        assert str(tmp_path / "first" / "scratch") in named[0], named[0]
+        assert f"run `judgeline --work-dir {url} rerun-failed moved` on " in named[0], named[0]
+    link.cut()

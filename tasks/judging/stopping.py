@@ -12,7 +12,9 @@ cache writer at its first write refused for want of space); the stage then raise
 `tasks.errors.DiskFull`, without writing the run's tables: there is no room for them. So
 does an object store that left a request unanswered for its whole patience (a
 `tasks.errors.StoreUnreachable`, told by the cache writer or a call's claim): the stage
-raises `tasks.errors.StoreDown`, the replies waiting in this machine's journal.
+raises `tasks.errors.StoreDown`, the replies waiting in this machine's journal. The stage's
+other senders (provider batches, Dask) are handed the same `StopRequest` and tell it the
+same way; a Dask worker holds one of its own.
 """
 
 from __future__ import annotations

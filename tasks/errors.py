@@ -115,6 +115,11 @@ def _kept(counts: dict[str, Any], journal: str) -> str:
             "provider batches are kept by the provider: the resume fetches their results "
             "instead of sending them again"
         )
+    if counts.get("unjournaled"):
+        said += (
+            f" (batch {', '.join(counts['unjournaled'])} could not be journaled: the resume "
+            "finds an OpenAI batch by its metadata, an Anthropic one is submitted again)"
+        )
     if counts.get("unkept"):
         said += f"; {counts['unkept']} replies received could not be kept and are sent again"
     return (

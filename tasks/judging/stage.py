@@ -247,6 +247,7 @@ def _stopped(
         "planned": planned, "stored": len(kept), "sent": tally.sent + len(in_batches),
         "failed": failed, "at_provider": len(waiting),
         "provider_batches": len(tally.at_provider), "unkept": tally.lost,
+        "unjournaled": tally.unjournaled,
         "pending": max(0, len(keys) - len(kept) - len(waiting) - failed - tally.lost),
     }  # fmt: skip
     if away:

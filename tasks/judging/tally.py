@@ -79,6 +79,8 @@ class Tally:
         self.at_provider: dict[str, list[str]] = {}
         """Provider batches left to fetch by the resume (a stage stopped before storing
         their results): the batch's id and the stage's calls in it."""
+        self.unjournaled: list[str] = []
+        """Ids of provider batches accepted whose journal entry could not be written."""
         self.started = time.monotonic()
         self._failures = 0
         """The sum of `failed`, kept apart: the bar reads it on rich's thread, where summing

@@ -212,3 +212,20 @@ def test_provider_batch_results_a_full_disk_refuses_are_fetched_again_not_sent_a
         assert paid_twice(log) == 0 and len(stored_keys(work)) == len(distinct)
         assert int(kept.group(1)) + int(waiting.group(1)) == len(distinct) > 2000, line
         assert not BatchJournal(work).open_entries()
+
+
+def test_the_line_of_a_stopped_stage_says_what_each_sender_kept_and_what_it_pays_again() -> None:
+    counts = {"planned": 10, "stored": 4, "sent": 9, "pending": 1, "at_provider": 3,
+              "provider_batches": 1, "unjournaled": ["msgbatch_1"], "unkept": 1}  # fmt: skip
+    said = str(DiskFull("R", "the file system mounted at /x", counts))
+    assert "the 4 replies received are kept in the work dir's journal" in said
+    assert "the 3 calls of 1 provider batches are kept by the provider" in said
+    assert "batch msgbatch_1 could not be journaled" in said and "submitted again" in said
+    assert "1 replies received could not be kept and are sent again" in said
+    after = str(DiskFull("R", "the file system mounted at /x", {"planned": 10, "stored": 10},
+                         judging=False, writing="/x/runs/R/labels.parquet"))  # fmt: skip
+    assert after == (
+        "run R stopped: no space left on the file system mounted at /x (writing "
+        "/x/runs/R/labels.parquet); every reply is kept (10 of 10 planned calls stored); free "
+        "space there"
+    )

@@ -230,11 +230,14 @@ def test_a_store_outage_under_provider_batches_stops_the_run_and_the_resume_fetc
         server.set_faults(**NO_FAULTS)
         server.judge.batches.settings.delay_s = 6.0  # ends after the cut
         run = judgeline("run", str(_config(tmp_path, server, batch=True)), "--run-id", "pb")
+        entries = tmp_path / "scratch"
         deadline = time.monotonic() + 240
-        while not any(e["path"] == "/v1/batches" for e in server.request_log()):
+        while not any(
+            '"submitted"' in p.read_text() for p in entries.glob("*/work/cache/batches/jl-*.json")
+        ):
             assert run.poll() is None and time.monotonic() < deadline, run.communicate()
             time.sleep(0.02)
-        link.cut()
+        link.cut()  # once the batch's id is journaled
         out, err = run.communicate(timeout=180)
         assert run.returncode == 75, out + err
         said = [ln for ln in err.strip().splitlines() if not ln.startswith("judge calls")]

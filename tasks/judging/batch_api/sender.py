@@ -193,13 +193,8 @@ def _write_entry(journal: BatchJournal, entry: BatchEntry, writer: CacheWriter) 
                 raise
             writer.filled(exc)  # frees the reserve, and stops the stage
             if last or isinstance(exc, StoreUnreachable):
-                log.warning(
-                    "judge %s: provider batch %s (%s) could not be journaled (%s)",
-                    entry.judge,
-                    entry.remote_id or entry.local_id,
-                    entry.state,
-                    exc,
-                )
+                log.info("provider batch %s not journaled %s: %s", entry.local_id,
+                         entry.state, exc)  # fmt: skip
                 return False
     return False
 
@@ -261,8 +256,9 @@ async def _jobs_for(api: BatchApi, calls: list[PlannedCall], journal: BatchJourn
             jobs.append(make(entry, mine, failure=exc.failure))
             continue
         entry.state = "submitted"
-        _write_entry(journal, entry, writer)
-        jobs.append(make(entry, mine))
+        jobs.append(job := make(entry, mine))
+        if not _write_entry(journal, entry, writer):
+            job.tally.unjournaled.append(entry.remote_id)  # in no journal: the message names it
     return jobs
 
 

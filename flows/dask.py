@@ -17,10 +17,13 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from tasks.errors import InputError
+from tasks.judging.batches import journal_reserve
 from tasks.judging.dask_batches import DASK_ADDRESS_ENV, judge_batch_remote, remote_batches
 from tasks.judging.planned import PlannedCall
 from tasks.judging.request import JudgeRequest, RemoteSender
+from tasks.judging.stopping import StopRequest
 from tasks.judging.tally import Tally
+from tasks.judging.writer import CacheWriter
 
 if TYPE_CHECKING:
     from prefect.task_runners import TaskRunner
@@ -67,7 +70,7 @@ def dask_sender(request: JudgeRequest) -> RemoteSender | None:
         return None
 
     async def send(
-        request: JudgeRequest, to_send: list[PlannedCall], tally: Tally
+        request: JudgeRequest, to_send: list[PlannedCall], tally: Tally, stop: StopRequest
     ) -> list[dict[str, int]]:
         def on_dask() -> list[dict[str, Any]]:
             with ExitStack() as stack:
@@ -75,9 +78,19 @@ def dask_sender(request: JudgeRequest) -> RemoteSender | None:
                 runner = flow_runner or _connect(address or "", stack)
                 return _run_batches(runner, request, to_send, tally)
 
-        # Waiting on Dask blocks: do it in a thread (contextvars, hence the Prefect flow
-        # context that task submission serialises, are copied into it).
-        results = await asyncio.to_thread(on_dask)
+        # Held from the start: a worker's rows handed back are journaled here even once the
+        # disk is full (in the reserve's space).
+        writer = CacheWriter(
+            request.work, reserve_bytes=journal_reserve(request), on_full=stop.disk_full
+        )
+        try:
+            async with writer:
+                # Waiting on Dask blocks: do it in a thread (contextvars, hence the Prefect
+                # flow context that task submission serialises, are copied into it).
+                results = await asyncio.to_thread(on_dask)
+                _keep_handed_back(results, writer, tally)
+        finally:
+            tally.lost += writer.lost
         placement = Counter(r["worker"] for r in results)
         where = address or "the flow's Dask cluster"
         get_run_logger().info(
@@ -131,32 +144,58 @@ def _threads(runner: TaskRunner[Any]) -> int:
     return max(1, sum(client.nthreads().values()))
 
 
+def _keep_handed_back(results: list[dict[str, Any]], writer: CacheWriter, tally: Tally) -> None:
+    """What stopped workers could not keep where the flow reads it, kept by the flow; the
+    first worker's reason stops the stage (nothing is published here any more)."""
+    for result in results:
+        tally.published.update(result["published"])
+        if result["stopped"] is None:
+            continue
+        writer.filled(result["stopped"])
+        replies, attempts = result["handed_back"]
+        for reply in replies:
+            writer.add(reply, [])
+        if attempts:
+            writer.add(None, attempts)
+
+
 def _run_batches(
     runner: TaskRunner[Any], request: JudgeRequest, to_send: list[PlannedCall], tally: Tally
 ) -> list[dict[str, Any]]:
-    """Submit every batch, count each as it finishes; raise the first failure at the end
-    (after the others finished, so no batch is still writing when the flow moves on)."""
+    """Submit the batches, as many at once as the cluster has threads; count each as it
+    finishes. Once a worker stopped (a full disk, an absent store), no batch is submitted
+    any more. Raise the first failure at the end (after the others finished, so no batch is
+    still writing when the flow moves on)."""
     from distributed import as_completed
 
-    batches = remote_batches(request, to_send, _threads(runner))
-    futures = {}
-    for batch in batches:
-        future = runner.submit(judge_batch_remote_task, parameters={"batch": batch})
-        futures[future.wrapped_future.key] = future  # type: ignore[attr-defined]
+    threads = _threads(runner)
+    batches = iter(remote_batches(request, to_send, threads))
+    futures: dict[str, Any] = {}
+    queue = as_completed(loop=runner.client.loop)  # type: ignore[attr-defined]
+
+    def submit_next() -> None:
+        batch = next(batches, None)
+        if batch is not None:
+            future = runner.submit(judge_batch_remote_task, parameters={"batch": batch})
+            futures[future.wrapped_future.key] = future  # type: ignore[attr-defined]
+            queue.add(future.wrapped_future)  # type: ignore[attr-defined]
+
+    for _ in range(threads):
+        submit_next()
     results: list[dict[str, Any]] = []
     errors: list[BaseException] = []
-    loop = runner.client.loop  # type: ignore[attr-defined]
-    wrapped = [f.wrapped_future for f in futures.values()]  # type: ignore[attr-defined]
-    for done in as_completed(wrapped, loop=loop):
+    for done in queue:
         try:
             result = futures[done.key].result()
         except Exception as exc:  # noqa: BLE001 - re-raised below, once every batch is done
             errors.append(exc)
-            continue
-        tally.record_batch(result["counts"])
-        tally.add_trips(result["trips"])
-        tally.timed_out += result.get("timed_out", 0)
-        results.append(result)
+        else:
+            tally.record_batch(result["counts"])
+            tally.add_trips(result["trips"])
+            tally.timed_out += result.get("timed_out", 0)
+            results.append(result)
+        if not any(r["stopped"] is not None for r in results):
+            submit_next()
     if errors:
         raise errors[0]
     return results

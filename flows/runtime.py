@@ -11,7 +11,7 @@ from typing import Any
 from flows.serverwatch import use_local_server, watch
 from tasks.errors import JudgelineError
 from tasks.judging.stopping import raise_on_stop_signals
-from tasks.workdir import WorkDir, check_writable
+from tasks.workdir import WorkDir, check_writable, disk_full
 
 # The loggers on which Prefect reports a failed flow or task run, traceback included.
 RUN_LOGGERS = (
@@ -37,7 +37,7 @@ class DropLogs(logging.Filter):
 
 
 class UserErrorLogFilter(logging.Filter):
-    """Drops Prefect's reports of a run that failed with a JudgelineError.
+    """Drops Prefect's reports of a run that failed with a JudgelineError or a full disk.
 
     The error still propagates to the command line, which prints it as one paragraph; the
     run's own report (a traceback, then "Finished in state Failed(...)") would come first.
@@ -51,7 +51,7 @@ class UserErrorLogFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         run_id = str(getattr(record, "task_run_id", None) or getattr(record, "flow_run_id", ""))
         exc = record.exc_info[1] if record.exc_info else None
-        if isinstance(exc, JudgelineError):
+        if isinstance(exc, JudgelineError) or disk_full(exc):
             if run_id:
                 self._failed_runs.add(run_id)
             return False

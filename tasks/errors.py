@@ -134,52 +134,98 @@ def describe_validation(exc: Any) -> str:
     return "; ".join(problems)
 
 
+def _kept(counts: dict[str, Any], journal: str) -> str:
+    """What a judge stage that stopped mid-way kept: the replies received (in `journal`), the
+    calls whose results wait at a provider, and the replies it could not keep."""
+    said = f"the {counts.get('stored', 0)} replies received are kept in {journal}"
+    if counts.get("at_provider"):
+        said += (
+            f"; the {counts['at_provider']} calls of {counts.get('provider_batches', 0)} "
+            "provider batches are kept by the provider: the resume fetches their results "
+            "instead of sending them again"
+        )
+    if counts.get("unjournaled"):
+        said += (
+            f" (batch {', '.join(counts['unjournaled'])} could not be journaled: the resume "
+            "finds an OpenAI batch by its metadata, an Anthropic one is submitted again)"
+        )
+    if counts.get("unkept"):
+        said += f"; {counts['unkept']} replies received could not be kept and are sent again"
+    return (
+        f"{said} ({counts.get('planned', 0)} planned calls, "
+        f"{counts.get('pending', 0)} not sent yet)"
+    )
+
+
+def _after_judging(counts: dict[str, Any]) -> str:
+    """A run stopped outside its judge stage's sending: what it has stored."""
+    if "planned" not in counts:
+        return "every reply received is kept"
+    stored, planned = counts.get("stored", 0), counts["planned"]
+    return f"every reply is kept ({stored} of {planned} planned calls stored)"
+
+
 class DiskFull(Interrupted):
-    """The judge stage stopped at the first write refused for want of space, after keeping
-    every reply it received in its journal (published by the next run once there is space).
+    """A run stopped at the first write refused for want of space, in any stage, after
+    keeping every reply it received: while judging, in its journal (published by the next
+    run once there is space); outside (not `judging`: `writing` names the file if known),
+    they are all stored.
 
     `exit_code` is 75 (EX_TEMPFAIL: try again later); `counts` has the run's `planned`
-    calls, the replies it `stored` (in the journal) and the calls `pending` (not sent).
+    calls, the replies it `stored` (in the journal) and the calls `pending` (not sent), and
+    for the provider batch sender the calls `at_provider` (`tasks.judging.stopping`).
     """
 
-    def __init__(self, run_id: str, where: str, counts: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        run_id: str,
+        where: str,
+        counts: dict[str, Any],
+        *,
+        judging: bool = True,
+        writing: str | None = None,
+    ) -> None:
         self.run_id = run_id
         self.resume = None
         self.exit_code = 75
         self.counts = counts
-        if not counts.get("sent"):
+        if not judging:
+            file = f" (writing {writing})" if writing else ""
+            message = (
+                f"run {run_id} stopped: no space left on {where}{file}; {_after_judging(counts)}"
+            )
+        elif not counts.get("sent"):
             message = f"run {run_id} stopped before sending a call: no space left on {where}"
         else:
+            kept = _kept(counts, "the work dir's journal")
             message = (
                 f"run {run_id} stopped: no space left on {where}; no call started after that, "
-                f"and the {counts.get('stored', 0)} replies received are kept in the work "
-                f"dir's journal ({counts.get('planned', 0)} planned calls, "
-                f"{counts.get('pending', 0)} not sent yet)"
+                f"and {kept}"
             )
         JudgelineError.__init__(self, f"{message}; free space there")
 
 
 class StoreDown(Interrupted):
-    """The judge stage stopped because the work dir's object store did not answer for the
-    whole patience, after keeping every reply it received in this machine's journal
-    (published by the next run on this machine once the store answers). As `DiskFull`:
-    exit code 75 and the run's `planned`, `stored` (journaled), `sent` and `pending` counts.
+    """A run stopped because the work dir's object store did not answer for the whole
+    patience, after keeping every reply it received: in the judge stage, in this machine's
+    journal (published by the next run on this machine once the store answers); later
+    (`journal` None), they are all stored. As `DiskFull`: exit code 75 and the counts.
     """
 
-    def __init__(self, run_id: str, reason: str, journal: str, counts: dict[str, Any]) -> None:
+    def __init__(
+        self, run_id: str, reason: str, journal: str | None, counts: dict[str, Any]
+    ) -> None:
         self.run_id = run_id
         self.resume = None
         self.exit_code = 75
         self.counts = counts
-        if not counts.get("sent"):
+        if journal is None:
+            message = f"run {run_id} stopped: {reason}; {_after_judging(counts)}"
+        elif not counts.get("sent"):
             message = f"run {run_id} stopped before sending a call: {reason}"
         else:
-            message = (
-                f"run {run_id} stopped: {reason}; no call started after that, and the "
-                f"{counts.get('stored', 0)} replies received are kept in this machine's "
-                f"journal ({journal}) until the store has them ({counts.get('planned', 0)} "
-                f"planned calls, {counts.get('pending', 0)} not sent yet)"
-            )
+            kept = _kept(counts, f"this machine's journal ({journal}) until the store has them")
+            message = f"run {run_id} stopped: {reason}; no call started after that, and {kept}"
         JudgelineError.__init__(
             self, f"{message}; run the resume command on this machine once the store answers"
         )

@@ -22,8 +22,10 @@ from typing import Any, Literal
 
 from schemas.run import RunRecord
 from tasks.errors import (
+    DiskFull,
     IntegrityError,
     Interrupted,
+    StoreDown,
     StoreUnreachable,
     describe_validation,
     stop_cause,
@@ -33,7 +35,7 @@ from tasks.judging.claims import RunLock, run_lock_is_free
 from tasks.runfolder import RECORD_FILE, RunFolder, is_run_id, parse_record
 from tasks.runhealth import run_health, run_status
 from tasks.runrecord import code_version, read_record, write_record
-from tasks.workdir import WorkDir, disk_full
+from tasks.workdir import WorkDir, describe_filesystem, disk_full
 
 __all__ = [
     "ACTIVE",
@@ -45,6 +47,7 @@ __all__ = [
     "judged_config",
     "lock_is_free",
     "new_record",
+    "no_room",
     "recorded_run",
     "rerecorded_run",
     "resume_command",
@@ -207,9 +210,12 @@ def recorded_run(
             error = exc
             # Whatever ends a job once its Prefect server went away (`stop_for`) stops it.
             signum = _stop_signal(exc) or (signal.SIGTERM if stop_cause(signal.SIGTERM) else None)
-            if signum is not None:
-                # A signal outside the judge stage (which turns its own into Interrupted).
-                stopped = Interrupted(record.run_id, signum, record.calls)
+            stopped = (
+                Interrupted(record.run_id, signum, record.calls)
+                if signum is not None  # outside the judge stage, which raises its own
+                else no_room(work, record.run_id, exc, record.calls)
+            )
+            if stopped is not None:
                 _interrupted(record, stopped)
                 raise stopped from None
             record.status = "failed"
@@ -230,6 +236,22 @@ def recorded_run(
             finally:
                 ACTIVE.pop(record.run_id, None)
                 SETTLED.append((work, record))
+
+
+def no_room(
+    work: WorkDir, run_id: str, exc: BaseException, counts: dict[str, Any]
+) -> Interrupted | None:
+    """A full disk or a store that stopped answering, met by a run outside its judge stage's
+    sending (remap, replay, report, artifacts, or before its first call), as the run's stop
+    (exit 75, the resume command); None for any other error."""
+    if isinstance(exc, StoreUnreachable):
+        return StoreDown(run_id, str(exc), None, counts)
+    if not disk_full(exc):
+        return None
+    assert isinstance(exc, OSError)
+    name = Path(str(exc.filename)) if exc.filename else None
+    where = describe_filesystem(name or work.root)
+    return DiskFull(run_id, where, counts, judging=False, writing=str(name) if name else None)
 
 
 def _stop_signal(exc: BaseException) -> int | None:

@@ -11,6 +11,7 @@ bound, never formatted into the SQL.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
@@ -108,6 +109,11 @@ def build_warehouse(work: WorkDir) -> Path:
         finally:
             con.close()
         os.replace(tmp, target)
+    except duckdb.IOException as exc:
+        if "No space left" not in str(exc):
+            raise
+        # As every other write a full disk refuses: an OSError naming the file.
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(target)) from exc
     finally:
         tmp.unlink(missing_ok=True)
         Path(f"{tmp}.wal").unlink(missing_ok=True)

@@ -51,7 +51,7 @@ FULL: Final = frozenset({errno.ENOSPC, errno.EDQUOT})
 """The errors of a file system (or a quota) with no space left."""
 
 
-def disk_full(exc: BaseException) -> bool:
+def disk_full(exc: BaseException | None) -> bool:
     """Whether `exc` is a write refused for want of space (`FULL`)."""
     return isinstance(exc, OSError) and exc.errno in FULL
 

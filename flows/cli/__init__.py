@@ -10,6 +10,7 @@ import errno
 import inspect
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from rich.markup import escape
 
@@ -31,10 +32,10 @@ from flows.cli import (  # noqa: F401
     server,
     simjudge,
 )
-from flows.cli.app import app, err_console, resume_line
+from flows.cli.app import app, err_console, resume_line, state
 from flows.serverwatch import last_line
-from tasks.errors import Interrupted, JudgelineError
-from tasks.workdir import cannot_write
+from tasks.errors import Interrupted, JudgelineError, StoreUnreachable
+from tasks.workdir import cannot_write, describe_filesystem, disk_full
 
 __all__ = ["app", "main"]
 
@@ -68,11 +69,27 @@ def _cannot_write(exc: OSError) -> str:
     )
 
 
+def _no_space(exc: OSError) -> str:
+    """A write a full disk refused, outside any run, as one line naming the file system."""
+    path = Path(str(exc.filename)) if exc.filename else None
+    where = describe_filesystem(path or state.work.root)
+    writing = f" (writing {path})" if path is not None else ""
+    return f"no space left on {where}{writing}; free space there and run the command again"
+
+
+def _again(line: str) -> NoReturn:
+    """A command stopped by a full disk or an absent store: not bad input, a temporary
+    failure (exit 75, EX_TEMPFAIL), said in one line."""
+    err_console.print(escape(line), highlight=False, soft_wrap=True)
+    raise SystemExit(75) from None
+
+
 def main() -> None:
     """Console entry point: user errors print as one paragraph, tracebacks only with --debug,
-    and exit 2 (75 for a local server that cannot start or be checked); a stage stopped by
-    SIGINT or SIGTERM prints one line and exits 130 or 143 (75 when its Prefect server went
-    away)."""
+    and exit with the error's code (2: bad input; 75: a local server that cannot start; 78:
+    one that cannot be checked); a stage stopped by SIGINT or SIGTERM prints one line and
+    exits 130 or 143, one stopped by a full disk, an absent object store or its Prefect
+    server going away one line and 75."""
     try:
         app()
     except Interrupted as exc:
@@ -91,12 +108,18 @@ def main() -> None:
     except OSError as exc:
         if "--debug" in sys.argv or not _unwritable(exc):
             raise
+        if disk_full(exc):
+            _again(_no_space(exc))
         err_console.print(
             f"[bold red]error:[/bold red] {escape(_cannot_write(exc))}",
             highlight=False,
             soft_wrap=True,
         )
         raise SystemExit(2) from None
+    except StoreUnreachable as exc:
+        if "--debug" in sys.argv:
+            raise
+        _again(f"{exc}; run the command again once the store answers")
     except JudgelineError as exc:
         if "--debug" in sys.argv:
             raise

@@ -23,7 +23,17 @@ from tasks.judging.stopping import StopRequest
 from tasks.judging.tally import Tally
 from tasks.judging.writer import CacheWriter
 
-__all__ = ["Batch", "Session", "judge_batch", "send_all", "send_batch", "split_batches"]
+__all__ = [
+    "RESERVE_BOUNDS",
+    "RESERVE_PER_CALL",
+    "Batch",
+    "Session",
+    "journal_reserve",
+    "judge_batch",
+    "send_all",
+    "send_batch",
+    "split_batches",
+]
 
 
 class Session:
@@ -196,7 +206,7 @@ async def send_all(
         async with limits[batch.judge]:
             return await run_batch(batch, session)
 
-    claims = call_claims(request.work, fresh)
+    claims = call_claims(request.work, fresh, run_id=request.run_id)
     try:
         # Inside the try: a key that fails to resolve still closes the clients made so far.
         for spec in request.judges:
@@ -208,14 +218,18 @@ async def send_all(
                 # One extra batch in flight lets the next batch fill slots as one drains.
                 slots = math.ceil(spec.max_concurrency / request.batch_size) + 1
                 limits[spec.name] = asyncio.Semaphore(slots)
-        async with CacheWriter(
+        writer = CacheWriter(
             request.work,
             claims=claims,
             reserve_bytes=journal_reserve(request),
             on_full=stop.disk_full if stop is not None else None,
-        ) as writer:
-            session = Session(clients, writer, tally)
-            return list(await asyncio.gather(*(bounded(b, session) for b in batches)))
+        )
+        try:
+            async with writer:
+                session = Session(clients, writer, tally)
+                return list(await asyncio.gather(*(bounded(b, session) for b in batches)))
+        finally:
+            tally.lost += writer.lost
     finally:
         tally.add_trips(t for client in clients.values() for t in client.tripped)
         tally.timed_out += sum(client.timed_out for client in clients.values())

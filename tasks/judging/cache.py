@@ -26,14 +26,15 @@ from pydantic import BaseModel
 
 from schemas.arrow import arrow_schema, conform, rows_to_table
 from schemas.calls import AttemptRecord, ReplyRecord
-from tasks.judging.journal import DeadSegment, dead_segments
-from tasks.storage import write_parquet_atomic
+from tasks.judging.journal import SUFFIX, DeadSegment, dead_segments, parse
+from tasks.storage import read_parquet, write_parquet_atomic
 from tasks.workdir import WorkDir, cannot_write
 
 __all__ = [
     "check_schema",
     "compact",
     "fold_dead_journals",
+    "kept_keys",
     "read_attempts",
     "read_replies",
     "recover",
@@ -107,6 +108,28 @@ def fold_dead_journals(work: WorkDir) -> int:
         published += n
         log.info("published %d replies a dead writer left in %s", n, segment.path)
     return published
+
+
+def kept_keys(work: WorkDir, keys: Iterable[str], *, store_answers: bool = True) -> set[str]:
+    """Of `keys`, those whose reply is stored or waits in a journal this machine reads, found
+    without writing anything: what a judge stage that a full disk or an absent store stopped
+    kept, as the next run finds it (which publishes the journals first). Unless the store
+    `store_answers`, only the files this machine has are read."""
+    wanted = set(keys)
+    found: set[str] = set()
+    if store_answers:
+        work.store.refresh(work.replies, "*.parquet")
+    for path in sorted(work.replies.glob("*.parquet")):
+        try:
+            found.update(read_parquet(path, ["call_key"]).column("call_key").to_pylist())
+        except (OSError, ValueError, pa.ArrowException):
+            continue  # the cache's readers set it aside; its calls count as not stored
+    for path in sorted(work.journal.glob(f"*{SUFFIX}")):
+        try:
+            found.update(r.call_key for r in parse(path, path.read_bytes()).replies)
+        except FileNotFoundError:
+            continue  # published meanwhile: its replies are in the files read above
+    return wanted & found
 
 
 STALE_TEMP_S = 3600.0

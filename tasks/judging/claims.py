@@ -327,8 +327,10 @@ class CallClaims:
 
     def __init__(self, work: WorkDir, view: StoredKeyView | None = None) -> None:
         self.work = work
-        self._fd = os.open(work.claims_file, os.O_RDWR | os.O_CREAT, 0o600)
+        # The view first: reading it may fail (no room to publish a dead writer's journal),
+        # and a long-lived process (a Dask worker) must not keep the claims file open then.
         self.view = view if view is not None else StoredKeyView(work)
+        self._fd = os.open(work.claims_file, os.O_RDWR | os.O_CREAT, 0o600)
         self._dead_writers = DeadWriterWatch(work.journal)
         self._held: set[str] = set()
         self.waited: set[str] = set()

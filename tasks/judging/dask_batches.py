@@ -13,6 +13,13 @@ A judge's `max_concurrency` and `requests_per_minute` are limits for the whole r
 are divided evenly across the batches that can run at once (the cluster's worker threads).
 API keys are resolved on the worker (its environment or a Prefect Secret block); they never
 travel with a task.
+
+A worker keeps every reply as the flow's own loop does: journaled at once, into a reserve of
+space once the disk is full. A worker that cannot write (a full disk, a store that stopped
+answering) stops sending at once, like the flow's loop, and hands back what it could not
+keep where the flow reads it (its result's `stopped` and `handed_back`): the rows it could
+not journal, and on an object store every row not published (its journal is on its own
+machine).
 """
 
 from __future__ import annotations
@@ -21,22 +28,25 @@ import functools
 import os
 import socket
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from schemas.judge import JudgeSpec
-from tasks.errors import InputError, IntegrityError
+from tasks.errors import InputError, IntegrityError, StoreUnreachable
 from tasks.ingest.manifest import read_manifest
-from tasks.judging.batches import send_batch, split_batches
+from tasks.judging.batches import RESERVE_BOUNDS, RESERVE_PER_CALL, send_batch, split_batches
 from tasks.judging.client import JudgeClient, aresolve_api_key
 from tasks.judging.planned import PlannedCall, plan_calls
 from tasks.judging.request import JudgeRequest
-from tasks.judging.sharing import call_claims
+from tasks.judging.sharing import Claims, call_claims
+from tasks.judging.stopping import GRACE_S, StopRequest
 from tasks.judging.writer import CacheWriter
 from tasks.plan import read_plan
-from tasks.workdir import WorkDir
+from tasks.workdir import WorkDir, disk_full
 
 __all__ = [
     "DASK_ADDRESS_ENV",
@@ -140,43 +150,87 @@ async def judge_batch_remote(batch: RemoteBatch) -> dict[str, Any]:
     """Rebuild, send and store one batch in this (worker) process.
 
     Returns `{"counts": {"stored"|"skipped"|"held"|"failed_<category>": n}, "trips":
-    [BreakerTrip], "timed_out": n, "worker": host/pid}` (`trips`: the configs this batch's
-    breaker stopped; `timed_out`: requests abandoned at their timeout).
+    [BreakerTrip], "timed_out": n, "worker": host/pid, "published": [call keys],
+    "stopped": None | the error that stopped it, "handed_back": ([ReplyRecord],
+    [AttemptRecord])}` (`trips`: the configs this batch's breaker stopped; `timed_out`:
+    requests abandoned at their timeout; `stopped`: a full disk's OSError or a
+    StoreUnreachable, and then `handed_back`: the rows the flow must keep).
     """
     work = WorkDir.at(batch.work_root)  # a path, or a store URL (copied to this worker's scratch)
+    work.store.reached_by_the_flow()
     if work.url is None and not work.root.is_dir():
         raise InputError(
             f"batch {batch.judge}#{batch.index} on {_where()}: work directory {work.root} "
             "does not exist here; every worker must see the flow's work directory"
         )
-    calls = rebuild_calls(batch)
     spec = batch.client_spec()
-    # As in the flow's own loop: each call is claimed first, so a call another process is
-    # sending waits for it and one it stored meanwhile is not sent.
-    claims = call_claims(work)
+    key = await aresolve_api_key(spec)
+    stop = StopRequest(min(GRACE_S, spec.request_timeout()))
+    result: dict[str, Any] = {
+        "counts": {}, "trips": [], "timed_out": 0, "worker": _where(), "published": [],
+        "stopped": None, "handed_back": ([], []),
+    }  # fmt: skip
     skipped = 0
 
     def skip() -> None:
         nonlocal skipped
         skipped += 1
 
-    key = await aresolve_api_key(spec)
+    writer: CacheWriter | None = None
     try:
-        async with (
-            JudgeClient(spec, key, run_id=batch.run_id, claims=claims) as client,
-            CacheWriter(work, claims=claims) as writer,
-        ):
-            counts = await send_batch(client, writer, calls, skip=skip)
-            trips, timed_out = client.tripped, client.timed_out
-    finally:
-        claims.close()
+        calls = rebuild_calls(batch)
+        # As in the flow's own loop: each call is claimed first, so a call another process
+        # is sending waits for it and one it stored meanwhile is not sent.
+        with _closing(call_claims(work, run_id=batch.run_id)) as claims:
+            async with (
+                JudgeClient(spec, key, run_id=batch.run_id, claims=claims, stop=stop) as client,
+                CacheWriter(work, claims=claims, reserve_bytes=_reserve(spec),
+                            on_full=stop.disk_full) as writer,
+            ):  # fmt: skip
+                counts = await send_batch(client, writer, calls, skip=skip)
+                result.update(counts=counts, trips=client.tripped, timed_out=client.timed_out)
+    except (OSError, StoreUnreachable) as exc:
+        if not (disk_full(exc) or isinstance(exc, StoreUnreachable)):
+            raise
+        stop.full = stop.full or exc  # e.g. no room for the reserve: nothing sent
+    counts = result["counts"]
     if skipped:
         # send_batch counts a skipped call as stored (it is); the tally tells them apart.
         counts["stored"] -= skipped
         counts["skipped"] = skipped
         if not counts["stored"]:
             del counts["stored"]
-    return {"counts": counts, "trips": trips, "timed_out": timed_out, "worker": _where()}
+    if writer is not None:
+        result["published"] = sorted(writer.published)
+    if stop.full is not None:
+        result["stopped"] = stop.full
+        if writer is not None:
+            result["handed_back"] = _handed_back(work, writer)
+    return result
+
+
+def _reserve(spec: JudgeSpec) -> int:
+    """The journal's reserve of a batch: room for every call its client may have in flight."""
+    low, high = RESERVE_BOUNDS
+    return min(high, max(low, spec.max_concurrency * RESERVE_PER_CALL))
+
+
+def _handed_back(work: WorkDir, writer: CacheWriter) -> tuple[list[Any], list[Any]]:
+    """The rows of a stopped batch the flow must keep: on a shared disk those its journal
+    could not take (the others wait in the work dir's journal); on an object store every row
+    not published (this machine's journal is not the flow's)."""
+    if work.store.remote:
+        return writer.unpublished
+    replies = [reply for reply, _ in writer.unkept if reply is not None]
+    return replies, [a for _, attempts in writer.unkept for a in attempts]
+
+
+@contextmanager
+def _closing(claims: Claims) -> Iterator[Claims]:
+    try:
+        yield claims
+    finally:
+        claims.close()
 
 
 def remote_batches(

@@ -13,6 +13,7 @@ from tasks.workdir import WorkDir
 
 if TYPE_CHECKING:
     from tasks.judging.planned import PlannedCall
+    from tasks.judging.stopping import StopRequest
     from tasks.judging.tally import Tally
 
 __all__ = ["JudgeRequest", "RemoteSender", "StageHooks"]
@@ -57,9 +58,12 @@ class JudgeRequest:
         check_judges(self.judges)
 
 
-RemoteSender = Callable[["JudgeRequest", list["PlannedCall"], "Tally"], Awaitable[list[Any]]]
-"""Sends a request's calls somewhere else (a Dask cluster) with the run's tally; returns
-each batch's counts."""
+RemoteSender = Callable[
+    ["JudgeRequest", list["PlannedCall"], "Tally", "StopRequest"], Awaitable[list[Any]]
+]
+"""Sends a request's calls somewhere else (a Dask cluster, provider batches) with the run's
+tally; returns each batch's counts. It keeps every reply it received before anything else,
+or tells the stop (`StopRequest.disk_full`) that it cannot and ends at once."""
 
 
 @dataclass(frozen=True)

@@ -41,10 +41,11 @@ class Claims(Protocol):
     def close(self) -> None: ...
 
 
-def call_claims(work: WorkDir, view: StoredKeyView | None = None) -> Claims:
-    """The claims of this process on the calls of `work`, of the kind its store needs."""
+def call_claims(work: WorkDir, view: StoredKeyView | None = None, *, run_id: str = "") -> Claims:
+    """The claims of this process on the calls of `work` for `run_id`, of the kind its
+    store needs."""
     if work.store.remote:
         from tasks.judging.store_claims import StoreCallClaims
 
-        return StoreCallClaims(work, view)
+        return StoreCallClaims(work, view, run_id=run_id)
     return CallClaims(work, view)

@@ -33,7 +33,7 @@ from tasks.errors import (
 from tasks.gates import preload_great_expectations
 from tasks.ingest.manifest import read_manifest
 from tasks.judging.batches import judge_batch, send_all
-from tasks.judging.cache import compact, read_attempts, recover, stored_keys
+from tasks.judging.cache import compact, kept_keys, read_attempts, recover, stored_keys
 from tasks.judging.claims import RunLock, StoredKeyView
 from tasks.judging.planned import (
     PlannedCall,
@@ -175,7 +175,7 @@ async def _judge_planned(
         if to_send:
             sender = hooks.remote(request) if hooks.remote else None
             if sender is not None:
-                await sender(request, to_send, tally)
+                await sender(request, to_send, tally, stop)
             else:
                 with stop_on_signals(stop), _collector_eased():
                     run_batch = hooks.run_batch or judge_batch
@@ -190,16 +190,7 @@ async def _judge_planned(
     if stop.full is not None:
         # No room for the run's tables either (or no store to write them to): the replies
         # wait in the journal.
-        stopped: dict[str, Any] = {
-            "planned": len(planned), "stored": tally.stored, "sent": tally.sent,
-            "failed": sum(tally.failed.values()),
-            "pending": len(to_send) - tally.sent - tally.skipped,
-        }  # fmt: skip
-        if isinstance(stop.full, StoreUnreachable):
-            # The first request that went unanswered for the whole patience says it best.
-            first = getattr(work.store, "down", None) or stop.full
-            raise StoreDown(request.run_id, str(first), str(work.journal), stopped)
-        raise DiskFull(request.run_id, describe_filesystem(work.journal), stopped)
+        raise _stopped(request, len(planned), to_send, tally, stop.full)
 
     if to_send and sum(1 for _ in work.replies.glob("*.parquet")) > COMPACT_AT:
         compact(work)
@@ -213,13 +204,16 @@ async def _judge_planned(
     # The run's own figures over all its stages: what it sent (a resumed, rerun or rebuilt
     # run keeps what it paid for before) and what it reused that it did not send itself.
     sent = sent_by_run(attempts, request.run_id, keys)
+    # Calls not sent after all, stored meanwhile by another run: not those a process of
+    # this run stored and died before saying so (a Dask worker), which this run sent.
+    others = len({c.call_key for c in to_send} & stored - sent)
     counts = {
         "planned": records.num_rows,
         "unique_keys": total_keys,
-        "cached": len((stored & keys) - sent) - tally.skipped,
+        "cached": len((stored & keys) - sent) - others,
         "sent": len(sent),
         "sent_now": tally.sent,
-        "stored_by_other_runs": tally.skipped,
+        "stored_by_other_runs": others,
         **call_status_counts(records),
         "send_seconds": round(elapsed, 3),
         # The judge configs a breaker stopped: why (the provider's first message), how
@@ -235,6 +229,32 @@ async def _judge_planned(
     if stop.signum is not None:
         raise Interrupted(request.run_id, stop.signum, counts)
     return counts
+
+
+def _stopped(
+    request: JudgeRequest, planned: int, to_send: list[PlannedCall], tally: Tally, full: Exception
+) -> Interrupted:
+    """A stage a full disk or an absent store stopped, as its error: what it kept is read from
+    the work dir (the resume finds the same), not taken from what its senders counted."""
+    work = request.work
+    away = isinstance(full, StoreUnreachable)
+    keys = {c.call_key for c in to_send}
+    kept = kept_keys(work, keys, store_answers=not away) | (tally.published & keys)
+    in_batches = {k for batch in tally.at_provider.values() for k in batch} & keys
+    waiting = in_batches - kept
+    failed = sum(tally.failed.values())
+    counts: dict[str, Any] = {
+        "planned": planned, "stored": len(kept), "sent": tally.sent + len(in_batches),
+        "failed": failed, "at_provider": len(waiting),
+        "provider_batches": len(tally.at_provider), "unkept": tally.lost,
+        "unjournaled": tally.unjournaled,
+        "pending": max(0, len(keys) - len(kept) - len(waiting) - failed - tally.lost),
+    }  # fmt: skip
+    if away:
+        # The first request that went unanswered for the whole patience says it best.
+        first = getattr(work.store, "down", None) or full
+        return StoreDown(request.run_id, str(first), str(work.journal), counts)
+    return DiskFull(request.run_id, describe_filesystem(work.journal), counts)
 
 
 @contextlib.contextmanager

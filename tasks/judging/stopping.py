@@ -12,7 +12,9 @@ cache writer at its first write refused for want of space); the stage then raise
 `tasks.errors.DiskFull`, without writing the run's tables: there is no room for them. So
 does an object store that left a request unanswered for its whole patience (a
 `tasks.errors.StoreUnreachable`, told by the cache writer or a call's claim): the stage
-raises `tasks.errors.StoreDown`, the replies waiting in this machine's journal.
+raises `tasks.errors.StoreDown`, the replies waiting in this machine's journal. The stage's
+other senders (provider batches, Dask) are handed the same `StopRequest` and tell it the
+same way; a Dask worker holds one of its own.
 """
 
 from __future__ import annotations
@@ -58,6 +60,8 @@ class StopRequest:
         """The tasks awaiting a request (or a retry's pause) in `guard`."""
         self._abandoned: set[asyncio.Task[object]] = set()
         """Those `_abandon` cancelled, whose cancel `guard` takes back."""
+        self._stopping: asyncio.Event | None = None
+        """Set once a stop is requested, for `pause`."""
 
     @property
     def requested(self) -> bool:
@@ -71,7 +75,7 @@ class StopRequest:
             self.full = self.full or exc
             return
         self.full = exc
-        asyncio.get_running_loop().call_later(self.grace_s, self._abandon)
+        self._stopped()
 
     def request(self, signum: int) -> None:
         """Stop starting calls; abandon those in flight after the grace period."""
@@ -88,7 +92,21 @@ class StopRequest:
                 f"{signal.Signals(signum).name}: {waiting} (press Ctrl-C again to quit at once)"
             )
         sys.stderr.write(waiting + "\n")
+        self._stopped()
+
+    def _stopped(self) -> None:
         asyncio.get_running_loop().call_later(self.grace_s, self._abandon)
+        if self._stopping is not None:
+            self._stopping.set()
+
+    async def pause(self, seconds: float) -> bool:
+        """Sleep `seconds`, or less if a stop is requested meanwhile; True if it was."""
+        if not self.requested:
+            if self._stopping is None:
+                self._stopping = asyncio.Event()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), seconds)
+        return self.requested
 
     def _abandon(self) -> None:
         self.cut_off = True

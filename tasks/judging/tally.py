@@ -71,6 +71,16 @@ class Tally:
         self.trips: dict[tuple[str, str], BreakerTrip] = {}
         self.timed_out = 0
         """Requests abandoned at their timeout (a provider may still bill each)."""
+        self.lost = 0
+        """Replies received that could not be kept (no room even in a journal's reserve)."""
+        self.published: set[str] = set()
+        """Call keys other processes (Dask workers) said they published: a stage stopped
+        with the store away cannot list them."""
+        self.at_provider: dict[str, list[str]] = {}
+        """Provider batches left to fetch by the resume (a stage stopped before storing
+        their results): the batch's id and the stage's calls in it."""
+        self.unjournaled: list[str] = []
+        """Ids of provider batches accepted whose journal entry could not be written."""
         self.started = time.monotonic()
         self._failures = 0
         """The sum of `failed`, kept apart: the bar reads it on rich's thread, where summing

@@ -27,7 +27,12 @@ def _journal_for(work: WorkDir, reserve_bytes: int) -> ReplyJournal:
     if work.store.remote:
         from tasks.judging.store_journal import MirroredJournal, StoreJournal
 
-        return MirroredJournal(work.journal, reserve_bytes, mirror=StoreJournal(work))
+        mirror = StoreJournal(work)
+        try:
+            return MirroredJournal(work.journal, reserve_bytes, mirror=mirror)
+        except BaseException:
+            mirror.close()  # no room for the reserve: no thread or lease left behind
+            raise
     return ReplyJournal(work.journal, reserve_bytes)
 
 
@@ -60,7 +65,8 @@ class CacheWriter:
     wait in the journal for the next reader, who publishes them once there is space. An
     object store that leaves a publish unanswered for its whole patience
     (`tasks.errors.StoreUnreachable`) is met the same way: the replies wait in this
-    machine's journal.
+    machine's journal. From then on the rows not published stay in `unpublished` too, and
+    those not even journaled in `unkept`: a writer in a Dask worker hands them back.
 
         async with CacheWriter(work, claims=claims) as writer:
             writer.add(reply, attempts)
@@ -84,8 +90,12 @@ class CacheWriter:
         self.full: Exception | None = None
         """The first write refused for want of space, or the store's unanswered publish:
         nothing is published after it."""
-        self.lost = 0
-        """Replies that could not be journaled even in the reserve's space."""
+        self.unpublished: tuple[list[ReplyRecord], list[AttemptRecord]] = ([], [])
+        """The rows not published since `full` (journaled, unless in `unkept` too)."""
+        self.unkept: list[Entry] = []
+        """The outcomes that could not be journaled even in the reserve's space."""
+        self.published: set[str] = set()
+        """The call keys whose replies this writer published."""
         self._kept: list[JournalSegment] = []
         self.journal = _journal_for(work, reserve_bytes)
         self._unjournaled: list[Entry] = []
@@ -129,20 +139,29 @@ class CacheWriter:
         except OSError as exc:
             if not disk_full(exc):
                 raise
-            lost = sum(1 for reply, _ in entries if reply is not None)
-            self.lost += lost
-            log.warning(
-                "%d replies received could not be kept (%s); they are sent again", lost, exc
-            )
+            self.unkept.extend(entries)
+            if self.on_full is None:  # else the caller says it, once
+                log.warning(
+                    "%d replies received could not be kept (%s); they are sent again",
+                    sum(1 for reply, _ in entries if reply is not None),
+                    exc,
+                )
         if self.journal.full is not None:
-            self._filled(self.journal.full)
+            self.filled(self.journal.full)
 
-    def _filled(self, exc: Exception) -> None:
-        """The file system is full (or the store stopped answering): the reserve goes to the
-        journal, the caller is told once (the judge stage stops sending), and nothing is
-        published any more."""
+    @property
+    def lost(self) -> int:
+        """Replies that could not be journaled even in the reserve's space."""
+        return sum(1 for reply, _ in self.unkept if reply is not None)
+
+    def filled(self, exc: Exception) -> None:
+        """The file system is full (or the store stopped answering), found here or told by
+        the caller: the reserve goes to the journal, the caller is told once (the judge
+        stage stops sending), and nothing is published any more."""
         if isinstance(exc, OSError):
             self.journal.release_reserve(exc)
+        else:
+            self.work.store.went_away(exc)
         if self.full is None:
             self.full = exc
             if self.on_full is not None:
@@ -168,6 +187,7 @@ class CacheWriter:
             replies, self._replies = self._replies, []
             attempts, self._attempts = self._attempts, []
             if self.full is not None:
+                self._keep(replies, attempts)
                 return
             segment = self.journal.cut()
             if not replies and not attempts:
@@ -182,16 +202,22 @@ class CacheWriter:
             except (OSError, StoreUnreachable) as exc:
                 if not (disk_full(exc) or isinstance(exc, StoreUnreachable)):
                     raise
-                self._filled(exc)
+                self.filled(exc)
+                self._keep(replies, attempts)
                 if segment is not None:
                     self._kept.append(segment)  # for the next reader to publish
                 return
             if segment is not None:
                 segment.retire()
+            keys = [r.call_key for r in replies]
+            self.published.update(keys)
             if self.claims is not None:
-                keys = [r.call_key for r in replies]
                 self.claims.published(path, keys, {a.call_key for a in attempts}.union(keys))
             self.last_flush = time.monotonic()
+
+    def _keep(self, replies: list[ReplyRecord], attempts: list[AttemptRecord]) -> None:
+        self.unpublished[0].extend(replies)
+        self.unpublished[1].extend(attempts)
 
     def _write_both(
         self, replies: list[ReplyRecord], attempts: list[AttemptRecord], name: str

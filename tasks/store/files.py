@@ -78,6 +78,14 @@ class Store:
         """Where a file is, as a person should be told (a path, or the store's URL)."""
         return str(path)
 
+    def reached_by_the_flow(self) -> None:
+        """This process (a Dask worker) works for a flow that reached the store: a local disk
+        is always reached."""
+
+    def went_away(self, exc: Exception) -> None:
+        """Another process (a Dask worker) found the store away for the whole patience: a
+        local disk has no such state."""
+
 
 LocalStore = Store
 

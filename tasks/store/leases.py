@@ -66,12 +66,14 @@ class WriterLease:
         return f"leases/{self.id}.json"
 
     def describe(self) -> dict[str, Any]:
-        """Who holds it, as a lock object names its holder."""
+        """Who holds it, as a lock object names its holder (and where its machine keeps its
+        journal: the scratch dir)."""
         return {
             "writer": self.id,
             "host": socket.gethostname(),
             "pid": os.getpid(),
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started_at)),
+            "scratch": str(self.store.state),
         }
 
     def _write(self) -> None:
@@ -121,16 +123,21 @@ class WriterLease:
         seen = self._seen.get(writer)
         if seen is not None and now - seen[0] < ALIVE_MEMO_S:
             return seen[1]
-        found = self.store.read(f"leases/{writer}.json")
+        body = self.holder(writer)
         alive = False
-        if found is not None:
+        if body is not None:
             try:
-                body = json.loads(found.data)
                 alive = float(body["renewed_at"]) + float(body["ttl_s"]) > time.time()
             except (ValueError, KeyError, TypeError):
                 alive = False
         self._seen[writer] = (now, alive)
         return alive
+
+    def holder(self, writer: str) -> dict[str, Any] | None:
+        """What `writer`'s lease says of it (`describe`, renewed_at, ttl_s); None if it has
+        none (it let go, or never wrote one)."""
+        found = self.store.read(f"leases/{writer}.json")
+        return None if found is None else json_object(found.data)
 
 
 _LEASES: dict[tuple[int, int], WriterLease] = {}

@@ -139,6 +139,19 @@ class ObjectStore(Store):
             self.down, self.answered = None, True
             return result
 
+    def reached_by_the_flow(self) -> None:
+        """This process (a Dask worker) works for a flow that reached the store: a request
+        it leaves unanswered is an outage, waited out for the whole patience, not a wrong
+        address (a worker started meanwhile would give up after `FIRST_PATIENCE_S`)."""
+        self.answered = True
+
+    def went_away(self, exc: Exception) -> None:
+        """Another process (a Dask worker) found the store away for the whole patience:
+        this one counts it down too (its requests tried once until one is answered), rather
+        than wait out the patience again for its last writes."""
+        if isinstance(exc, StoreUnreachable) and self.down is None:
+            self.down = exc
+
     def _window(self) -> float:
         """How long an unanswered request is retried: the patience once the store has
         answered, briefly before, and not at all while it is `down`."""

@@ -98,24 +98,43 @@ class Budget(SmallDisk):
         self.left = 1 << 40
 
 
+def _mount(folder: Path, size_mb: int) -> bool:
+    if os.environ.get("JUDGELINE_TEST_DISK") == "budget":
+        return False
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs", str(folder)],
+        capture_output=True,
+    )
+    return mounted.returncode == 0
+
+
 @contextmanager
 def small_disk(monkeypatch: pytest.MonkeyPatch, size_mb: int = 8) -> Iterator[SmallDisk]:
     """A tmpfs of `size_mb` where this process may mount one, else (or with
     JUDGELINE_TEST_DISK=budget) a `Budget`."""
     folder = Path(tempfile.mkdtemp(prefix="judgeline-disk-"))
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs", str(folder)],
-        capture_output=True,
-    )
-    if mounted.returncode == 0 and os.environ.get("JUDGELINE_TEST_DISK") == "budget":
-        subprocess.run(["umount", str(folder)], check=True)
-        mounted.returncode = 1
-    if mounted.returncode != 0:
+    if not _mount(folder, size_mb):
         try:
             yield Budget(folder, monkeypatch)
         finally:
             subprocess.run(["rm", "-rf", str(folder)], check=False)
         return
+    try:
+        yield Tmpfs(folder)
+    finally:
+        # Fails if a process still holds a file there (the volume could not be unmounted).
+        subprocess.run(["umount", str(folder)], check=True)
+        folder.rmdir()
+
+
+@contextmanager
+def tmpfs(size_mb: int = 16) -> Iterator[Tmpfs]:
+    """A tmpfs of `size_mb`, for a test whose writers run in other processes (a budget on
+    this process's writes cannot reach them); skips where this process may not mount one."""
+    folder = Path(tempfile.mkdtemp(prefix="judgeline-disk-"))
+    if not _mount(folder, size_mb):
+        folder.rmdir()
+        pytest.skip("needs a tmpfs: the right to mount one (root)")
     try:
         yield Tmpfs(folder)
     finally:

@@ -307,6 +307,7 @@ def test_public_surface_is_pinned() -> None:
         "check_schema",
         "compact",
         "fold_dead_journals",
+        "kept_keys",
         "decoding_params",
         "messages_sha256",
         "read_attempts",

@@ -10,14 +10,19 @@ test mounts, or where it may not, a space budget on the stage's writes (`small_d
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
+import threading
+import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support import stage_demo_plan
+import yaml
+from support import NO_FAULTS, stage_demo_plan
 
 from schemas.judge import JudgeSpec
 from tasks.errors import DiskFull
@@ -34,8 +39,21 @@ FREE_AFTER_RESERVE = 80 * 1024
 
 def paid_twice(log: list[dict[str, Any]]) -> int:
     """Calls the judge answered more than once (each answer is paid)."""
-    answered = Counter(e["call_key"] for e in log if e["status"] == 200 and e["fault"] is None)
+    answered = Counter(
+        e["call_key"] for e in log if e.get("status") == 200 and e.get("fault") is None
+    )
     return sum(n - 1 for n in answered.values())
+
+
+def _judges_file(folder: Path, server: SimJudgeServer, **kw: Any) -> Path:
+    judge = JudgeSpec(name="j", base_url=server.base_url, model="strong", simulated=True, **kw)
+    path = folder / "judges.yaml"
+    path.write_text(yaml.safe_dump({"judges": [judge.model_dump(mode="json")]}))
+    return path
+
+
+def _submissions(server: SimJudgeServer) -> list[dict[str, Any]]:
+    return [e for e in server.request_log() if e["path"] in ("/v1/batches", "/v1/messages/batches")]
 
 
 def test_no_room_for_the_reserve_sends_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -122,3 +140,92 @@ def test_a_write_cut_short_by_a_full_disk_leaves_whole_lines(
     (segment,) = dead_segments(tmp_path)
     assert segment.bad_lines == []
     assert [r.call_key for r in segment.replies] == ["before", "a", "b"]
+
+
+def _when(condition: Callable[[], bool], then: Callable[[], None]) -> threading.Thread:
+    """Run `then` (filling the disk) in a thread as soon as `condition` holds."""
+
+    def watch() -> None:
+        deadline = time.monotonic() + 240
+        while not condition():
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.005)
+        then()
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
+def _submitted(folder: Path) -> bool:
+    return any(
+        json.loads(p.read_text()).get("state") == "submitted" for p in folder.glob("jl-*.json")
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_harness")
+def test_provider_batch_results_a_full_disk_refuses_are_fetched_again_not_sent_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A provider batch whose results arrive on a full disk: those the journal's reserve
+    holds are kept, the batch stays `submitted`, the stage stops (exit 75, one line saying
+    both), and the resume fetches the results from the provider: no call paid twice. Before,
+    the batch was marked done with its results lost, and the rerun paid for all of it."""
+    from tasks.jobrecord import scan_records
+    from tasks.judging.batch_api import BatchJournal
+    from tasks.judging.cache import stored_keys
+    from tests.flows.test_hostile_input import run_main
+
+    with small_disk(monkeypatch) as disk, SimJudgeServer() as server:
+        server.set_faults(**NO_FAULTS, max_faults_per_request=None)
+        work = WorkDir(disk.root / "work")
+        staged = stage_demo_plan(work, pairs=150, k=8)
+        args = ["--work-dir", str(work.root), "judge", staged.plan_id, "--judges",
+                str(_judges_file(disk.root, server, batch=True)), "--run-id", "B",
+                "--no-progress"]  # fmt: skip
+        batches = BatchJournal(work).folder
+        _when(lambda: _submitted(batches), lambda: disk.leave(FREE_AFTER_RESERVE))
+        stopped = run_main(monkeypatch, *args)
+        assert stopped.code == 75, (stopped.out, stopped.err)
+        (line,) = stopped.err.strip().splitlines()
+        assert line.startswith("run B stopped: no space left on the file system mounted at")
+        assert "Traceback" not in stopped.out + stopped.err
+        kept = re.search(r"the (\d+) replies received are kept in the work dir's journal", line)
+        waiting = re.search(r"the (\d+) calls of 1 provider batches are kept by the provider", line)
+        assert kept is not None and waiting is not None, line
+        assert [(e.run_id, e.status) for e in scan_records(work)] == [("B", "interrupted")]
+        (entry,) = BatchJournal(work).open_entries()
+        assert entry.state == "submitted"
+        submissions = _submissions(server)
+        assert len(submissions) == 1
+
+        disk.free()
+        assert len(stored_keys(work)) == int(kept.group(1))  # what the resume finds first
+        resumed = run_main(monkeypatch, "--work-dir", str(work.root), "rerun-failed", "B",
+                           "--no-progress")  # fmt: skip
+        assert resumed.code == 0, (resumed.out, resumed.err)
+        assert _submissions(server) == submissions  # fetched again, not submitted again
+        log = server.request_log()
+        distinct = {e["call_key"] for e in log if e.get("call_key")}
+        assert paid_twice(log) == 0 and len(stored_keys(work)) == len(distinct)
+        assert int(kept.group(1)) + int(waiting.group(1)) == len(distinct) > 2000, line
+        assert not BatchJournal(work).open_entries()
+
+
+def test_the_line_of_a_stopped_stage_says_what_each_sender_kept_and_what_it_pays_again() -> None:
+    counts = {"planned": 10, "stored": 4, "sent": 9, "pending": 1, "at_provider": 3,
+              "provider_batches": 1, "unjournaled": ["msgbatch_1"], "unkept": 1}  # fmt: skip
+    said = str(DiskFull("R", "the file system mounted at /x", counts))
+    assert "the 4 replies received are kept in the work dir's journal" in said
+    assert "the 3 calls of 1 provider batches are kept by the provider" in said
+    assert "batch msgbatch_1 could not be journaled" in said and "submitted again" in said
+    assert "1 replies received could not be kept and are sent again" in said
+    after = str(DiskFull("R", "the file system mounted at /x", {"planned": 10, "stored": 10},
+                         judging=False, writing="/x/runs/R/labels.parquet"))  # fmt: skip
+    assert after == (
+        "run R stopped: no space left on the file system mounted at /x (writing "
+        "/x/runs/R/labels.parquet); every reply is kept (10 of 10 planned calls stored); free "
+        "space there"
+    )

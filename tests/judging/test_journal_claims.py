@@ -296,3 +296,25 @@ def test_stored_key_view_sees_every_publication_at_once_and_lists_only_then(
     assert listings == 0  # a quiet, settled folder is not listed again
     write_replies(work, [reply("later")])
     assert "later" in view and listings == 1
+
+
+def test_claims_that_cannot_read_the_cache_hold_no_file(
+    work: WorkDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long-lived process (a Dask worker) whose claims could not be made (no room to
+    publish a dead writer's journal) keeps no file of the work dir open."""
+    import errno
+
+    import psutil
+
+    import tasks.judging.claims as claims
+
+    def full(work: WorkDir) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(claims, "StoredKeyView", full)
+    work.journal.mkdir(parents=True, exist_ok=True)
+    with pytest.raises(OSError, match="No space left"):
+        CallClaims(work)
+    held = [f.path for f in psutil.Process().open_files()]
+    assert not [p for p in held if p.startswith(str(work.root))], held

@@ -34,11 +34,11 @@ CALLS = PAIRS * K * 2
 PERSONA = Persona(name="steady", skill=0.8, left_bias=0.2, tie_rate=0.1, latency_ms=250)
 
 
-def _config(tmp_path: Path, server: SimJudgeServer) -> Path:
+def _config(tmp_path: Path, server: SimJudgeServer, *, batch: bool = False) -> Path:
     table = tmp_path / "pairs.csv"
     table.write_text("q,a,b\n" + "".join(f"Question {i}?,yes {i},no {i}\n" for i in range(PAIRS)))
     judge = {"name": "j", "base_url": server.base_url, "model": "steady", "simulated": True,
-             "max_concurrency": 3}  # fmt: skip
+             "max_concurrency": 3, "batch": batch}  # fmt: skip
     config = {"name": "outage", "k": K, "judges": [judge],
               "datasets": [{"kind": "table", "path": str(table),
                             "mapping": "question=q,answer_a=a,answer_b=b"}]}  # fmt: skip
@@ -175,4 +175,86 @@ def test_a_writer_keeps_its_replies_on_this_machine_while_the_store_is_away(
     other = WorkDir.at(url, scratch=tmp_path / "other")
     assert read_replies(other).column("call_key").to_pylist() == ["kept"]
     assert not list(work.journal.glob("*.jsonl"))
+    link.cut()
+
+
+@pytest.mark.slow
+def test_a_run_resumed_on_another_machine_names_what_the_first_one_kept(
+    s3_server: S3Server, tmp_path: Path
+) -> None:
+    """A run stopped by an outage keeps the replies it received meanwhile in its machine's
+    journal; resumed on another machine (another scratch dir), it says in one line, before
+    sending those calls again, what it pays again and which command on the first machine
+    would publish them instead; it pays for no more than the first had in flight."""
+    link = Link(s3_server.endpoint)
+    url = f"s3://{s3_server.new_bucket()}/judgeline"
+    times = {LEASE_ENV: "3", PATIENCE_ENV: "2"}
+    first = _judgeline(url, link, tmp_path / "first", **times)
+    other = _judgeline(url, link, tmp_path / "other", **times)
+    with SimJudgeServer([PERSONA]) as server:
+        server.set_faults(**NO_FAULTS)
+        run = first("run", str(_config(tmp_path, server)), "--run-id", "moved")
+        _wait_for_replies(run, server, CALLS // 4)
+        link.cut()
+        _, err = run.communicate(timeout=180)
+        assert run.returncode == 75, err
+        link.restore()
+        time.sleep(3.5)  # the stopped run's lease runs out
+        resumed = other("rerun-failed", "moved")
+        out, err = resumed.communicate(timeout=300)
+        assert resumed.returncode == 0, out + err
+        answered = _answered(server)
+    assert len(answered) == CALLS
+    paid_twice = sum(answered.values()) - CALLS
+    assert paid_twice <= 3, answered.most_common(5)  # the first run's calls in flight
+    named = [ln for ln in err.splitlines() if "sent again here and may be paid twice" in ln]
+    # Said before any of them is paid again (a claim whose answer the cut lost names a call
+    # the first run never sent: "may").
+    assert len(named) <= 1 and (named or not paid_twice), err
+    if named:
+        assert str(tmp_path / "first" / "scratch") in named[0], named[0]
+        assert f"run `judgeline --work-dir {url} rerun-failed moved` on " in named[0], named[0]
+    link.cut()
+
+
+@pytest.mark.slow
+def test_a_store_outage_under_provider_batches_stops_the_run_and_the_resume_fetches_them(
+    s3_server: S3Server, tmp_path: Path
+) -> None:
+    """Provider batch results that arrive while the store is away past the patience: the run
+    stops (exit 75, one line), the batch stays submitted and its replies wait in this
+    machine's journal; the resume submits nothing again and pays for no call twice."""
+    link = Link(s3_server.endpoint)
+    url = f"s3://{s3_server.new_bucket()}/judgeline"
+    judgeline = _judgeline(url, link, tmp_path, **{LEASE_ENV: "3", PATIENCE_ENV: "2"})
+    with SimJudgeServer([PERSONA]) as server:
+        server.set_faults(**NO_FAULTS)
+        server.judge.batches.settings.delay_s = 6.0  # ends after the cut
+        run = judgeline("run", str(_config(tmp_path, server, batch=True)), "--run-id", "pb")
+        entries = tmp_path / "scratch"
+        deadline = time.monotonic() + 240
+        while not any(
+            '"submitted"' in p.read_text() for p in entries.glob("*/work/cache/batches/jl-*.json")
+        ):
+            assert run.poll() is None and time.monotonic() < deadline, run.communicate()
+            time.sleep(0.02)
+        link.cut()  # once the batch's id is journaled
+        out, err = run.communicate(timeout=180)
+        assert run.returncode == 75, out + err
+        said = [ln for ln in err.strip().splitlines() if not ln.startswith("judge calls")]
+        assert "Traceback" not in err and len(said) == 1, err
+        assert f"object store {url}" in err and "rerun-failed pb" in err, err
+        assert f"the {CALLS} replies received are kept in this machine's journal" in err, err
+
+        link.restore()
+        time.sleep(3.5)  # the stopped run's lease runs out
+        resumed = judgeline("rerun-failed", "pb")
+        out, err = resumed.communicate(timeout=300)
+        assert resumed.returncode == 0, out + err
+        submitted = [e for e in server.request_log() if e["path"] == "/v1/batches"]
+        answered = _answered(server)
+    assert len(submitted) == 1  # never submitted again
+    assert len(answered) == CALLS and max(answered.values()) == 1, answered.most_common(3)
+    record = read_record(WorkDir.at(url, scratch=tmp_path / "reader"), "pb")
+    assert record.status == "completed"
     link.cut()

@@ -7,6 +7,12 @@ waiting hours for a batch holds no thread and sends a few requests an hour). Its
 to the same cache as direct replies, under the same call keys. Calls the journal shows in a
 batch not yet done are not submitted again: that batch is polled instead. Calls to judges
 without `batch` go the direct way (`fallback`, else `tasks.judging.batches.send_all`).
+
+A batch is marked done only once its results are published: a full disk or an absent store
+stops the stage (`StopRequest.disk_full`) with the batches not stored still `submitted`,
+and the resume fetches their results from the provider again (a download, not a call).
+The provider's batch id is what keeps them, so its journal entry is written even into the
+cache writer's reserve of space once the disk is full.
 """
 
 from __future__ import annotations
@@ -24,19 +30,22 @@ from typing import Any
 from schemas.calls import AttemptRecord, ReplyRecord
 from schemas.judge import JudgeSpec
 from schemas.vocabulary import ErrorCategory
+from tasks.errors import StoreUnreachable
 from tasks.judging.attempts import attempt_record, reply_record
 from tasks.judging.batch_api.anthropic import AnthropicBatches
 from tasks.judging.batch_api.api import BatchApi, BatchApiError, Outcome
 from tasks.judging.batch_api.journal import BatchEntry, BatchJournal
 from tasks.judging.batch_api.openai import OpenAIBatches
-from tasks.judging.batches import Batch, Session, judge_batch, send_all
+from tasks.judging.batches import RESERVE_BOUNDS, Batch, Session, judge_batch, send_all
 from tasks.judging.claims import StoredKeyView
 from tasks.judging.client import aresolve_api_key
 from tasks.judging.failures import CallFailure
 from tasks.judging.planned import PlannedCall
 from tasks.judging.request import JudgeRequest, RemoteSender
+from tasks.judging.stopping import StopRequest
 from tasks.judging.tally import Tally
 from tasks.judging.writer import CacheWriter
+from tasks.workdir import disk_full
 
 __all__ = [
     "PollSchedule",
@@ -98,7 +107,8 @@ class ProviderBatch:
 
     def __init__(self, api: BatchApi, entry: BatchEntry, calls: dict[str, PlannedCall], *,
                  journal: BatchJournal, writer: CacheWriter, tally: Tally, run_id: str,
-                 schedule: PollSchedule, failure: CallFailure | None = None) -> None:  # fmt: skip
+                 schedule: PollSchedule, stop: StopRequest,
+                 failure: CallFailure | None = None) -> None:  # fmt: skip
         self.api = api
         self.entry = entry
         self.calls = calls
@@ -107,6 +117,7 @@ class ProviderBatch:
         self.tally = tally
         self.run_id = run_id
         self.schedule = schedule
+        self.stop = stop
         self.failure = failure
         """Set when the batch was refused at submission: every call failed with it."""
         self.judge = entry.judge
@@ -123,36 +134,69 @@ def _started(entry: BatchEntry) -> dt.datetime:
 async def await_batch(job: ProviderBatch) -> dict[str, int]:
     """Poll the batch until it ends (backing off), store every result, mark it done.
 
-    Returns counts: `stored` and `failed_<category>`, over the calls this run wanted.
+    Returns counts: `stored` and `failed_<category>`, over the calls this run wanted. Once
+    the stage is stopping (`job.stop`), or its results cannot be published, the batch is
+    left `submitted` for the resume to fetch (`Tally.at_provider`), and counts nothing.
     """
-    entry, schedule = job.entry, job.schedule
+    entry, schedule, stop = job.entry, job.schedule, job.stop
     outcomes: dict[str, Outcome] = {}
     missing: CallFailure | None = job.failure
     if missing is None and entry.remote_id is not None:
         pause = schedule.first_s
-        while not (status := await job.api.poll(entry.remote_id)).ended:
-            await asyncio.sleep(pause)
+        while not stop.requested and not (status := await job.api.poll(entry.remote_id)).ended:
+            await stop.pause(pause)
             pause = min(schedule.max_s, pause * schedule.factor)
+        if stop.requested:
+            return _left_at_provider(job)
         ms = (dt.datetime.now(dt.UTC) - _started(entry)).total_seconds() * 1000
         outcomes = await job.api.results(entry.remote_id, ms)
         category = _ENDED_WITHOUT.get(status.status, "server_error")
         detail = f"batch {entry.remote_id} ended {status.status} without a result for it"
         missing = CallFailure(category, detail, ms)
     counts: Counter[str] = Counter()
+    records = []
     for key in entry.call_keys:
         outcome = outcomes.get(key) or missing
         assert outcome is not None
-        call = job.calls.get(key)
-        reply, attempt = _records(job, key, call, outcome)
+        reply, attempt = _records(job, key, call := job.calls.get(key), outcome)
         job.writer.add(reply, [attempt])
+        records.append((call, reply, attempt))
+    await job.writer.flush()
+    if job.writer.full is not None and job.failure is None:
+        return _left_at_provider(job)  # not all published: the provider still has them
+    for call, reply, attempt in records:
         if call is not None:
             why = None if reply is not None else attempt.error_category
             job.tally.record(reply is not None, why)
             counts["stored" if reply is not None else f"failed_{why}"] += 1
-    await job.writer.flush()
     entry.state = "done" if job.failure is None else "abandoned"
-    job.journal.write(entry)
+    _write_entry(job.journal, entry, job.writer)
     return dict(counts)
+
+
+def _left_at_provider(job: ProviderBatch) -> dict[str, int]:
+    """A batch whose results the resume fetches: named for the stage's message."""
+    if job.entry.remote_id is not None and job.failure is None:
+        job.tally.at_provider[job.entry.remote_id] = list(job.calls)
+    return {}
+
+
+def _write_entry(journal: BatchJournal, entry: BatchEntry, writer: CacheWriter) -> bool:
+    """Write a journal entry, into the writer's reserve of space if the disk is full; False
+    (the stage told to stop) if even that fails or the store does not answer."""
+    for last in (False, True):
+        try:
+            journal.write(entry)
+            return True
+        except (OSError, StoreUnreachable) as exc:
+            if not (disk_full(exc) or isinstance(exc, StoreUnreachable)):
+                raise
+            writer.filled(exc)  # frees the reserve, and stops the stage
+            if last or isinstance(exc, StoreUnreachable):
+                log.info("provider batch %s not journaled %s: %s", entry.local_id,
+                         entry.state, exc)  # fmt: skip
+                return False
+    return False
 
 
 def _records(job: ProviderBatch, key: str, call: PlannedCall | None,
@@ -171,8 +215,10 @@ Waiter = Callable[[ProviderBatch], Awaitable[dict[str, int]]]
 
 
 async def _jobs_for(api: BatchApi, calls: list[PlannedCall], journal: BatchJournal,
-                    make: Callable[..., ProviderBatch]) -> list[ProviderBatch]:  # fmt: skip
-    """Adopt the journal's open batches that hold some of `calls`; submit the rest."""
+                    make: Callable[..., ProviderBatch], writer: CacheWriter,
+                    stop: StopRequest) -> list[ProviderBatch]:  # fmt: skip
+    """Adopt the journal's open batches that hold some of `calls`; submit the rest (none
+    once the stage is stopping)."""
     spec = api.spec
     wanted = {c.call_key: c for c in calls}
     jobs: list[ProviderBatch] = []
@@ -184,7 +230,7 @@ async def _jobs_for(api: BatchApi, calls: list[PlannedCall], journal: BatchJourn
         if entry.remote_id is None:
             entry.remote_id = await api.find(entry.local_id)
             entry.state = "submitted" if entry.remote_id else "abandoned"
-            journal.write(entry)
+            _write_entry(journal, entry, writer)
             if entry.remote_id is None:
                 continue
         log.info("judge %s: polling batch %s again (%d calls)", spec.name, entry.remote_id,
@@ -193,8 +239,16 @@ async def _jobs_for(api: BatchApi, calls: list[PlannedCall], journal: BatchJourn
         jobs.append(make(entry, mine))
     lines = [api.line(c) for c in wanted.values()]
     for chunk in split_lines(lines, api.max_requests, api.max_bytes):
+        if stop.requested:
+            break
         keys = [line["custom_id"] for line in chunk]
-        entry = journal.new(spec.name, spec.provider, api.root, spec.model, keys)
+        try:
+            entry = journal.new(spec.name, spec.provider, api.root, spec.model, keys)
+        except (OSError, StoreUnreachable) as exc:
+            if not (disk_full(exc) or isinstance(exc, StoreUnreachable)):
+                raise
+            writer.filled(exc)  # not submitted: nothing paid
+            break
         mine = {k: wanted[k] for k in keys}
         try:
             entry.remote_id = await api.submit(entry.local_id, chunk)
@@ -202,9 +256,15 @@ async def _jobs_for(api: BatchApi, calls: list[PlannedCall], journal: BatchJourn
             jobs.append(make(entry, mine, failure=exc.failure))
             continue
         entry.state = "submitted"
-        journal.write(entry)
-        jobs.append(make(entry, mine))
+        jobs.append(job := make(entry, mine))
+        if not _write_entry(journal, entry, writer):
+            job.tally.unjournaled.append(entry.remote_id)  # in no journal: the message names it
     return jobs
+
+
+RESERVE_PER_CALL = 128
+"""Bytes of the cache writer's reserve per call: room to write a journal entry again (a
+call key and its line in the entry's JSON) once the disk is full."""
 
 
 async def send_provider_batches(
@@ -213,6 +273,7 @@ async def send_provider_batches(
     tally: Tally,
     wait: Waiter,
     schedule: PollSchedule,
+    stop: StopRequest,
 ) -> list[dict[str, int]]:
     """Submit (or adopt) every batch of `calls`, then wait for all of them."""
     journal = BatchJournal(request.work)
@@ -220,21 +281,24 @@ async def send_provider_batches(
     for call in calls:
         by_judge.setdefault(call.judge.name, []).append(call)
     apis: list[BatchApi] = []
+    low, high = RESERVE_BOUNDS
+    reserve = min(high, max(low, RESERVE_PER_CALL * len(calls)))
     try:
-        async with CacheWriter(request.work) as writer:
+        async with CacheWriter(request.work, reserve_bytes=reserve, on_full=stop.disk_full
+                               ) as writer:  # fmt: skip
 
             def make(entry: BatchEntry, mine: dict[str, PlannedCall],
                      failure: CallFailure | None = None) -> ProviderBatch:  # fmt: skip
                 return ProviderBatch(
                     apis[-1], entry, mine, journal=journal, writer=writer, tally=tally,
-                    run_id=request.run_id, schedule=schedule, failure=failure,
+                    run_id=request.run_id, schedule=schedule, stop=stop, failure=failure,
                 )  # fmt: skip
 
             jobs: list[ProviderBatch] = []
             for group in by_judge.values():
                 spec = group[0].judge
                 apis.append(batch_api(spec, await aresolve_api_key(spec)))
-                jobs += await _jobs_for(apis[-1], group, journal, make)
+                jobs += await _jobs_for(apis[-1], group, journal, make, writer, stop)
             return list(await asyncio.gather(*(wait(job) for job in jobs)))
     finally:
         for api in apis:
@@ -258,17 +322,18 @@ def batch_sender(
         return fallback
     polls = schedule or PollSchedule()
 
-    async def send(request: JudgeRequest, to_send: list[PlannedCall], tally: Tally
-                   ) -> list[dict[str, int]]:  # fmt: skip
+    async def send(request: JudgeRequest, to_send: list[PlannedCall], tally: Tally,
+                   stop: StopRequest) -> list[dict[str, int]]:  # fmt: skip
         batched = [c for c in to_send if c.judge.batch]
         direct = [c for c in to_send if not c.judge.batch]
         parts: list[Awaitable[list[Any]]] = []
         if batched:
-            parts.append(send_provider_batches(request, batched, tally, wait, polls))
+            parts.append(send_provider_batches(request, batched, tally, wait, polls, stop))
         if direct and fallback is not None:
-            parts.append(fallback(request, direct, tally))
+            parts.append(fallback(request, direct, tally, stop))
         elif direct:
-            parts.append(send_all(request, direct, tally, StoredKeyView(request.work), run_batch))
+            fresh = StoredKeyView(request.work)
+            parts.append(send_all(request, direct, tally, fresh, run_batch, stop=stop))
         started = time.perf_counter()
         done = await asyncio.gather(*parts)
         log.debug("run %s: batches done in %.1f s", request.run_id, time.perf_counter() - started)

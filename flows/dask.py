@@ -1,24 +1,29 @@
-"""Judge batches on a Dask cluster through prefect-dask: which cluster, and the batch task.
+"""Judge batches on a Dask cluster through prefect-dask: which cluster, and the batches.
 
 The batch itself (rebuilding its calls on the worker, sending, storing) is
-`tasks.judging.dask_batches`; this module declares it as a Prefect task, connects to the
-scheduler (or uses the flow's `DaskTaskRunner`) and submits the batches.
+`tasks.judging.dask_batches`; this module connects to the scheduler (prefect-dask's
+`DaskTaskRunner`, or the flow's own) and submits each batch to its Dask client as a plain
+function. Not as a Prefect task: Prefect's task context would travel with it, pickled, over
+Dask's unauthenticated wire to the scheduler and every worker, with Prefect's settings and the
+local server's auth string among them (and workers on other machines cannot reach a loopback
+server anyway). A worker sees a batch's calls (the questions and answers it sends), its
+judges' settings (URLs, models, the names of key variables, never a key) and the work dir.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import uuid
 from collections import Counter
-from contextlib import AbstractContextManager, ExitStack, nullcontext
+from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
-from prefect import get_run_logger, task
-from prefect.cache_policies import NO_CACHE
+from prefect import get_run_logger
 
 from tasks.errors import InputError
 from tasks.judging.batches import journal_reserve
-from tasks.judging.dask_batches import DASK_ADDRESS_ENV, judge_batch_remote, remote_batches
+from tasks.judging.dask_batches import DASK_ADDRESS_ENV, remote_batches, run_remote_batch
 from tasks.judging.planned import PlannedCall
 from tasks.judging.request import JudgeRequest, RemoteSender
 from tasks.judging.stopping import StopRequest
@@ -28,17 +33,10 @@ from tasks.judging.writer import CacheWriter
 if TYPE_CHECKING:
     from prefect.task_runners import TaskRunner
 
-__all__ = ["CONNECT_TIMEOUT_S", "dask_sender", "judge_batch_remote_task"]
+__all__ = ["CONNECT_TIMEOUT_S", "dask_sender"]
 
 CONNECT_TIMEOUT_S = 15
 """How long to wait for the scheduler before the run fails with a clear error."""
-
-judge_batch_remote_task = task(
-    name="judge-batch-remote",
-    cache_policy=NO_CACHE,
-    task_run_name="judge-{batch.judge}-{batch.index}",
-)(judge_batch_remote)
-"""One batch on a Dask worker: rebuilt from the shared work dir, sent, stored."""
 
 
 def _flow_dask_runner() -> TaskRunner[Any] | None:
@@ -74,7 +72,6 @@ def dask_sender(request: JudgeRequest) -> RemoteSender | None:
     ) -> list[dict[str, int]]:
         def on_dask() -> list[dict[str, Any]]:
             with ExitStack() as stack:
-                stack.enter_context(_shared_api())
                 runner = flow_runner or _connect(address or "", stack)
                 return _run_batches(runner, request, to_send, tally)
 
@@ -85,9 +82,7 @@ def dask_sender(request: JudgeRequest) -> RemoteSender | None:
         )
         try:
             async with writer:
-                # Waiting on Dask blocks: do it in a thread (contextvars, hence the Prefect
-                # flow context that task submission serialises, are copied into it).
-                results = await asyncio.to_thread(on_dask)
+                results = await asyncio.to_thread(on_dask)  # waiting on Dask blocks
                 _keep_handed_back(results, writer, tally)
         finally:
             tally.lost += writer.lost
@@ -103,23 +98,6 @@ def dask_sender(request: JudgeRequest) -> RemoteSender | None:
         return [r["counts"] for r in results]
 
     return send
-
-
-def _shared_api() -> AbstractContextManager[Any]:
-    """Point worker tasks at this flow's Prefect API, also the embedded one.
-
-    The settings travel with every submitted task; with no PREFECT_API_URL, each worker
-    process would start an embedded server of its own (tens of seconds, another database).
-    The embedded server listens on 127.0.0.1 only: workers on other machines need a real
-    Prefect server.
-    """
-    from prefect.context import FlowRunContext
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
-    ctx = FlowRunContext.get()
-    if PREFECT_API_URL.value() or ctx is None or ctx.client is None:
-        return nullcontext()
-    return temporary_settings({PREFECT_API_URL: str(ctx.client.api_url)})
 
 
 def _connect(address: str, stack: ExitStack) -> TaskRunner[Any]:
@@ -168,17 +146,16 @@ def _run_batches(
     still writing when the flow moves on)."""
     from distributed import as_completed
 
+    client = runner.client  # type: ignore[attr-defined]
     threads = _threads(runner)
     batches = iter(remote_batches(request, to_send, threads))
-    futures: dict[str, Any] = {}
-    queue = as_completed(loop=runner.client.loop)  # type: ignore[attr-defined]
+    queue = as_completed(loop=client.loop)
 
     def submit_next() -> None:
         batch = next(batches, None)
         if batch is not None:
-            future = runner.submit(judge_batch_remote_task, parameters={"batch": batch})
-            futures[future.wrapped_future.key] = future  # type: ignore[attr-defined]
-            queue.add(future.wrapped_future)  # type: ignore[attr-defined]
+            key = f"judge-batch-{batch.judge}-{batch.index}-{uuid.uuid4().hex[:8]}"
+            queue.add(client.submit(run_remote_batch, batch, key=key, pure=False))
 
     for _ in range(threads):
         submit_next()
@@ -186,7 +163,7 @@ def _run_batches(
     errors: list[BaseException] = []
     for done in queue:
         try:
-            result = futures[done.key].result()
+            result = done.result()
         except Exception as exc:  # noqa: BLE001 - re-raised below, once every batch is done
             errors.append(exc)
         else:

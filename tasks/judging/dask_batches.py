@@ -11,8 +11,8 @@ calls.parquet from the cache exactly as it does after a local run.
 
 A judge's `max_concurrency` and `requests_per_minute` are limits for the whole run: they
 are divided evenly across the batches that can run at once (the cluster's worker threads).
-API keys are resolved on the worker (its environment or a Prefect Secret block); they never
-travel with a task.
+API keys are resolved on the worker (its environment, or a Prefect Secret block through the
+worker's own Prefect settings: none are shipped to it); they never travel with a task.
 
 A worker keeps every reply as the flow's own loop does: journaled at once, into a reserve of
 space once the disk is full. A worker that cannot write (a full disk, a store that stopped
@@ -24,6 +24,7 @@ machine).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import os
 import socket
@@ -52,6 +53,7 @@ __all__ = [
     "DASK_ADDRESS_ENV",
     "RemoteBatch",
     "judge_batch_remote",
+    "run_remote_batch",
     "rebuild_calls",
     "remote_batches",
 ]
@@ -207,6 +209,11 @@ async def judge_batch_remote(batch: RemoteBatch) -> dict[str, Any]:
         if writer is not None:
             result["handed_back"] = _handed_back(work, writer)
     return result
+
+
+def run_remote_batch(batch: RemoteBatch) -> dict[str, Any]:
+    """`judge_batch_remote` as the plain function a Dask worker runs."""
+    return asyncio.run(judge_batch_remote(batch))
 
 
 def _reserve(spec: JudgeSpec) -> int:

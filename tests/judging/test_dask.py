@@ -107,7 +107,7 @@ def _placement(cluster: Any) -> Iterator[Counter[str]]:
     placed: Counter[str] = Counter()
     with Client(cluster) as observer, get_task_stream(client=observer) as stream:
         yield placed
-    placed.update(t["worker"] for t in stream.data if "judge_batch_remote" in str(t["key"]))
+    placed.update(t["worker"] for t in stream.data if "judge-batch-" in str(t["key"]))
 
 
 def _reply_file_keys(work: WorkDir) -> list[str]:

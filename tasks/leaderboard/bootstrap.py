@@ -18,14 +18,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tasks.leaderboard.bt import (
-    _MAX_STEP,
     COVARIATE_RIDGE,
+    MAX_STEP,
     QUESTION_RIDGE,
     Model,
-    _as_model,
-    _Products,
-    _products,
-    _solve,
+    Products,
+    as_model,
+    products,
+    solve,
     strength_signs,
 )  # fmt: skip
 
@@ -181,7 +181,7 @@ def _chord(
         else:
             step = solve(gradient, active_rows)
         largest = np.abs(step).max(axis=1)
-        theta[active] += step * np.minimum(1.0, _MAX_STEP / np.maximum(largest, 1e-300))[:, None]
+        theta[active] += step * np.minimum(1.0, MAX_STEP / np.maximum(largest, 1e-300))[:, None]
         # Converged when the systems' and covariates' steps are small (what is reported).
         going = np.abs(step[:, :m]).max(axis=1) >= _BOOTSTRAP_STEP
         active = active[going]
@@ -240,10 +240,10 @@ def fit_bootstrap(
     """The parameters of each bootstrap replicate of a design whose rows are drawn with
     their question: replicate r weighs row m by `draws[r, unit[m]]`. A replicate whose
     systems all keep a finite strength is solved by `_chord` (its Hessian taken once);
-    one that does not, or does not converge so, by the full Newton of `_solve`."""
+    one that does not, or does not converge so, by the full Newton of `solve`."""
     from scipy import sparse
 
-    model = _as_model(x, covariates, question)
+    model = as_model(x, covariates, question)
     replicates = draws.shape[0]
     p, k, q = model.sizes
     out = np.empty((replicates, p + k + q))
@@ -253,7 +253,7 @@ def fit_bootstrap(
     jac = _jacobian(model)
     cells = max(len(unit), (p + k) * (p + k + q))
     chunk = max(1, _CHUNK_CELLS // cells)
-    maps: _Products | None = None
+    maps: Products | None = None
     present = np.asarray(abs(sparse.csr_matrix(model.x)).sum(axis=0)).ravel() > 0  # has a row
     for first in range(0, replicates, chunk):
         n = draws[first : first + chunk]
@@ -266,12 +266,12 @@ def fit_bootstrap(
         rest = np.flatnonzero(~finite)
         rest = np.r_[rest, np.flatnonzero(finite)[~converged]]
         if len(rest):
-            maps = maps or _products(model)
+            maps = maps or products(model)
             begin = np.where(np.isfinite(estimate), estimate, 0.0)[None, :].repeat(len(rest), 0)
             begin[np.isin(rest, np.flatnonzero(finite))] = block[
                 rest[np.isin(rest, np.flatnonzero(finite))]
             ]
-            block[rest], _ = _solve(
+            block[rest], _ = solve(
                 model, weight[rest] * won, weight[rest] * lost, begin, _BOOTSTRAP_STEP, maps
             )
     return out

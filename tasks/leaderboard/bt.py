@@ -13,15 +13,11 @@ whatever the covariates do. A system's strength is finite exactly when it lies i
 baseline's strongly connected component of the win graph (an edge from i to j when i won
 some game against j, a tie counting both ways): a system that never beat (or never lost
 to) that component has strength -inf (+inf), and one not connected to it at all none
-(NaN). Those are found first, their games set aside, and the rest fitted by Newton's
-method (capped steps). A bootstrap replicate reweights the rows (questions drawn with
-replacement) and is one more Newton solve from the full-data estimate; all replicates of a
-batch are solved at once and each leaves the batch when its step falls below the
-tolerance (docs/design.md#leaderboards).
-
-When every game involves the baseline and there are no covariates (a leaderboard against
-one baseline), the maximum has a closed form: each system's log-odds is the log of its
-weighted wins over its weighted losses against the baseline.
+(NaN). Those are found first, their games set aside, and the rest fitted by Newton's method
+(capped steps); bootstrap replicates (rows reweighted by questions drawn with replacement)
+are Newton solves from the full-data estimate, a batch at once (docs/design.md#leaderboards).
+Against one baseline without covariates the maximum has a closed form: each system's
+log-odds is the log of its weighted wins over its weighted losses against the baseline.
 """
 
 from __future__ import annotations
@@ -45,7 +41,7 @@ Arena-Hard-Auto's duplicated battles, per game."""
 QUESTION_RIDGE = 1.0
 """Penalty delta^2 / 2 per question term: a normal prior of standard deviation 1 in
 log-odds, so a question few systems answered is shrunk towards the others."""
-_MAX_STEP = 4.0
+MAX_STEP = 4.0
 _TOLERANCE = 1e-10
 _REPLICATE_TOLERANCE = 1e-7
 """A replicate only places an interval's end: 1e-7 in log-odds is 2e-5 Elo points."""
@@ -166,7 +162,7 @@ def strength_signs(x: Any, wins: Floats, losses: Floats) -> Floats:
 
 
 @dataclass(frozen=True)
-class _Products:
+class Products:
     """Fixed sparse maps from a batch's per-row values to its gradients and Hessians."""
 
     x: Any
@@ -180,7 +176,7 @@ class _Products:
     cov_q: Any
 
 
-def _products(model: Model) -> _Products:
+def products(model: Model) -> Products:
     from scipy import sparse
 
     x = sparse.csr_matrix(model.x)
@@ -235,7 +231,7 @@ def _products(model: Model) -> _Products:
                   (np.arange(k)[None, :] * q + question[:, None]).ravel())),
                 shape=(rows, k * q),
             ).T.tocsr()  # fmt: skip
-    return _Products(x, x.T.tocsr(), outer, cross, square, cov_t, q_t, sys_q, cov_q)
+    return Products(x, x.T.tocsr(), outer, cross, square, cov_t, q_t, sys_q, cov_q)
 
 
 def _times(matrix: Any, values: Any) -> Any:
@@ -244,7 +240,7 @@ def _times(matrix: Any, values: Any) -> Any:
 
 
 def _newton_step(
-    model: Model, maps: _Products, theta: Floats, wins_t: Floats, games_t: Floats
+    model: Model, maps: Products, theta: Floats, wins_t: Floats, games_t: Floats
 ) -> Floats:
     """The Newton step of a batch (`theta`: batch x params) under the model's ridges. The
     per-row arrays are rows x batch (`wins_t`, `games_t`), so every product with a fixed
@@ -296,7 +292,7 @@ def _newton_step(
 
 
 def _newton(
-    model: Model, maps: _Products, wins: Floats, losses: Floats, start: Floats, tolerance: float
+    model: Model, maps: Products, wins: Floats, losses: Floats, start: Floats, tolerance: float
 ) -> tuple[Floats, int]:
     """Newton's method for a batch (`wins`, `losses`: batch x rows); each member leaves the
     batch once its largest step is below `tolerance`. Returns the maximisers and the
@@ -308,7 +304,7 @@ def _newton(
     for iteration in range(1, _MAX_ITERATIONS + 1):
         step = _newton_step(model, maps, theta[active], wins_t, games_t)
         largest = np.abs(step).max(axis=1, keepdims=True)
-        step = step * np.minimum(1.0, _MAX_STEP / np.maximum(largest, 1e-300))
+        step = step * np.minimum(1.0, MAX_STEP / np.maximum(largest, 1e-300))
         theta[active] += step
         going = largest[:, 0] >= tolerance
         active = active[going]
@@ -319,7 +315,7 @@ def _newton(
     return theta, _MAX_ITERATIONS
 
 
-def _as_model(x: Any, covariates: Floats | None, question: NDArray[np.int64] | None) -> Model:
+def as_model(x: Any, covariates: Floats | None, question: NDArray[np.int64] | None) -> Model:
     questions = 0 if question is None or not len(question) else int(np.max(question)) + 1
     return Model(x, covariates, question, questions)
 
@@ -343,15 +339,15 @@ def _closed(model: Model) -> bool:
     return model.covariates is None and model.question is None and star_columns(model.x) is not None
 
 
-def _solve(
+def solve(
     model: Model, wins: Floats, losses: Floats, start: Floats, tolerance: float,
-    maps: _Products | None = None,
+    maps: Products | None = None,
 ) -> tuple[Floats, int]:  # fmt: skip
     p = model.x.shape[1]
     if _closed(model):
         return closed_form(model.x, wins, losses), 0
     signs, wins, losses = _set_aside(model, wins, losses)
-    maps = maps or _products(model)
+    maps = maps or products(model)
     theta, iterations = _newton(
         model, maps, wins, losses, np.where(np.isfinite(start), start, 0.0), tolerance
     )
@@ -370,10 +366,10 @@ def fit(
 ) -> Fit:
     """The maximum-likelihood parameters of one data set (`wins`, `losses`: one per row):
     the systems', then the covariates' and the questions' (module docstring)."""
-    model = _as_model(x, covariates, question)
+    model = as_model(x, covariates, question)
     batch_w, batch_l = np.asarray(wins, float)[None, :], np.asarray(losses, float)[None, :]
     size = sum(model.sizes)
-    theta, iterations = _solve(model, batch_w, batch_l, np.zeros((1, size)), _TOLERANCE)
+    theta, iterations = solve(model, batch_w, batch_l, np.zeros((1, size)), _TOLERANCE)
     return Fit(theta[0], iterations)
 
 
@@ -387,16 +383,16 @@ def fit_replicates(
 ) -> Floats:
     """The parameters of each replicate (`wins`, `losses`: replicates x rows), each Newton
     solve started from `start` (the full-data estimate)."""
-    model = _as_model(x, covariates, question)
+    model = as_model(x, covariates, question)
     replicates = wins.shape[0]
     size = sum(model.sizes)
     out = np.empty((replicates, size))
     chunk = max(1, _CHUNK_CELLS // max(1, wins.shape[1], size * size))
     begin = np.broadcast_to(np.asarray(start, dtype=float), (replicates, size))
-    maps = None if _closed(model) else _products(model)
+    maps = None if _closed(model) else products(model)
     for first in range(0, replicates, chunk):
         last = min(replicates, first + chunk)
-        out[first:last], _ = _solve(
+        out[first:last], _ = solve(
             model, wins[first:last], losses[first:last], begin[first:last],
             _REPLICATE_TOLERANCE, maps,
         )  # fmt: skip

@@ -98,7 +98,9 @@ def test_a_disk_full_after_judging_stops_the_run_and_the_resume_pays_nothing(
                            "--run-id", "F")  # fmt: skip
         printed = capfd.readouterr()
         assert stopped.code == 75, (stopped.out, stopped.err)
-        said = [ln for ln in stopped.err.strip().splitlines() if not ln.startswith("judge calls")]
+        said = [
+            ln for ln in stopped.err.strip().splitlines() if " ETA " not in ln
+        ]  # the progress bar
         assert len(said) == 1, stopped.err  # besides the progress bar
         (line,) = said
         where = f"the file system mounted at {disk.root} (tmpfs)"

@@ -40,12 +40,12 @@ from tasks.imports import (  # noqa: E402
     imported_table,
     read_seeds,
 )
-from tasks.jobrecord import new_record  # noqa: E402
 from tasks.remap import remap_run, write_remap  # noqa: E402
 from tasks.replay.stream import replay_file  # noqa: E402
 from tasks.report.data import build_report  # noqa: E402
-from tasks.runfolder import RunFolder  # noqa: E402
-from tasks.runrecord import outcome_counts, write_record  # noqa: E402
+from tasks.runs.folder import RunFolder  # noqa: E402
+from tasks.runs.jobs import new_record  # noqa: E402
+from tasks.runs.record import outcome_counts, write_record  # noqa: E402
 from tasks.warehouse import build_warehouse  # noqa: E402
 from tasks.workdir import WorkDir  # noqa: E402
 

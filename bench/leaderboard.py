@@ -51,8 +51,8 @@ from tasks.ingest.manifest import freeze_manifest, read_manifest  # noqa: E402
 from tasks.leaderboard.battles import battles_of  # noqa: E402
 from tasks.leaderboard.board import BoardOptions, score_rule  # noqa: E402
 from tasks.replay.stream import replay_file  # noqa: E402
-from tasks.runfolder import RunFolder  # noqa: E402
-from tasks.runrecord import write_record  # noqa: E402
+from tasks.runs.folder import RunFolder  # noqa: E402
+from tasks.runs.record import write_record  # noqa: E402
 from tasks.workdir import WorkDir  # noqa: E402
 
 COMMAND_LIMIT_S = 10.0

@@ -13,7 +13,7 @@ from typing import Any
 from prefect.schedules import Cron
 
 from flows.nightly import nightly_flow, replay_policies_flow, rerun_run_flow
-from tasks.runconfig import load_run_config
+from tasks.runs.config import load_run_config
 from tasks.workdir import WorkDir
 
 NIGHTLY = "nightly-benchmark"

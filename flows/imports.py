@@ -15,16 +15,16 @@ from flows.report import report_task
 from flows.runtime import flow
 from schemas.run import RunRecord
 from schemas.vocabulary import DESIGNS, POLICIES
-from tasks.jobrecord import (
+from tasks.runs.folder import RunFolder, check_run_id
+from tasks.runs.health import raise_unless_completed
+from tasks.runs.jobs import (
     check_import_id,
     new_record,
     recorded_run,
     rerecorded_run,
     settle_status,
 )
-from tasks.runfolder import RunFolder, check_run_id
-from tasks.runhealth import raise_unless_completed
-from tasks.runrecord import new_run_id, outcome_counts, write_record
+from tasks.runs.record import new_run_id, outcome_counts, write_record
 from tasks.workdir import WorkDir
 
 

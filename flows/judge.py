@@ -25,7 +25,7 @@ from tasks.judging.batch_api import await_batch, batch_sender
 from tasks.judging.batches import judge_batch
 from tasks.judging.request import JudgeRequest, RemoteSender, StageHooks
 from tasks.judging.stage import run_judge_stage, unstored_call_keys
-from tasks.runfolder import RunFolder
+from tasks.runs.folder import RunFolder
 from tasks.templates import DEFAULT_TEMPLATE
 from tasks.workdir import WorkDir
 

@@ -26,13 +26,13 @@ from schemas.config import RunConfig
 from schemas.run import RunRecord
 from schemas.vocabulary import CORE_POLICIES, DESIGNS
 from tasks.errors import InputError
-from tasks.jobrecord import judged_config, new_record, recorded_run, settle_status
 from tasks.live.advice import follow_advice, realised_against_advised
-from tasks.preflight import check_keys, check_run
-from tasks.runconfig import load_run_config
-from tasks.runfolder import RunFolder
-from tasks.runhealth import raise_unless_completed
-from tasks.runrecord import new_run_id, outcome_counts, read_record, write_record
+from tasks.runs.config import load_run_config
+from tasks.runs.folder import RunFolder
+from tasks.runs.health import raise_unless_completed
+from tasks.runs.jobs import judged_config, new_record, recorded_run, settle_status
+from tasks.runs.preflight import check_keys, check_run
+from tasks.runs.record import new_run_id, outcome_counts, read_record, write_record
 from tasks.workdir import WorkDir
 
 

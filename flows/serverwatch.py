@@ -78,7 +78,7 @@ def _leave_once_recorded(cause: str) -> None:
     each `interrupted`, print how each ended and exit 75: Prefect's client can report nothing
     any more."""
     from tasks.errors import STOPPED, Interrupted
-    from tasks.jobrecord import ACTIVE, SETTLED, record_interrupted, resume_command
+    from tasks.runs.jobs import ACTIVE, SETTLED, record_interrupted, resume_command
 
     deadline = time.monotonic() + SETTLE_S
     while set(ACTIVE) - set(STOPPED) and time.monotonic() < deadline:

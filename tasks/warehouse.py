@@ -29,8 +29,8 @@ import pandas as pd
 
 from tasks.bootstrap import bootstrap_interval
 from tasks.errors import InputError
-from tasks.runcheck import check_readable
-from tasks.runfolder import RunFolder
+from tasks.runs.check import check_readable
+from tasks.runs.folder import RunFolder
 from tasks.tablefiles import TableFile
 from tasks.warehouseviews import (
     VIEWS,

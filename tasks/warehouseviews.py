@@ -32,8 +32,8 @@ from schemas import (
 )
 from schemas.advice import AdviceRow
 from tasks.errors import InputError
-from tasks.runcheck import RUN_TABLES, json_damage, skip
-from tasks.runfolder import TABLE_FILES, RunFolder, is_run_id
+from tasks.runs.check import RUN_TABLES, json_damage, skip
+from tasks.runs.folder import TABLE_FILES, RunFolder, is_run_id
 from tasks.tablefiles import TableFile, list_table_files
 from tasks.workdir import WorkDir
 
@@ -158,7 +158,7 @@ def _view_files(work: WorkDir, view: View, runs: RunScope) -> list[TableFile]:
 
 def listing(work: WorkDir, runs: RunScope = None) -> dict[View, list[TableFile]]:
     """Every view's files as they are now (or the files of `runs` in their tables), each
-    checked (footers only). Every file of a run that cannot be read (`tasks.runcheck`)
+    checked (footers only). Every file of a run that cannot be read (`tasks.runs.check`)
     counts as damaged, with one warning naming the run; another damaged file, with a warning
     naming it. Damaged files are left out, and so are the files of foreign folders
     (`foreign`)."""

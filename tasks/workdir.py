@@ -9,7 +9,7 @@ WORK/
   cache/journal/*.jsonl        replies received but not yet in replies/ (tasks.judging.journal)
   cache/claims.lock            calls being sent right now: a lock on one byte per call key
   runs/<run_id>/               one run's calls, labels, outcomes, replay, report
-                               (every file named by tasks.runfolder.RunFolder)
+                               (every file named by tasks.runs.folder.RunFolder)
   warehouse.duckdb             rebuildable views over the parquet files
 
 A work dir may also be an object store URL (`s3://bucket/prefix`, `gs://`, `az://`): the same
@@ -223,7 +223,7 @@ class WorkDir:
         return self._dir("runs")
 
     def run_dir(self, run_id: str) -> Path:
-        """A run's folder, not created (writers use `tasks.runfolder.RunFolder.create`)."""
+        """A run's folder, not created (writers use `tasks.runs.folder.RunFolder.create`)."""
         return self.root / "runs" / run_id
 
     @property

@@ -126,9 +126,9 @@ DaskAddress = Annotated[
 
 def run_id_given(value: str | None) -> str | None:
     """The callback of every run id argument and option: a name that is not a run id
-    (`tasks.runfolder.RUN_ID_RULE`) is refused while the command line is read, before the
+    (`tasks.runs.folder.RUN_ID_RULE`) is refused while the command line is read, before the
     command writes or sends anything."""
-    from tasks.runfolder import check_run_id
+    from tasks.runs.folder import check_run_id
 
     return None if value is None else check_run_id(value)
 
@@ -145,7 +145,7 @@ def prepare_prefect(*flow_modules: str, records: bool = True) -> None:
     run the git commands of its record's code version started meanwhile. Everything that
     can refuse the job's input runs before this."""
     if records:
-        from tasks.runrecord import start_code_version
+        from tasks.runs.record import start_code_version
 
         start_code_version()
     start_prefect(state.work, *flow_modules)
@@ -153,7 +153,7 @@ def prepare_prefect(*flow_modules: str, records: bool = True) -> None:
 
 def resume_line(run_id: str) -> str:
     """The command line that resumes an interrupted run of this command's work dir."""
-    from tasks.jobrecord import resume_command
+    from tasks.runs.jobs import resume_command
 
     return resume_command(run_id, state.work)
 
@@ -164,7 +164,7 @@ def load_judges(path: Path) -> list[JudgeSpec]:
 
     from schemas.judge import JudgeFile
     from tasks.errors import describe_validation
-    from tasks.runconfig import read_yaml
+    from tasks.runs.config import read_yaml
 
     data = read_yaml(path, "judges file")
     if isinstance(data, list):
@@ -197,7 +197,7 @@ def print_rows(title: str, rows: Sequence[BaseModel], caption: str | None = None
 
 
 def print_reasons(lines: list[str]) -> None:
-    """Why a run is degraded or failed (`tasks.runhealth.reasons`): the status in bold, then
+    """Why a run is degraded or failed (`tasks.runs.health.reasons`): the status in bold, then
     one line per judge config (provider messages are text, never rich markup)."""
     for i, line in enumerate(lines):
         style = "bold red" if i == 0 else "red"
@@ -246,7 +246,7 @@ def print_summary(run_id: str) -> None:
 
     from schemas.vocabulary import CORE_POLICIES
     from tasks.report.money import usd_saved
-    from tasks.runrecord import read_record
+    from tasks.runs.record import read_record
     from tasks.warehouse import query, warehouse_reads
 
     work = state.work
@@ -311,7 +311,7 @@ def show_json(run_id: str, record: RunRecord) -> dict[str, Any]:
     from tasks.judging.spend import run_spend
     from tasks.report.agreement import judge_numbers, self_numbers
     from tasks.report.data import run_agreement
-    from tasks.runhealth import reasons
+    from tasks.runs.health import reasons
     from tasks.warehouse import check_run_tables, query, warehouse_reads
 
     work = state.work
@@ -347,8 +347,8 @@ def run_and_show_nightly(**params: Any) -> dict[str, Any]:
     or failed run prints its reasons first and exits 3 or 4."""
     import typer
 
-    from tasks.runhealth import EXIT_CODES, RunNotCompleted
-    from tasks.runrecord import read_record
+    from tasks.runs.health import EXIT_CODES, RunNotCompleted
+    from tasks.runs.record import read_record
 
     try:
         record = run_nightly(**params)

@@ -66,8 +66,8 @@ def demo(
     prepare_prefect("flows.nightly")
     from tasks.demo import DEMO_CACHE_MIN_TOKENS, DEMO_PERSONAS, demo_config
     from tasks.ingest.sources import freeze_sources
-    from tasks.runhealth import EXIT_CODES, RunNotCompleted
-    from tasks.runrecord import read_record
+    from tasks.runs.health import EXIT_CODES, RunNotCompleted
+    from tasks.runs.record import read_record
     from tasks.simjudge.server import simjudge_subprocess
 
     work = state.work
@@ -128,8 +128,8 @@ def demo_nights(nights: int, pairs: int | None, latency_ms: float) -> None:
     from tasks.history.trends import trend_points
     from tasks.ingest.demo_benchmark import demo_pairs
     from tasks.ingest.sources import freeze_sources
-    from tasks.runhealth import RunNotCompleted
-    from tasks.runrecord import read_record
+    from tasks.runs.health import RunNotCompleted
+    from tasks.runs.record import read_record
     from tasks.simjudge.server import simjudge_subprocess
 
     work = state.work

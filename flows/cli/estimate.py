@@ -18,8 +18,8 @@ def print_estimate(config: Path, as_json: bool = False) -> None:
     JSON list, one object per judge config."""
     from tasks.judge_preflight import judge_warnings
     from tasks.judging.estimate import ESTIMATE_NOTE, estimate_config
-    from tasks.preflight import unset_key_variables
-    from tasks.runconfig import load_run_config
+    from tasks.runs.config import load_run_config
+    from tasks.runs.preflight import unset_key_variables
 
     rows = estimate_config(config, state.work)
     if as_json:

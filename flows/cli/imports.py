@@ -83,7 +83,7 @@ def import_(
     """Import another tool's judgment files as a run: nothing is sent or paid. Exits as
     `run` does (3 if the run is degraded, 4 if failed)."""
     from tasks.imports import ImportOptions, check_files, read_files
-    from tasks.runhealth import EXIT_CODES, RunNotCompleted
+    from tasks.runs.health import EXIT_CODES, RunNotCompleted
 
     # Refused files are refused before Prefect starts; the flow reads them again from the
     # same process's memo (`read_seeds`).
@@ -95,7 +95,7 @@ def import_(
     check_files(seeds)
     if run_id is not None:
         from tasks.imports import import_config
-        from tasks.jobrecord import check_import_id
+        from tasks.runs.jobs import check_import_id
 
         # An import never replaces a finished run.
         check_import_id(state.work, run_id, import_config(fmt, [str(f) for f in files], seeds))
@@ -135,8 +135,8 @@ def reparse(
 ) -> None:
     """Re-label a run from its cached replies (current parser) and rebuild everything after,
     its status too; exits as `run` does (3 if the run is degraded, 4 if failed)."""
-    from tasks.runhealth import EXIT_CODES, RunNotCompleted
-    from tasks.runrecord import read_record
+    from tasks.runs.health import EXIT_CODES, RunNotCompleted
+    from tasks.runs.record import read_record
 
     read_record(state.work, run_id)  # an unknown run is refused before Prefect starts
     prepare_prefect("flows.imports")

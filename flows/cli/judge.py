@@ -136,7 +136,7 @@ def judge(
 
     if dry_run:
         from tasks.judging.estimate import ESTIMATE_NOTE, estimate_plan
-        from tasks.preflight import unset_key_variables
+        from tasks.runs.preflight import unset_key_variables
 
         rows = estimate_plan(state.work, plan, judges, template_id)
         print_rows(f"estimate · plan {plan}", rows, ESTIMATE_NOTE)
@@ -161,8 +161,8 @@ def _judge_run(
     """The judge flow for one run, with its record (so `runs`, `show` and `report` know it)."""
     prepare_prefect("flows.stageflows")
     from flows.stageflows import judge_flow
-    from tasks.jobrecord import judged_config, new_record, recorded_run, settle_status
-    from tasks.runhealth import EXIT_CODES, reasons
+    from tasks.runs.health import EXIT_CODES, reasons
+    from tasks.runs.jobs import judged_config, new_record, recorded_run, settle_status
 
     specs = [j.model_dump(mode="json") for j in judges]
     record = new_record(run_id, "judge", judged_config(plan, template_id, specs))
@@ -203,9 +203,9 @@ def rerun_failed(
     SIGTERM, a killed process): its job runs again under its run id, reusing every reply
     stored."""
     from schemas.judge import JudgeSpec
-    from tasks.jobrecord import resume_kind
-    from tasks.runfolder import RunFolder
-    from tasks.runhealth import EXIT_CODES, RunNotCompleted
+    from tasks.runs.folder import RunFolder
+    from tasks.runs.health import EXIT_CODES, RunNotCompleted
+    from tasks.runs.jobs import resume_kind
 
     kind, record = resume_kind(state.work, run_id)
     config: dict[str, Any] = record.config if record is not None else {}

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from flows.cli.app import app, console, load_judges, prepare_prefect, run_id_given, state
-from tasks.runfolder import RunFolder
+from tasks.runs.folder import RunFolder
 
 if TYPE_CHECKING:
     from schemas.judge import JudgeSpec
@@ -77,8 +77,8 @@ def live_run(
     """The live flow for one run, with its record, then its table of realised savings."""
     from rich.table import Table
 
-    from tasks.jobrecord import judged_config, new_record, recorded_run
-    from tasks.runrecord import outcome_counts
+    from tasks.runs.jobs import judged_config, new_record, recorded_run
+    from tasks.runs.record import outcome_counts
 
     prepare_prefect("flows.live")
     from flows.live import live_flow

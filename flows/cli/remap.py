@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from flows.cli.app import app, console, prepare_prefect, run_id_given, state
-from tasks.runfolder import RunFolder
+from tasks.runs.folder import RunFolder
 
 _DISCLOSURE_COLUMNS = (
     "planned",

@@ -40,8 +40,8 @@ def run(
     """Run the nightly flow once for a configuration, now."""
     from flows.cli.estimate import warn
     from tasks.judge_preflight import judge_warnings
-    from tasks.preflight import check_run
-    from tasks.runconfig import choose_work_dir, load_run_config
+    from tasks.runs.config import choose_work_dir, load_run_config
+    from tasks.runs.preflight import check_run
 
     if dry_run:
         from flows.cli.estimate import print_estimate
@@ -95,7 +95,7 @@ def _runs_json(entries: list[Any]) -> list[dict[str, Any]]:
 def runs(as_json: JsonOption = False) -> None:
     """List runs with status and counts, newest first; damaged records are named, and a run
     whose process died is `interrupted`, with the command that takes it up again."""
-    from tasks.jobrecord import scan_records
+    from tasks.runs.jobs import scan_records
 
     entries = scan_records(state.work)
     if as_json:
@@ -148,10 +148,10 @@ def show(
     """Print a run's summary table, after why it is degraded or failed (a run a stage error
     stopped: why); or, with --pair, one pair as the report's disagreements section shows it."""
     from tasks.errors import InputError
-    from tasks.jobrecord import lock_is_free
     from tasks.report.pairs import pair_text, pair_views
-    from tasks.runhealth import reasons
-    from tasks.runrecord import read_record
+    from tasks.runs.health import reasons
+    from tasks.runs.jobs import lock_is_free
+    from tasks.runs.record import read_record
     from tasks.warehouse import check_run_tables
 
     record = read_record(state.work, run_id)
@@ -214,7 +214,7 @@ def serve(
     stays up while it serves); schedules fire there.
     """
     from flows.runtime import prefect_home, private_temp
-    from tasks.runconfig import choose_work_dir, load_run_config
+    from tasks.runs.config import choose_work_dir, load_run_config
 
     work_dir, note = choose_work_dir(load_run_config(config), state.work_given)
     if note:

@@ -18,7 +18,7 @@ def _load_personas(path: Path) -> list[Any]:
     """Persona dicts from a YAML or JSON file: a list, or a mapping with `personas`."""
     from pydantic import ValidationError
 
-    from tasks.runconfig import read_yaml
+    from tasks.runs.config import read_yaml
     from tasks.simjudge.persona import Persona
 
     if path.suffix.lower() in (".yaml", ".yml"):

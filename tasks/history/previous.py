@@ -7,7 +7,7 @@ compared with a K = 4 run of the same name (new seeds flip decisions that did no
 nor an import of one file with an import of two; a changed model or decoding under the same
 judge · config names is compared (that is what a diff is for). The previous run is the
 latest such run started earlier that completed and can be read; a run that cannot be read is
-skipped with one warning line (`tasks.runcheck`).
+skipped with one warning line (`tasks.runs.check`).
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from schemas.plan import PlanInfo
 from schemas.run import RunRecord
 from tasks.errors import JudgelineError
 from tasks.history.view import RunView, read_run_view
-from tasks.jobrecord import scan_records
 from tasks.plan.files import PLAN_INFO_FILE
-from tasks.runcheck import json_damage, readable, skip
-from tasks.runfolder import RunFolder
+from tasks.runs.check import json_damage, readable, skip
+from tasks.runs.folder import RunFolder
+from tasks.runs.jobs import scan_records
 from tasks.workdir import WorkDir
 
 __all__ = ["comparable", "configuration", "previous_view"]

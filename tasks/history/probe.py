@@ -30,9 +30,9 @@ from tasks.judging.request import JudgeRequest, StageHooks
 from tasks.judging.stage import run_judge_stage
 from tasks.plan import make_plan, write_plan
 from tasks.remap.outcomes import remap_run, write_remap
-from tasks.runcheck import readable
-from tasks.runfolder import RunFolder, is_run_id
-from tasks.runrecord import list_records
+from tasks.runs.check import readable
+from tasks.runs.folder import RunFolder, is_run_id
+from tasks.runs.record import list_records
 from tasks.workdir import WorkDir
 
 __all__ = [
@@ -141,7 +141,7 @@ def compare_probes(now: RunFolder, before: RunFolder) -> dict[str, Any]:
 
 def previous_probe(work: WorkDir, name: str, run_id: str) -> RunFolder | None:
     """The latest earlier run of the same benchmark name whose probe was remapped and can be
-    read (one that cannot is skipped with a warning, `tasks.runcheck`)."""
+    read (one that cannot is skipped with a warning, `tasks.runs.check`)."""
     for record in list_records(work):  # newest first
         probe = record.probe or {}
         if record.run_id == run_id or record.name != name or not probe.get("run_id"):

@@ -26,7 +26,7 @@ from tasks.bootstrap import bootstrap_interval
 from tasks.errors import InputError
 from tasks.judging.cache import read_attempts
 from tasks.judging.spend import run_spend
-from tasks.runrecord import list_records
+from tasks.runs.record import list_records
 from tasks.warehouse import build_warehouse, query
 from tasks.workdir import WorkDir
 

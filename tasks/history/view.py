@@ -21,8 +21,8 @@ from schemas.run import RunRecord
 from tasks.agreement.tables import order_value_counts
 from tasks.errors import InputError, IntegrityError
 from tasks.ingest.manifest import read_manifest
-from tasks.runcheck import check_readable
-from tasks.runfolder import RunFolder
+from tasks.runs.check import check_readable
+from tasks.runs.folder import RunFolder
 from tasks.storage import read_parquet
 from tasks.workdir import WorkDir
 

@@ -24,7 +24,7 @@ from tasks.errors import InputError
 from tasks.hashing import digest, sha256_text
 from tasks.imports.records import ImportedFile
 from tasks.ingest.fields import shorten
-from tasks.runfolder import RunFolder
+from tasks.runs.folder import RunFolder
 from tasks.storage import write_parquet_atomic
 from tasks.workdir import WorkDir
 

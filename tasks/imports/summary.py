@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 
 from tasks.imports.agreement import agreement
 from tasks.parsing import note_reason
-from tasks.runfolder import RunFolder
+from tasks.runs.folder import RunFolder
 
 __all__ = ["import_summary", "summary_lines"]
 

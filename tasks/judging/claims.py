@@ -44,7 +44,7 @@ from schemas.calls import ReplyRecord
 from tasks.errors import InputError
 from tasks.judging.cache import check_schema, fold_dead_journals, stored_keys
 from tasks.judging.journal import DeadWriterWatch
-from tasks.runfolder import RunFolder
+from tasks.runs.folder import RunFolder
 from tasks.storage import FolderChanges
 from tasks.workdir import WorkDir
 

@@ -42,8 +42,8 @@ from tasks.judging.prices import price_of
 from tasks.judging.prompt_cache import hit_tokens, write_tokens
 from tasks.judging.token_budget import input_tokens
 from tasks.plan.designs import make_plan
-from tasks.runcheck import readable
-from tasks.runfolder import RunFolder, is_run_id
+from tasks.runs.check import readable
+from tasks.runs.folder import RunFolder, is_run_id
 from tasks.workdir import WorkDir
 
 __all__ = [
@@ -251,7 +251,7 @@ def estimate_calls(planned: Sequence[PlannedCall], work: WorkDir, k: int) -> lis
 
 def estimate_config(path: str | Path, work: WorkDir) -> list[EstimateRow]:
     """The estimate of one run configuration file (`judgeline estimate`)."""
-    from tasks.runconfig import load_run_config
+    from tasks.runs.config import load_run_config
 
     cfg = load_run_config(path)
     pairs = _config_pairs(cfg)

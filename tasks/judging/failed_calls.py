@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 
 from tasks.errors import InputError
 from tasks.judging.cache import read_attempts, stored_keys
-from tasks.runfolder import RunFolder
+from tasks.runs.folder import RunFolder
 from tasks.workdir import WorkDir
 
 __all__ = ["FailureGroup", "failed_call_groups"]

@@ -42,7 +42,7 @@ class JudgeRequest:
 
     def check(self) -> None:
         """Refuse a request that cannot run, before anything is read or written."""
-        from tasks.runfolder import check_run_id
+        from tasks.runs.folder import check_run_id
 
         check_run_id(self.run_id)
         if self.batch_size < 1:

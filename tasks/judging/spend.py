@@ -19,7 +19,7 @@ from schemas.judge import JudgeSpec
 from tasks.errors import InputError
 from tasks.judging.cache import read_attempts, read_replies
 from tasks.judging.prices import price_of
-from tasks.runfolder import RunFolder
+from tasks.runs.folder import RunFolder
 from tasks.storage import read_parquet
 from tasks.workdir import WorkDir
 

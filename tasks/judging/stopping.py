@@ -159,7 +159,7 @@ def stop_on_signals(stop: StopRequest) -> Iterator[StopRequest]:
 
 class StopSignal(BaseException):
     """SIGTERM outside the judge stage, raised where the main thread is (as KeyboardInterrupt
-    is for SIGINT); `tasks.jobrecord.recorded_run` records the run `interrupted`."""
+    is for SIGINT); `tasks.runs.jobs.recorded_run` records the run `interrupted`."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)

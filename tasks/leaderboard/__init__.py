@@ -24,7 +24,7 @@ from tasks.leaderboard.battles import RULES, Battles, Rule, battles_of, manifest
 from tasks.leaderboard.board import BoardOptions, Scored, score_rule
 from tasks.leaderboard.stopping import stopping_effects
 from tasks.leaderboard.style import AnswerStats
-from tasks.runfolder import RunFolder
+from tasks.runs.folder import RunFolder
 from tasks.workdir import WorkDir
 
 __all__ = ["RULES", "BoardOptions", "Rule", "leaderboard_of", "rank_flags", "run_leaderboard"]

@@ -58,7 +58,7 @@ def system_changes(work: WorkDir, run_a: str, run_b: str) -> list[dict[str, Any]
 def system_trends(work: WorkDir) -> list[dict[str, Any]]:
     """Every run's leaderboard scores (`reference` rule), oldest run first: one row per
     (run, judge, config, system), for the trends page; runs without one are left out."""
-    from tasks.runrecord import list_records
+    from tasks.runs.record import list_records
 
     rows = []
     for record in sorted(list_records(work), key=lambda r: (r.started_at, r.run_id)):

@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 from schemas.config import LiveSpec
 from schemas.judge import JudgeSpec
 from tasks.errors import InputError
-from tasks.runfolder import RunFolder, check_run_id
+from tasks.runs.folder import RunFolder, check_run_id
 from tasks.storage import write_parquet_atomic
 from tasks.workdir import WorkDir
 
@@ -77,7 +77,7 @@ def live_advice(
 ) -> tuple[pa.Table, dict[tuple[str, str], float]]:
     """The advice a live run of `live` would follow, drawn for `live.advised_by` at the
     configuration's budget and level, and its advised savings per (judge, config), once
-    checked (`tasks.preflight.check_run` refuses a run whose advice cannot be followed)."""
+    checked (`tasks.runs.preflight.check_run` refuses a run whose advice cannot be followed)."""
     assert live.advised_by is not None and live.max_change is not None
     level = DEFAULT_LEVEL if live.level is None else live.level
     try:

@@ -24,7 +24,7 @@ from tasks.errors import InputError, IntegrityError
 from tasks.hashing import sha256_text
 from tasks.judging.planned import PlannedCall
 from tasks.plan import check_k
-from tasks.runfolder import RunFolder
+from tasks.runs.folder import RunFolder
 from tasks.storage import write_parquet_atomic
 from tasks.workdir import WorkDir
 

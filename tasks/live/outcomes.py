@@ -26,7 +26,7 @@ from tasks.errors import InputError, IntegrityError
 from tasks.live.draws import Group, Slot
 from tasks.remap.dispositions import compute_disclosure, compute_dispositions
 from tasks.remap.outcomes import RemapResult, remap_run
-from tasks.runfolder import RunFolder
+from tasks.runs.folder import RunFolder
 from tasks.storage import read_parquet, write_parquet_atomic
 from tasks.workdir import WorkDir
 

@@ -9,8 +9,8 @@ import pyarrow.parquet as pq
 
 from schemas import LiveSummaryRow, conform
 from schemas.run import RunInfo
-from tasks.runcheck import readable
-from tasks.runfolder import RunFolder, is_run_id
+from tasks.runs.check import readable
+from tasks.runs.folder import RunFolder, is_run_id
 from tasks.workdir import WorkDir
 
 __all__ = ["find_reference_run", "is_live_run", "read_live_summary", "record_live_info"]
@@ -38,7 +38,7 @@ def is_live_run(work: WorkDir, run_id: str) -> bool:
 
 def find_reference_run(work: WorkDir, run_id: str) -> str | None:
     """The most recent full-grid run with replay tables of the same plan, template and judges
-    that can be read (`tasks.runcheck`).
+    that can be read (`tasks.runs.check`).
 
     Judges match on what decides replies (model, decoding, configs, names); transport
     settings such as the base URL may differ. None if there is no such run.

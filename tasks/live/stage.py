@@ -34,7 +34,7 @@ from tasks.live.outcomes import (
 from tasks.live.runs import record_live_info
 from tasks.plan import read_plan
 from tasks.remap.outcomes import RemapResult, write_remap
-from tasks.runfolder import RunFolder
+from tasks.runs.folder import RunFolder
 from tasks.templates import get_template
 from tasks.workdir import WorkDir
 

@@ -22,7 +22,7 @@ from tasks.errors import GateError, InputError, IntegrityError
 from tasks.remap.dispositions import compute_disclosure, compute_dispositions
 from tasks.remap.gate import STAGE, RunRef, check_call_columns, check_remap
 from tasks.remap.keys import first_rows, places, row_codes, rows_in, sort_order, taken
-from tasks.runfolder import RunFolder
+from tasks.runs.folder import RunFolder
 from tasks.storage import read_parquet, write_parquet_atomic
 from tasks.workdir import WorkDir
 

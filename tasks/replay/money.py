@@ -38,7 +38,7 @@ from tasks.replay.family import PAIRED, paired_table, side_counts
 from tasks.replay.grid import ReplayGrid, dense_codes
 from tasks.replay.policies import run_laws
 from tasks.replay.states import independent_expectation, side_expectation
-from tasks.runfolder import is_run_id
+from tasks.runs.folder import is_run_id
 from tasks.storage import read_parquet
 from tasks.workdir import WorkDir
 

@@ -14,9 +14,9 @@ from tasks.report.money import run_spend_rows, spend_frame
 from tasks.report.pairs import pair_views
 from tasks.report.render import ReportData, write_report
 from tasks.report.since import since_section
-from tasks.runfolder import RunFolder
-from tasks.runhealth import reasons, run_health, run_status
-from tasks.runrecord import read_record
+from tasks.runs.folder import RunFolder
+from tasks.runs.health import reasons, run_health, run_status
+from tasks.runs.record import read_record
 from tasks.storage import read_parquet
 from tasks.warehouse import check_run_tables, query, warehouse_reads
 from tasks.workdir import WorkDir

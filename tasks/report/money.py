@@ -17,7 +17,7 @@ from schemas.cost import SpendRow
 from schemas.report import SavingsUsdTableRow, SpendTableRow
 from tasks.judging.spend import run_spend
 from tasks.report.tables import GROUP, Table, columns, ordered, table
-from tasks.runfolder import RunFolder
+from tasks.runs.folder import RunFolder
 from tasks.workdir import WorkDir
 
 __all__ = ["MoneySection", "money_section", "run_spend_rows", "spend_frame", "usd_saved"]

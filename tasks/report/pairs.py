@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tasks.errors import InputError
-from tasks.runfolder import RunFolder
+from tasks.runs.folder import RunFolder
 from tasks.workdir import WorkDir
 
 __all__ = ["UNSETTLED", "PairCall", "PairView", "answer_label", "pair_text", "pair_views"]
@@ -106,7 +106,7 @@ def pair_views(work: WorkDir, run_id: str, pair_id: str | None = None) -> list[P
     ordered by judge, config, disposition, dataset, pair and seed."""
     from tasks.ingest.manifest import read_manifest
     from tasks.judging.cache import read_replies
-    from tasks.runrecord import read_record
+    from tasks.runs.record import read_record
 
     folder = RunFolder(work, run_id)
     record = read_record(work, run_id)

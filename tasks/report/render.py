@@ -57,7 +57,7 @@ class ReportData:
     position_bias: pd.DataFrame
     realised: pd.DataFrame | None = None
     alerts: list[str] = field(default_factory=list)
-    """Why the run is degraded or failed (`tasks.runhealth.reasons`); empty if completed."""
+    """Why the run is degraded or failed (`tasks.runs.health.reasons`); empty if completed."""
     pairs: list[PairView] | None = None
     """The run's unsettled (pair, seed) views for the disagreements section (None: none)."""
     since: SinceSection | None = None

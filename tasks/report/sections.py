@@ -91,7 +91,7 @@ class Header:
     tiles: list[tuple[str, str, str]]
     """(value, label, note) of each at-a-glance tile."""
     alerts: list[str] = field(default_factory=list)
-    """Why the run is degraded or failed, first line the status (`tasks.runhealth.reasons`)."""
+    """Why the run is degraded or failed, first line the status (`tasks.runs.health.reasons`)."""
 
 
 _MONO_WORDS = {"hash", "commit", "version", "id", "manifest", "plan"}

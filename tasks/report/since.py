@@ -26,8 +26,8 @@ from tasks.history.diff import Flip, RunDiff, diff_views
 from tasks.history.previous import comparable, previous_view
 from tasks.history.view import RunView, read_run_view
 from tasks.report.pairs import PairView, pair_views
-from tasks.runfolder import RunFolder
-from tasks.runrecord import read_record
+from tasks.runs.folder import RunFolder
+from tasks.runs.record import read_record
 from tasks.workdir import WorkDir
 
 __all__ = ["FLIPS_SHOWN", "FlipView", "SinceSection", "since_section"]

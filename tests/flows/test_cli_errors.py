@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from support import REPO, bare_record
 
-from tasks.runrecord import write_record
+from tasks.runs.record import write_record
 from tasks.workdir import WorkDir
 
 JUDGELINE = str(REPO / ".venv" / "bin" / "judgeline")

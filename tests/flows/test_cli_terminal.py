@@ -19,7 +19,7 @@ from support import REPO
 
 from schemas.run import CodeVersion, RunRecord
 from tasks.judging.claims import RunLock
-from tasks.runrecord import write_record
+from tasks.runs.record import write_record
 from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from support import REPO
 
-from tasks.runrecord import list_records
+from tasks.runs.record import list_records
 from tasks.workdir import WorkDir
 
 pytestmark = pytest.mark.slow

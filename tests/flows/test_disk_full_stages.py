@@ -86,7 +86,7 @@ def test_a_disk_full_after_judging_stops_the_run_and_the_resume_pays_nothing(
     capfd: pytest.CaptureFixture[str],
 ) -> None:
     import flows.nightly as nightly
-    from tasks.jobrecord import scan_records
+    from tasks.runs.jobs import scan_records
 
     dask = request.getfixturevalue("cluster").address if sender == "dask" else None
     config = _config(tmp_path, server, sender, dask)

@@ -55,7 +55,7 @@ from tasks.remap import (
     remap_run,
     write_remap,
 )
-from tasks.runconfig import load_run_config
+from tasks.runs.config import load_run_config
 from tasks.workdir import WorkDir
 
 REPO = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from support import REPO, persona_grids, read_only
 
-from tasks.runfolder import RunFolder
+from tasks.runs.folder import RunFolder
 from tasks.simjudge.persona import Persona
 from tasks.storage import write_parquet_atomic
 from tasks.workdir import WorkDir

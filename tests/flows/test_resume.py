@@ -18,7 +18,7 @@ import pytest
 import yaml
 from support import NO_FAULTS, REPO
 
-from tasks.runrecord import read_record
+from tasks.runs.record import read_record
 from tasks.simjudge.persona import Persona
 from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir

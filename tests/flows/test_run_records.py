@@ -12,7 +12,7 @@ from support import REPO, bare_record
 
 from schemas.run import RunRecord
 from tasks.judging.claims import RunLock
-from tasks.runrecord import write_record
+from tasks.runs.record import write_record
 from tasks.workdir import WorkDir
 
 JUDGELINE = str(REPO / ".venv" / "bin" / "judgeline")
@@ -70,8 +70,8 @@ def test_rerun_failed_from_the_command_line_rebuilds_the_run(work: WorkDir) -> N
     from flows.nightly import nightly_flow
     from schemas.config import DatasetSpec, RunConfig
     from schemas.judge import JudgeSpec
-    from tasks.runfolder import RunFolder
-    from tasks.runrecord import read_record
+    from tasks.runs.folder import RunFolder
+    from tasks.runs.record import read_record
     from tasks.simjudge.server import SimJudgeServer
 
     with socket.socket() as probe:
@@ -82,7 +82,7 @@ def test_rerun_failed_from_the_command_line_rebuilds_the_run(work: WorkDir) -> N
         max_retries=0,
     )  # fmt: skip
     config = RunConfig(name="n", datasets=[DatasetSpec(kind="demo")], judges=[judge], k=2)
-    from tasks.runhealth import RunNotCompleted
+    from tasks.runs.health import RunNotCompleted
 
     # Every call fails: the run writes everything, then ends failed.
     with pytest.raises(RunNotCompleted):
@@ -112,7 +112,7 @@ def test_rerun_failed_from_the_command_line_rebuilds_the_run(work: WorkDir) -> N
 
 def test_a_running_record_whose_lock_is_free_is_interrupted(work: WorkDir) -> None:
     """The process that wrote `running` died (SIGKILL): nobody holds the run's lock."""
-    from tasks.jobrecord import resume_command, scan_records
+    from tasks.runs.jobs import resume_command, scan_records
 
     write_record(work, running_record("dead"))
     write_record(work, running_record("alive"))
@@ -125,8 +125,8 @@ def test_a_running_record_whose_lock_is_free_is_interrupted(work: WorkDir) -> No
 def test_resume_kind_follows_the_stage_the_run_stopped_in(work: WorkDir) -> None:
     """One command resumes any run: how depends on what the run left behind."""
     from tasks.errors import InputError
-    from tasks.jobrecord import resume_kind
-    from tasks.runfolder import RunFolder
+    from tasks.runs.folder import RunFolder
+    from tasks.runs.jobs import resume_kind
 
     nightly = {"name": "mine", "datasets": [{"kind": "demo"}], "judges": [
         {"name": "j", "base_url": "http://127.0.0.1:9/v1", "model": "m"}]}  # fmt: skip
@@ -156,7 +156,7 @@ def test_a_judge_run_has_a_record_that_runs_and_show_know(work: WorkDir, tmp_pat
     from typer.testing import CliRunner
 
     from flows.cli import app
-    from tasks.runrecord import read_record
+    from tasks.runs.record import read_record
     from tasks.simjudge.server import SimJudgeServer
 
     staged = stage_demo_plan(work, pairs=4, k=2)

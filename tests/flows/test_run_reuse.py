@@ -16,9 +16,9 @@ from typer.testing import CliRunner
 from schemas.config import RunConfig
 from schemas.run import CodeVersion, RunInfo, RunRecord
 from tasks.errors import InputError, IntegrityError
-from tasks.jobrecord import new_record, recorded_run
-from tasks.preflight import check_run
-from tasks.runfolder import RunFolder
+from tasks.runs.folder import RunFolder
+from tasks.runs.jobs import new_record, recorded_run
+from tasks.runs.preflight import check_run
 from tasks.workdir import WorkDir
 
 
@@ -153,7 +153,7 @@ def test_run_ids_reused_through_the_nightly_flow(work: WorkDir, tmp_path: Path) 
     empty dataset also used to leave a `failed` record); the K = 4 configuration again
     completes from the cache, sending nothing."""
     from flows.nightly import nightly_flow
-    from tasks.jobrecord import scan_records
+    from tasks.runs.jobs import scan_records
     from tasks.simjudge.server import SimJudgeServer
 
     data = tmp_path / "pairs.csv"

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from support import REPO
 
-from tasks.runrecord import read_record
+from tasks.runs.record import read_record
 from tasks.workdir import WorkDir
 
 JUDGELINE = str(REPO / ".venv" / "bin" / "judgeline")

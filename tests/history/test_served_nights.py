@@ -21,7 +21,7 @@ from tasks.history.diff import diff_runs
 from tasks.history.probe import PROBE_DATE_ENV
 from tasks.history.trends import trend_points
 from tasks.ingest.demo_benchmark import demo_pairs
-from tasks.runrecord import list_records
+from tasks.runs.record import list_records
 from tasks.simjudge.persona import Persona
 from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir

@@ -41,13 +41,13 @@ from tasks.history.probe import previous_probe
 from tasks.history.trends import trend_points
 from tasks.imports import build_import, import_config, read_imported
 from tasks.ingest.demo_benchmark import demo_pairs
-from tasks.jobrecord import new_record
 from tasks.judging.estimate import estimate_config
 from tasks.remap import remap_run, write_remap
 from tasks.replay.stream import replay_file
 from tasks.report.since import since_section
-from tasks.runfolder import RunFolder
-from tasks.runrecord import list_records, read_record, write_record
+from tasks.runs.folder import RunFolder
+from tasks.runs.jobs import new_record
+from tasks.runs.record import list_records, read_record, write_record
 from tasks.simjudge.server import SimJudgeServer
 from tasks.warehouse import check_run_tables
 from tasks.workdir import WorkDir

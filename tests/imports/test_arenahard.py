@@ -12,8 +12,8 @@ import pytest
 from tasks.errors import InputError
 from tasks.imports import agreement, build_import, imported_table, read_imported
 from tasks.remap import remap_run, write_remap
-from tasks.runfolder import RunFolder
-from tasks.runhealth import NOT_RECORDED, run_health
+from tasks.runs.folder import RunFolder
+from tasks.runs.health import NOT_RECORDED, run_health
 from tasks.workdir import WorkDir
 
 

@@ -12,7 +12,7 @@ import pytest
 from tasks.errors import InputError
 from tasks.imports import ImportOptions, agreement, build_import, imported_table, read_seeds
 from tasks.remap import remap_run, write_remap
-from tasks.runfolder import RunFolder
+from tasks.runs.folder import RunFolder
 from tasks.workdir import WorkDir
 from tests.flows.test_hostile_input import run_main
 

@@ -16,10 +16,10 @@ from flows.stageflows import judge_flow
 from schemas.judge import JudgeSpec
 from schemas.run import RunRecord
 from tasks.errors import InputError
-from tasks.jobrecord import scan_records
-from tasks.runfolder import RunFolder
-from tasks.runhealth import RunNotCompleted
-from tasks.runrecord import code_version, list_records, read_record, write_record
+from tasks.runs.folder import RunFolder
+from tasks.runs.health import RunNotCompleted
+from tasks.runs.jobs import scan_records
+from tasks.runs.record import code_version, list_records, read_record, write_record
 from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 from tests.imports.test_judgebench import NAME, _entry, _file, _line, _write

@@ -13,7 +13,7 @@ from tasks.errors import InputError
 from tasks.imports import agreement, build_import, check_files, imported_table, read_imported
 from tasks.judging.cache import read_replies
 from tasks.remap import remap_run, write_remap
-from tasks.runfolder import RunFolder
+from tasks.runs.folder import RunFolder
 from tasks.workdir import WorkDir
 
 NAME = "dataset=judgebench,response_model=m1,judge_name=arena_hard,judge_model=judge-x.jsonl"

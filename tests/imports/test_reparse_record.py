@@ -22,8 +22,8 @@ from flows.stageflows import judge_flow
 from schemas.judge import JudgeSpec
 from schemas.run import RunRecord
 from tasks.errors import InputError
-from tasks.runfolder import RunFolder
-from tasks.runrecord import code_version, read_record, write_record
+from tasks.runs.folder import RunFolder
+from tasks.runs.record import code_version, read_record, write_record
 from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 

@@ -13,8 +13,8 @@ from schemas.run import RunRecord
 from tasks.imports import build_import, import_summary, read_imported, summary_lines
 from tasks.remap import remap_run, write_remap
 from tasks.report.data import build_report
-from tasks.runfolder import RunFolder
-from tasks.runrecord import code_version, write_record
+from tasks.runs.folder import RunFolder
+from tasks.runs.record import code_version, write_record
 from tasks.workdir import WorkDir
 from tests.imports.test_judgebench import NAME, _entry, _line, _write
 

@@ -13,7 +13,7 @@ from tasks.errors import InputError
 from tasks.imports import ImportOptions, build_import, read_seeds
 from tasks.judging.spend import run_prices
 from tasks.remap import remap_run, write_remap
-from tasks.runfolder import RunFolder
+from tasks.runs.folder import RunFolder
 from tasks.workdir import WorkDir
 
 MAP = (

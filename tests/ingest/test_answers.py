@@ -124,7 +124,7 @@ def test_a_run_refuses_a_bad_answers_table_before_anything_starts(
 ) -> None:
     from schemas.config import RunConfig
     from schemas.judge import JudgeSpec
-    from tasks.preflight import check_run
+    from tasks.runs.preflight import check_run
 
     path = _write(tmp_path / "a.jsonl", _rows()[:-1])
     judge = JudgeSpec(name="j", base_url="http://127.0.0.1:9/v1", model="m")

@@ -86,8 +86,8 @@ def test_a_full_disk_stops_the_workers_and_the_resume_pays_nothing_twice(
     monkeypatch: pytest.MonkeyPatch,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
-    from tasks.jobrecord import scan_records
     from tasks.judging.cache import stored_keys
+    from tasks.runs.jobs import scan_records
 
     server.clear_log()
     judges = _judges_file(tmp_path, server)

@@ -73,7 +73,7 @@ def test_no_room_for_the_reserve_sends_nothing(monkeypatch: pytest.MonkeyPatch) 
 def test_the_command_says_it_in_one_line_and_resumes(monkeypatch: pytest.MonkeyPatch) -> None:
     """`judgeline judge` on a disk that fills up: one line naming the file system and the
     command that resumes, exit 75; that command then completes, paying for no call twice."""
-    from tasks.jobrecord import scan_records
+    from tasks.runs.jobs import scan_records
     from tests.flows.test_hostile_input import run_main
 
     with small_disk(monkeypatch) as disk, SimJudgeServer() as server:
@@ -173,9 +173,9 @@ def test_provider_batch_results_a_full_disk_refuses_are_fetched_again_not_sent_a
     holds are kept, the batch stays `submitted`, the stage stops (exit 75, one line saying
     both), and the resume fetches the results from the provider: no call paid twice. Before,
     the batch was marked done with its results lost, and the rerun paid for all of it."""
-    from tasks.jobrecord import scan_records
     from tasks.judging.batch_api import BatchJournal
     from tasks.judging.cache import stored_keys
+    from tasks.runs.jobs import scan_records
     from tests.flows.test_hostile_input import run_main
 
     with small_disk(monkeypatch) as disk, SimJudgeServer() as server:

@@ -22,7 +22,7 @@ from tasks.judging.failures import DETAIL_LIMIT_BYTES, error_message, retry_afte
 from tasks.judging.pacing import BREAKER_TRIP_AFTER, RetryPolicy
 from tasks.judging.providers import CallRequest
 from tasks.parsing import parse_reply
-from tasks.runhealth import stop_line
+from tasks.runs.health import stop_line
 from tasks.templates import render
 
 KEY = "sk-judgeline-failures-1c2d3e4f"

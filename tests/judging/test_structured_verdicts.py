@@ -25,7 +25,7 @@ from tasks.judging.prices import price_of
 from tasks.judging.request import JudgeRequest
 from tasks.judging.stage import run_judge_stage, unstored_call_keys
 from tasks.parsing import parse_reply
-from tasks.runfolder import RunFolder
+from tasks.runs.folder import RunFolder
 from tasks.simjudge.persona import Persona
 from tasks.simjudge.server import SimJudgeServer
 from tasks.verdicts import VERDICT_LABELS, structured_reply, verdict_schema

@@ -14,7 +14,7 @@ from tasks.imports import ImportOptions, build_import, read_seeds
 from tasks.ingest.manifest import read_manifest
 from tasks.leaderboard import BoardOptions, leaderboard_of
 from tasks.remap import remap_run, write_remap
-from tasks.runfolder import RunFolder
+from tasks.runs.folder import RunFolder
 from tasks.workdir import WorkDir
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "imports"))

@@ -382,7 +382,7 @@ def _write_record(runs: Runs, run_id: str) -> None:
     import datetime as dt
 
     from schemas.run import RunRecord
-    from tasks.runrecord import code_version, write_record
+    from tasks.runs.record import code_version, write_record
 
     write_record(
         runs.work,

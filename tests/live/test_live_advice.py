@@ -17,7 +17,7 @@ from schemas.config import LiveSpec
 from schemas.judge import JudgeSpec
 from tasks.errors import InputError
 from tasks.live.advice import advised_savings, follow_advice
-from tasks.runfolder import RunFolder
+from tasks.runs.folder import RunFolder
 from tasks.simjudge.persona import Persona
 from tasks.storage import write_parquet_atomic
 from tasks.workdir import WorkDir
@@ -129,7 +129,7 @@ def test_the_advice_a_live_run_follows_is_its_configurations(
     # A budget too small to certify any decision-changing policy is refused before a run
     # starts: nothing is written, no record lists it.
     from schemas.config import RunConfig
-    from tasks.preflight import check_run
+    from tasks.runs.preflight import check_run
 
     strict = live.model_copy(update={"max_change": 0.001})
     config = RunConfig(name="n", datasets=[{"kind": "demo"}], judges=judges, k=4, live=strict)

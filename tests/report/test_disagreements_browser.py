@@ -16,7 +16,7 @@ from tasks.imports import build_import, read_imported
 from tasks.remap import remap_run, write_remap
 from tasks.report.data import build_report
 from tasks.report.disagreements import PAGE
-from tasks.runrecord import code_version, write_record
+from tasks.runs.record import code_version, write_record
 from tasks.workdir import WorkDir
 
 O1_MINI = Path(

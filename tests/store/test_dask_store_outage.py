@@ -20,7 +20,7 @@ import yaml
 from dask_processes import DaskProcesses, dask_processes
 from support import NO_FAULTS, REPO
 
-from tasks.runrecord import read_record
+from tasks.runs.record import read_record
 from tasks.simjudge.persona import Persona
 from tasks.simjudge.server import SimJudgeServer
 from tasks.store import SCRATCH_ENV

@@ -26,7 +26,7 @@ from tasks.judging.claims import Claim, RunLock, run_lock_is_free
 from tasks.judging.sharing import call_claims
 from tasks.judging.writer import CacheWriter
 from tasks.plan import read_plan
-from tasks.runfolder import RunFolder
+from tasks.runs.folder import RunFolder
 from tasks.storage import write_parquet_atomic
 from tasks.store.leases import LEASE_ENV
 from tasks.store.objects import PATIENCE_ENV, ObjectStore

@@ -22,8 +22,8 @@ from support import NO_FAULTS, REPO, stage_demo_plan
 from schemas.judge import JudgeSpec
 from tasks.errors import JudgelineError
 from tasks.judging.cache import stored_keys
-from tasks.runfolder import RunFolder
-from tasks.runrecord import read_record
+from tasks.runs.folder import RunFolder
+from tasks.runs.record import read_record
 from tasks.simjudge.persona import Persona
 from tasks.simjudge.server import SimJudgeServer
 from tasks.store import SCRATCH_ENV

@@ -15,7 +15,7 @@ from support import AS_OTHER_UID, OTHER_UID, as_other_user, bare_record, shared_
 from typer.testing import CliRunner
 
 from tasks.errors import InputError, IntegrityError
-from tasks.runfolder import RunFolder, check_run_id, is_run_id
+from tasks.runs.folder import RunFolder, check_run_id, is_run_id
 from tasks.workdir import WorkDir
 
 BAD_IDS = ["../escape", "a/b", "/tmp/x", " ", "a\tb", "", ".hidden", "-x", "x" * 129, "é", "a b"]
@@ -59,8 +59,8 @@ def plant_foreign(work: WorkDir, name: str, source: RunFolder | None = None) -> 
 
 
 def test_runs_lists_a_foreign_folder_and_readers_skip_it(work: WorkDir) -> None:
-    from tasks.jobrecord import scan_records
-    from tasks.runrecord import list_records
+    from tasks.runs.jobs import scan_records
+    from tasks.runs.record import list_records
 
     RunFolder(work, "good").write_record(record("good"))
     plant_foreign(work, "a\tb")
@@ -198,8 +198,8 @@ def test_flows_refuse_a_run_id_outside_runs_before_reading_it() -> None:
 def test_a_record_naming_another_run_is_damaged(work: WorkDir) -> None:
     """A record is its own folder's: one that names another run (a copied folder, or a
     planted `../x`) is refused as damaged by every reader, never followed."""
-    from tasks.jobrecord import scan_records
-    from tasks.runrecord import list_records, read_record
+    from tasks.runs.jobs import scan_records
+    from tasks.runs.record import list_records, read_record
 
     RunFolder(work, "good").write_record(record("good"))
     for folder, named in (("copied", "good"), ("planted", "../../elsewhere/runs/x")):

@@ -14,8 +14,8 @@ import pytest
 from schemas import CallRecord, LabelRecord, OutcomeRow, rows_to_table
 from schemas.judge import JudgeSpec
 from schemas.run import ConfigHealth, RunInfo
-from tasks.runfolder import RunFolder
-from tasks.runhealth import (
+from tasks.runs.folder import RunFolder
+from tasks.runs.health import (
     MISSING_SHARE,
     NOT_RECORDED,
     VALID_SHARE,
@@ -141,10 +141,10 @@ def test_a_config_with_no_valid_outcome_shows_nothing_in_the_policy_columns(
 
     from flows.cli import app
     from tasks.imports import build_import, import_config, read_imported
-    from tasks.jobrecord import new_record, settle_status
     from tasks.remap import remap_run, write_remap
     from tasks.replay.stream import replay_file
-    from tasks.runrecord import write_record
+    from tasks.runs.jobs import new_record, settle_status
+    from tasks.runs.record import write_record
     from tests.imports.test_judgebench import NAME, _line
 
     work = WorkDir(tmp_path / "work")

@@ -37,7 +37,7 @@ from schemas.advice import AdviceRow
 from schemas.imports import ImportedReplyRecord
 from schemas.run import RunInfo, RunRecord
 from tasks.errors import IntegrityError, describe_validation
-from tasks.runfolder import TABLE_FILES, RunFolder
+from tasks.runs.folder import TABLE_FILES, RunFolder
 from tasks.tablefiles import damage_of
 
 __all__ = ["RUN_TABLES", "RunTable", "check_readable", "json_damage", "readable", "run_damage",
@@ -85,7 +85,7 @@ RUN_TABLES: Final[dict[str, RunTable]] = {
         rewrite="importing its files again under run id {run} rewrites where its replies came from",
     ),
 }
-"""Every table a run folder can hold (`tasks.runfolder.TABLE_FILES`), by name."""
+"""Every table a run folder can hold (`tasks.runs.folder.TABLE_FILES`), by name."""
 assert set(RUN_TABLES) == set(TABLE_FILES)
 
 _skipped: set[str] = set()

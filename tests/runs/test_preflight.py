@@ -17,8 +17,8 @@ from schemas.config import RunConfig
 from schemas.run import RunInfo
 from tasks.errors import InputError, IntegrityError
 from tasks.judging.claims import RunLock
-from tasks.preflight import check_keys, check_run
-from tasks.runfolder import RunFolder
+from tasks.runs.folder import RunFolder
+from tasks.runs.preflight import check_keys, check_run
 from tasks.workdir import WorkDir
 
 JUDGELINE = str(REPO / ".venv" / "bin" / "judgeline")

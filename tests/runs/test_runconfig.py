@@ -8,7 +8,7 @@ import pytest
 
 from schemas.config import RunConfig
 from tasks.errors import InputError
-from tasks.runconfig import config_hash, load_run_config
+from tasks.runs.config import config_hash, load_run_config
 
 GOOD = """
 name: nightly
@@ -100,7 +100,7 @@ def test_unreadable_and_malformed_files(tmp_path: Path) -> None:
 def test_paths_are_relative_to_the_config_file_and_work_dir_flag_wins(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tasks.runconfig import choose_work_dir
+    from tasks.runs.config import choose_work_dir
 
     folder = tmp_path / "configs"
     folder.mkdir()

@@ -32,9 +32,9 @@ from tasks.errors import (
 )
 from tasks.hashing import canonical_json, sha256_text
 from tasks.judging.claims import RunLock, run_lock_is_free
-from tasks.runfolder import RECORD_FILE, RunFolder, is_run_id, parse_record
-from tasks.runhealth import run_health, run_status
-from tasks.runrecord import code_version, read_record, write_record
+from tasks.runs.folder import RECORD_FILE, RunFolder, is_run_id, parse_record
+from tasks.runs.health import run_health, run_status
+from tasks.runs.record import code_version, read_record, write_record
 from tasks.workdir import WorkDir, describe_filesystem, disk_full
 
 __all__ = [
@@ -305,7 +305,7 @@ def scan_records(work: WorkDir) -> list[RunEntry]:
 
     A damaged record is an entry with status `damaged` and the problem (naming the file); a
     `running` record whose lock is free is `interrupted`: the process that ran it died. A
-    folder under `runs/` whose name is not a run id (`tasks.runfolder.is_run_id`) is
+    folder under `runs/` whose name is not a run id (`tasks.runs.folder.is_run_id`) is
     `foreign`: no command made it, and every reader skips it.
     """
     good: list[RunEntry] = []

@@ -16,11 +16,11 @@ from schemas.config import RunConfig
 from schemas.judge import JudgeSpec
 from tasks.errors import InputError
 from tasks.ingest.tables import ColumnMapping
-from tasks.jobrecord import check_reuse
 from tasks.judging.claims import RunLock
 from tasks.judging.client import aresolve_api_key
 from tasks.judging.token_budget import budget_for
-from tasks.runfolder import RunFolder, check_run_id
+from tasks.runs.folder import RunFolder, check_run_id
+from tasks.runs.jobs import check_reuse
 from tasks.templates import get_template
 from tasks.workdir import WorkDir
 
@@ -107,7 +107,7 @@ def unset_key_variables(judges: Sequence[JudgeSpec], dask_address: str | None = 
 
 def _check_run_id(config: RunConfig, work: WorkDir, run_id: str) -> None:
     """The run id is not being judged by another process, and a run under it was made with
-    this configuration (`tasks.jobrecord.check_reuse`)."""
+    this configuration (`tasks.runs.jobs.check_reuse`)."""
     folder = RunFolder(work, run_id)
     if folder.lock.exists():
         with RunLock(work, run_id):  # refuses, naming the holder, if another process has it

@@ -22,7 +22,7 @@ from schemas.run import ConfigHealth, RunStatus
 from tasks.errors import JudgelineError
 from tasks.judging.cache import read_attempts
 from tasks.parsing import TRUNCATED_NOTE
-from tasks.runfolder import RunFolder
+from tasks.runs.folder import RunFolder
 
 __all__ = [
     "EXIT_CODES",

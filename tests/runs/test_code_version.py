@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tasks import runrecord
-from tasks.runrecord import REPO, code_version, start_code_version
+from tasks.runs import record as runrecord
+from tasks.runs.record import REPO, code_version, start_code_version
 
 
 def _git(*args: str) -> str:

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 
 from schemas.run import CodeVersion, RunRecord
 from schemas.vocabulary import OUTCOMES
-from tasks.runfolder import RECORD_FILE, RunFolder, is_run_id, parse_record
+from tasks.runs.folder import RECORD_FILE, RunFolder, is_run_id, parse_record
 from tasks.storage import read_parquet
 from tasks.workdir import WorkDir
 

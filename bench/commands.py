@@ -221,7 +221,7 @@ def bare_bodies(work: Path, base_url: str, k: int, out: Path) -> int:
     from tasks.judging.planned import plan_calls
     from tasks.judging.providers import OpenAIProvider
     from tasks.plan import read_plan
-    from tasks.templates import DEFAULT_TEMPLATE
+    from tasks.prompts.templates import DEFAULT_TEMPLATE
     from tasks.workdir import WorkDir
 
     wd = WorkDir(work)

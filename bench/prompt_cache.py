@@ -39,9 +39,9 @@ from tasks.judging.prices import builtin_price
 from tasks.judging.request import JudgeRequest
 from tasks.judging.spend import reply_usd, run_spend
 from tasks.judging.stage import run_judge_stage
+from tasks.prompts.templates import DEFAULT_TEMPLATE
 from tasks.simjudge.persona import Persona
 from tasks.simjudge.server import SimJudgeServer, simjudge_subprocess
-from tasks.templates import DEFAULT_TEMPLATE
 from tasks.workdir import WorkDir
 
 JUDGEBENCH = SHARED_DATA / "judgebench/dataset=judgebench,response_model=gpt-4o-2024-05-13.jsonl"

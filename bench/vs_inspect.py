@@ -209,7 +209,7 @@ def write_tasks(work: Path, chosen: list[JudgeSpec], out: Path) -> tuple[int, in
     from tasks.judging.planned import plan_calls
     from tasks.judging.providers import OpenAIProvider
     from tasks.plan import read_plan
-    from tasks.templates import DEFAULT_TEMPLATE
+    from tasks.prompts.templates import DEFAULT_TEMPLATE
     from tasks.workdir import WorkDir
 
     wd = WorkDir(work)

@@ -25,8 +25,8 @@ from tasks.judging.batch_api import await_batch, batch_sender
 from tasks.judging.batches import judge_batch
 from tasks.judging.request import JudgeRequest, RemoteSender, StageHooks
 from tasks.judging.stage import run_judge_stage, unstored_call_keys
+from tasks.prompts.templates import DEFAULT_TEMPLATE
 from tasks.runs.folder import RunFolder
-from tasks.templates import DEFAULT_TEMPLATE
 from tasks.workdir import WorkDir
 
 judge_batch_task = task(

@@ -13,7 +13,7 @@ from schemas.judge import JudgeSpec
 from tasks.judging.request import JudgeRequest
 from tasks.live.outcomes import remap_executed
 from tasks.live.stage import LiveRequest, run_live_stage
-from tasks.templates import DEFAULT_TEMPLATE
+from tasks.prompts.templates import DEFAULT_TEMPLATE
 from tasks.warehouse import build_warehouse
 from tasks.workdir import WorkDir
 

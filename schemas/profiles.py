@@ -57,7 +57,7 @@ RESPONSES_PROFILES = ("openai-responses", "azure-responses")
 
 Verdict = Literal["text", "json"]
 """How a judge gives its verdict: `text` in the template's own format, or `json`: a
-structured verdict its API holds to a schema of the template's labels (`tasks.verdicts`)."""
+structured verdict its API holds to a schema of the template's labels (`tasks.prompts.verdicts`)."""
 
 
 def provider_of(profile: Any) -> str | None:

@@ -16,8 +16,8 @@ def print_estimate(config: Path, as_json: bool = False) -> None:
     each judge key variable that is unset here (the run would be refused for it) and each
     judge config a run would waste (`judge_warnings`), on stderr. `as_json`: the rows as a
     JSON list, one object per judge config."""
-    from tasks.judge_preflight import judge_warnings
     from tasks.judging.estimate import ESTIMATE_NOTE, estimate_config
+    from tasks.prompts.preflight import judge_warnings
     from tasks.runs.config import load_run_config
     from tasks.runs.preflight import unset_key_variables
 

@@ -118,7 +118,7 @@ def judge(
     """Send every planned call of a plan to the judges (cached calls are never resent)."""
     from tasks.hashing import digest
     from tasks.plan import resolve_plan_id
-    from tasks.templates import DEFAULT_TEMPLATE
+    from tasks.prompts.templates import DEFAULT_TEMPLATE
 
     judges: list[JudgeSpec] = []
     if judges_file is not None:
@@ -132,7 +132,7 @@ def judge(
     plan = resolve_plan_id(state.work, plan_id)
     template_id = template or DEFAULT_TEMPLATE
     from flows.cli.estimate import warn
-    from tasks.judge_preflight import judge_warnings
+    from tasks.prompts.preflight import judge_warnings
 
     if dry_run:
         from tasks.judging.estimate import ESTIMATE_NOTE, estimate_plan

@@ -54,7 +54,7 @@ def live(
     reference unless it stopped (docs/design.md#live-stopping). Draws are recorded, reproducible."""
     from tasks.hashing import digest
     from tasks.plan import resolve_plan_id
-    from tasks.templates import DEFAULT_TEMPLATE
+    from tasks.prompts.templates import DEFAULT_TEMPLATE
 
     judges = load_judges(judges_file)
     plan = resolve_plan_id(state.work, plan_id)

@@ -39,7 +39,7 @@ def run(
 ) -> None:
     """Run the nightly flow once for a configuration, now."""
     from flows.cli.estimate import warn
-    from tasks.judge_preflight import judge_warnings
+    from tasks.prompts.preflight import judge_warnings
     from tasks.runs.config import choose_work_dir, load_run_config
     from tasks.runs.preflight import check_run
 

@@ -27,7 +27,7 @@ from tasks.errors import InputError
 from tasks.hashing import canonical_json, sha256_bytes, sha256_text
 from tasks.imports.records import ImportedFile, Judgment, game_judgment, one_judge
 from tasks.ingest.fields import LoadedPairs, iter_jsonl, read_bytes, shorten
-from tasks.templates import message_text
+from tasks.prompts.templates import message_text
 
 __all__ = ["leaderboard_seeds", "read_arenahard", "read_arenahard_dir"]
 

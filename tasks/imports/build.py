@@ -134,7 +134,7 @@ def check_files(files: list[ImportedFile]) -> None:
 
 
 def _template_hash(template_id: str) -> str:
-    from tasks.templates import TEMPLATES
+    from tasks.prompts.templates import TEMPLATES
 
     template = TEMPLATES.get(template_id)
     return template.template_hash if template is not None else sha256_text(template_id)

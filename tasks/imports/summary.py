@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tasks.imports.agreement import agreement
-from tasks.parsing import note_reason
+from tasks.prompts.parsing import note_reason
 from tasks.runs.folder import RunFolder
 
 __all__ = ["import_summary", "summary_lines"]

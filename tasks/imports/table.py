@@ -105,7 +105,7 @@ def read_judgment_table(
     dataset: str | None = None,
 ) -> list[ImportedFile]:
     """One `ImportedFile` per seed of the table (sorted seed values: run seeds 0, 1, ...)."""
-    from tasks.templates import get_template
+    from tasks.prompts.templates import get_template
 
     get_template(template)
     path = Path(path)

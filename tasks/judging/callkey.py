@@ -96,7 +96,7 @@ def _key_params(spec: JudgeSpec, config: ReasoningConfig, seed: int) -> dict[str
     if spec.anthropic_beta:
         params["anthropic-beta"] = list(spec.anthropic_beta)
     if spec.verdict != "text":
-        # The schema sent is the template's (`tasks.verdicts`), which the key holds by hash.
+        # The schema sent is the template's (`tasks.prompts.verdicts`), which the key holds by hash.
         params["verdict"] = spec.verdict
     return params
 

@@ -24,8 +24,8 @@ from schemas.judge import JudgeSpec
 from tasks.errors import InputError
 from tasks.judging.callkey import decoding_params, messages_sha256
 from tasks.judging.prompt_cache import apply_prompt_cache
-from tasks.templates import DEFAULT_TEMPLATE, identify_template
-from tasks.verdicts import format_field
+from tasks.prompts.templates import DEFAULT_TEMPLATE, identify_template
+from tasks.prompts.verdicts import format_field
 
 __all__ = [
     "Endpoint",

@@ -21,7 +21,7 @@ from schemas.vocabulary import ErrorCategory
 from tasks.errors import IntegrityError
 from tasks.judging.callkey import CallKeyer, messages_sha256
 from tasks.judging.providers import CallRequest
-from tasks.templates import RenderedPrompt, render
+from tasks.prompts.templates import RenderedPrompt, render
 
 __all__ = [
     "PlannedCall",

@@ -30,7 +30,7 @@ import datetime as dt
 from typing import Any
 
 from schemas.judge import JudgeSpec
-from tasks.model_profiles import takes_cache_options
+from tasks.prompts.profiles import takes_cache_options
 
 __all__ = [
     "ANTHROPIC_DEFAULT_MIN_TOKENS",

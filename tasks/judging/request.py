@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from schemas.judge import JudgeSpec
 from tasks.errors import InputError
-from tasks.templates import DEFAULT_TEMPLATE, get_template
+from tasks.prompts.templates import DEFAULT_TEMPLATE, get_template
 from tasks.workdir import WorkDir
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ class JudgeRequest:
         if len(set(names)) != len(names):
             raise InputError(f"judge names must be unique, got {names}")
         get_template(self.template_id)
-        from tasks.judge_preflight import check_judges
+        from tasks.prompts.preflight import check_judges
 
         check_judges(self.judges)
 

@@ -47,9 +47,9 @@ from tasks.judging.request import JudgeRequest, StageHooks
 from tasks.judging.stopping import GRACE_S, StopRequest, stop_on_signals
 from tasks.judging.tally import Tally
 from tasks.plan import read_plan
+from tasks.prompts.templates import get_template
 from tasks.runs.folder import RunFolder
 from tasks.storage import write_parquet_atomic
-from tasks.templates import get_template
 from tasks.workdir import WorkDir, describe_filesystem, disk_full
 
 __all__ = ["COMPACT_AT", "call_status_counts", "run_judge_stage", "unstored_call_keys"]

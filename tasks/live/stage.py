@@ -33,9 +33,9 @@ from tasks.live.outcomes import (
 )
 from tasks.live.runs import record_live_info
 from tasks.plan import read_plan
+from tasks.prompts.templates import get_template
 from tasks.remap.outcomes import RemapResult, write_remap
 from tasks.runs.folder import RunFolder
-from tasks.templates import get_template
 from tasks.workdir import WorkDir
 
 __all__ = ["LiveRequest", "Remapper", "run_live_stage"]

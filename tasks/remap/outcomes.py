@@ -39,7 +39,7 @@ class ParsedLike(Protocol):
 
 
 Parser = Callable[[str, str, str | None], ParsedLike]
-"""`parse_reply(template_id, text, finish_reason)`, from tasks.parsing."""
+"""`parse_reply(template_id, text, finish_reason)`, from tasks.prompts.parsing."""
 
 
 def parse_labels(
@@ -237,8 +237,8 @@ def remap_run(work: WorkDir, run_id: str) -> RemapResult:
     """
     from tasks.ingest.manifest import read_manifest
     from tasks.judging.cache import read_replies
-    from tasks.parsing import PARSER_VERSION, parse_reply
     from tasks.plan import read_plan
+    from tasks.prompts.parsing import PARSER_VERSION, parse_reply
 
     run = read_run_ref(work, run_id)
     plan_info, presentations = read_plan(work, run.plan_id)

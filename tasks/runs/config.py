@@ -142,7 +142,7 @@ def load_run_config(path: str | Path) -> RunConfig:
     except ValidationError as exc:
         problem = f"invalid run configuration: {describe_validation(exc)}"
         raise InputError(problem, file=str(source)) from None
-    from tasks.judge_preflight import check_judges
+    from tasks.prompts.preflight import check_judges
 
     try:
         check_judges(config.judges)

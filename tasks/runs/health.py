@@ -21,7 +21,7 @@ from schemas.judge import JudgeSpec
 from schemas.run import ConfigHealth, RunStatus
 from tasks.errors import JudgelineError
 from tasks.judging.cache import read_attempts
-from tasks.parsing import TRUNCATED_NOTE
+from tasks.prompts.parsing import TRUNCATED_NOTE
 from tasks.runs.folder import RunFolder
 
 __all__ = [

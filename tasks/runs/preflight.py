@@ -19,9 +19,9 @@ from tasks.ingest.tables import ColumnMapping
 from tasks.judging.claims import RunLock
 from tasks.judging.client import aresolve_api_key
 from tasks.judging.token_budget import budget_for
+from tasks.prompts.templates import get_template
 from tasks.runs.folder import RunFolder, check_run_id
 from tasks.runs.jobs import check_reuse
-from tasks.templates import get_template
 from tasks.workdir import WorkDir
 
 __all__ = ["check_keys", "check_run", "unset_key_variables"]

@@ -27,6 +27,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from tasks.prompts.templates import message_text
 from tasks.simjudge.admin import admin_routes
 from tasks.simjudge.batches import BatchEndpoints
 from tasks.simjudge.caching import CacheUse, PromptCache, cache_control_problem
@@ -71,7 +72,6 @@ from tasks.simjudge.wire import (
     messages_of,
     reply_identity,
 )
-from tasks.templates import message_text
 
 __all__ = ["CALL_KEY_HEADER", "SimJudge"]
 

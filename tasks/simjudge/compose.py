@@ -106,7 +106,7 @@ def anthropic_payload(
 
 def asks_for_schema(body: Mapping[str, Any]) -> bool:
     """Whether a (chat or Messages) request holds its reply to a JSON schema: the judge then
-    answers with the structured verdict (`tasks.verdicts`)."""
+    answers with the structured verdict (`tasks.prompts.verdicts`)."""
     fmt = body.get("response_format")
     if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
         return True

@@ -17,14 +17,14 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from schemas import ManifestRow, conform
 from schemas.vocabulary import SlotLabel, Strength
-from tasks.model_profiles import ACCEPTED_EFFORTS
-from tasks.templates import (
+from tasks.prompts.profiles import ACCEPTED_EFFORTS
+from tasks.prompts.templates import (
     DEFAULT_TEMPLATE,
     format_verdict,
     identify_template,
     slot_texts,
 )
-from tasks.verdicts import structured_reply
+from tasks.prompts.verdicts import structured_reply
 
 __all__ = [
     "ACCEPTED_EFFORTS",
@@ -274,7 +274,8 @@ def simulate_reply(
     """The persona's reply text for one presentation and the label it means to give.
 
     `structured`: the request holds the reply to the template's verdict schema
-    (`tasks.verdicts`): the reply is that JSON, and never off contract (the API enforces it).
+    (`tasks.prompts.verdicts`): the reply is that JSON, and never off contract (the API
+    enforces it).
     """
     skill, left_bias = persona.shifted(effort)
     draw = rng.random()

@@ -28,7 +28,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from tasks.model_profiles import (
+from tasks.prompts.profiles import (
     OpenAIModel,
     is_reasoning_model,
     openai_model,

@@ -11,7 +11,7 @@ from typing import Any
 
 from starlette.responses import JSONResponse, Response
 
-from tasks.templates import message_text
+from tasks.prompts.templates import message_text
 
 __all__ = [
     "CACHE_FIELDS",

@@ -45,8 +45,8 @@ from schemas.judge import JudgeSpec
 from tasks.errors import GateError, InputError, IntegrityError, JudgelineError
 from tasks.ingest.loaders import load_source, read_source
 from tasks.ingest.manifest import SourcePairs, freeze_manifest, read_manifest
-from tasks.parsing import parse_reply
 from tasks.plan import make_plan, read_plan, write_plan
+from tasks.prompts.parsing import parse_reply
 from tasks.remap import (
     RunRef,
     check_remap,
@@ -464,7 +464,7 @@ def test_ten_megabyte_answer_is_frozen_exactly(recorded: Recorded, tmp_path: Pat
     assert again.already_frozen and again.info.manifest_hash == frozen.info.manifest_hash
 
     # The judge is shown the bytes verbatim, and the detector reads them without claims.
-    from tasks.templates import render
+    from tasks.prompts.templates import render
 
     prompt = render("arena-hard-v1", question="Q?", left="short", right=huge)
     assert prompt.right_sha256 == stored["answer_a_sha256"]

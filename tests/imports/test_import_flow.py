@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 from support import stage_demo_plan
 
-import tasks.parsing as parsing
+import tasks.prompts.parsing as parsing
 from flows.imports import import_flow, no_replay_reason, reparse_flow
 from flows.stageflows import judge_flow
 from schemas.judge import JudgeSpec

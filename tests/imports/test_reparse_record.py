@@ -15,7 +15,7 @@ import pytest
 from support import REPO, stage_demo_plan
 from typer.testing import CliRunner
 
-import tasks.parsing as parsing
+import tasks.prompts.parsing as parsing
 from flows.cli import app
 from flows.imports import reparse_flow
 from flows.stageflows import judge_flow

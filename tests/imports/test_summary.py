@@ -103,7 +103,7 @@ def test_a_k1_report_says_why_it_has_no_scores(tmp_path: Path) -> None:
 
 def test_the_real_o1_mini_file_summary(tmp_path: Path, shared_data: Path) -> None:
     """The README's figures for the real JudgeBench file of o1-mini's replies."""
-    from tests.test_parsing import O1_MINI
+    from tests.prompts.test_parsing import O1_MINI
 
     work = WorkDir.at(tmp_path / "work")
     build_import(work, [read_imported("judgebench", shared_data / O1_MINI)], "o1")

@@ -23,9 +23,9 @@ from tasks.judging.providers import (
     CallRequest,
     OpenAIProvider,
 )
+from tasks.prompts.templates import render
 from tasks.simjudge.persona import PRESETS, Persona
 from tasks.simjudge.server import SimJudgeServer
-from tasks.templates import render
 
 KEY = "sk-judgeline-test-9f3b7c1e"
 PROMPT = render("arena-hard-v1", question="What is 2+2?", left="4", right="5")

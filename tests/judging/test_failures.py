@@ -21,9 +21,9 @@ from tasks.judging.client import CallResult, JudgeClient
 from tasks.judging.failures import DETAIL_LIMIT_BYTES, error_message, retry_after
 from tasks.judging.pacing import BREAKER_TRIP_AFTER, RetryPolicy
 from tasks.judging.providers import CallRequest
-from tasks.parsing import parse_reply
+from tasks.prompts.parsing import parse_reply
+from tasks.prompts.templates import render
 from tasks.runs.health import stop_line
-from tasks.templates import render
 
 KEY = "sk-judgeline-failures-1c2d3e4f"
 PROMPT = render("arena-hard-v1", question="What is 2+2?", left="4", right="5")

@@ -20,7 +20,7 @@ from tasks.judging.client import CallResult, JudgeClient
 from tasks.judging.failures import error_message
 from tasks.judging.pacing import RetryPolicy
 from tasks.judging.providers import CallRequest
-from tasks.templates import render
+from tasks.prompts.templates import render
 
 KEY = "sk-judgeline-gateway-5e6f7a8b"
 PROMPT = render("arena-hard-v1", question="What is 2+2?", left="4", right="5")

@@ -323,7 +323,7 @@ def test_progress_counts_only_the_wanted_calls(
     from tasks.judging import stage
     from tasks.judging.planned import plan_calls
     from tasks.judging.request import JudgeRequest
-    from tasks.templates import DEFAULT_TEMPLATE
+    from tasks.prompts.templates import DEFAULT_TEMPLATE
 
     bars: list[tuple[int, int]] = []
 

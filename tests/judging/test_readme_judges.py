@@ -141,9 +141,9 @@ def test_every_readme_judge_config_passes_the_model_profiles() -> None:
     """The body each config of each README judge sends is one its vendor accepts (the
     README's first judge once sent `reasoning_effort` to gpt-4o-mini: OpenAI answers 400)."""
     from tasks.judging.endpoints import anthropic_body, openai_body, responses_body
+    from tasks.prompts.templates import render
     from tasks.simjudge.responses import chat_view
     from tasks.simjudge.rules import anthropic_problem, openai_problem
-    from tasks.templates import render
 
     messages = render("arena-hard-v1", question="q", left="a", right="b").messages
     headers = {"anthropic-version": "2023-06-01"}
@@ -164,7 +164,7 @@ def test_every_readme_judge_config_passes_the_model_profiles() -> None:
                 assert problem is None, (name, spec.name, config.name, problem)
                 checked += 1
     assert checked >= 14
-    from tasks.judge_preflight import check_judges, judge_warnings
+    from tasks.prompts.preflight import check_judges, judge_warnings
 
     judges = [JudgeSpec.model_validate(j) for js in {**BLOCKS, **OTHER_BLOCKS}.values() for j in js]
     check_judges(judges)

@@ -19,16 +19,16 @@ from support import stage_demo_plan
 
 from schemas.judge import JudgeSpec
 from tasks.errors import InputError
-from tasks.judge_preflight import check_judges
 from tasks.judging.cache import read_replies
 from tasks.judging.prices import price_of
 from tasks.judging.request import JudgeRequest
 from tasks.judging.stage import run_judge_stage, unstored_call_keys
-from tasks.parsing import parse_reply
+from tasks.prompts.parsing import parse_reply
+from tasks.prompts.preflight import check_judges
+from tasks.prompts.verdicts import VERDICT_LABELS, structured_reply, verdict_schema
 from tasks.runs.folder import RunFolder
 from tasks.simjudge.persona import Persona
 from tasks.simjudge.server import SimJudgeServer
-from tasks.verdicts import VERDICT_LABELS, structured_reply, verdict_schema
 from tasks.workdir import WorkDir
 
 # --- parsing -------------------------------------------------------------------------------

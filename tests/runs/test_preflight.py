@@ -206,7 +206,7 @@ def test_a_thinking_budget_that_can_take_all_of_max_tokens_is_warned_of(
     """Gemini 2.5 counts its thinking against max_tokens: `reasoning_effort: low` (1,024
     tokens of thinking) with max_tokens 1024 leaves replies empty. The estimate says so
     before a run, on stderr; nothing is refused."""
-    from tasks.judge_preflight import judge_warnings
+    from tasks.prompts.preflight import judge_warnings
 
     judge = RunConfig.model_validate(
         {"name": "n", "datasets": [{"kind": "demo"}], "k": 2,

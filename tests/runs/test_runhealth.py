@@ -80,7 +80,7 @@ def test_reasons_lead_with_the_status_and_quote_the_provider() -> None:
 def _cut_run(folder: RunFolder, cut: int, planned: int = 8) -> None:
     """A run of one judge config with `max_tokens: 64` whose first `cut` replies were cut by
     the token limit (Invalid, noted `truncated`) and the others valid."""
-    from tasks.parsing import parse_reply
+    from tasks.prompts.parsing import parse_reply
 
     judge = JudgeSpec(name="j", base_url="http://127.0.0.1:9/v1", model="m", max_tokens=64)
     calls, labels, outcomes = [], [], []

@@ -13,9 +13,9 @@ import anthropic
 import openai
 import pytest
 
+from tasks.prompts.templates import render
 from tasks.simjudge.persona import Persona
 from tasks.simjudge.server import SimJudgeServer
-from tasks.templates import render
 
 KEY = "sk-batch-sdk-31"
 PROMPT = render("arena-hard-v1", question="What is 6 x 7?", left="42", right="It is 41.")

@@ -16,9 +16,9 @@ import pytest
 
 from tasks.demo import DEMO_CACHE_MIN_TOKENS
 from tasks.ingest.demo_benchmark import demo_pairs
+from tasks.prompts.templates import render
 from tasks.simjudge.persona import Persona
 from tasks.simjudge.server import SimJudgeServer, simjudge_subprocess
-from tasks.templates import render
 
 PERSONAS = [
     Persona(name="strong", skill=0.9),

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from tasks.prompts.templates import render
 from tasks.simjudge.wire import messages_digest
-from tasks.templates import render
 
 PROMPT = render("arena-hard-v1", question="What is 2+2?", left="4", right="5")
 

@@ -14,8 +14,8 @@ from typing import Any
 
 from schemas.calls import TRUNCATED_FINISH_REASONS
 from schemas.vocabulary import SlotLabel, Strength
-from tasks.templates import get_template
-from tasks.verdicts import VERDICT_LABELS, is_structured, parse_structured
+from tasks.prompts.templates import get_template
+from tasks.prompts.verdicts import VERDICT_LABELS, is_structured, parse_structured
 
 __all__ = [
     "EMPTY_REPLY",
@@ -32,7 +32,7 @@ TRUNCATED_NOTE = "truncated: "
 PARSER_VERSION = "3"
 """Stored with every parsed label; bump it whenever the label of a stored reply that was not
 cut by the token limit changes (labelling cut replies Invalid did not bump it; 3 reads
-structured verdicts, `tasks.verdicts`)."""
+structured verdicts, `tasks.prompts.verdicts`)."""
 
 
 @dataclass(frozen=True)
@@ -255,7 +255,7 @@ def parse_reply(template_id: str, text: str, finish_reason: str | None = None) -
     with a `truncated` note, even if its text already holds a verdict: what was cut could
     have changed or contradicted it. A structured verdict (`verdict: json`: a JSON object of
     exactly `reasoning` and `verdict`) is read against the template's labels
-    (`tasks.verdicts`); other replies parse as before, whatever their finish.
+    (`tasks.prompts.verdicts`); other replies parse as before, whatever their finish.
     """
     get_template(template_id)
     if finish_reason in TRUNCATED_FINISH_REASONS:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tasks.errors import InputError
-from tasks.parsing import PARSER_VERSION, ParsedReply, note_reason, parse_reply
+from tasks.prompts.parsing import PARSER_VERSION, ParsedReply, note_reason, parse_reply
 
 O1_MINI = (
     "judgebench/dataset=judgebench,response_model=gpt-4o-2024-05-13,"

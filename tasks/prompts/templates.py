@@ -6,7 +6,7 @@ normalisation) and records the SHA-256 of the text placed in each slot. Placehol
 `{{question}}`, `{{reference}}`, `{{left}}`, `{{right}}`; templates are split at them once,
 so rendering is a join of literal segments and never re-reads the substituted text
 (answers full of `{}` or even `{{left}}` are placed verbatim). The built-in templates'
-texts are in `tasks.template_texts`.
+texts are in `tasks.prompts.texts`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 from schemas.vocabulary import SlotLabel, Strength
 from tasks.errors import InputError
 from tasks.hashing import canonical_json, sha256_text
-from tasks.template_texts import ARENA_LABELS, BUILT_IN, FASTCHAT_LABELS, VANILLA_LABELS
+from tasks.prompts.texts import ARENA_LABELS, BUILT_IN, FASTCHAT_LABELS, VANILLA_LABELS
 
 __all__ = [
     "DEFAULT_TEMPLATE",

@@ -1,7 +1,7 @@
 """The built-in judge prompt templates' texts, and the verdict wording each one asks for.
 
 Any change of a text here is a new template: give it a new `template_id`.
-`tasks.templates` checks and renders them.
+`tasks.prompts.templates` checks and renders them.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import json
 from typing import Any
 
 from schemas.vocabulary import SlotLabel, Strength
-from tasks.templates import get_template
+from tasks.prompts.templates import get_template
 
 __all__ = [
     "SCHEMA_NAME",

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from tasks import templates
 from tasks.errors import InputError
-from tasks.parsing import parse_reply
-from tasks.templates import (
+from tasks.prompts import templates
+from tasks.prompts.parsing import parse_reply
+from tasks.prompts.templates import (
     DEFAULT_TEMPLATE,
     TEMPLATES,
     format_verdict,

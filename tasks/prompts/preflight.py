@@ -3,7 +3,7 @@
 `JudgeSpec` itself refuses what no endpoint of its profile takes (a seed on the Messages API,
 `store` outside the Responses API, `verdict: json` on a server that cannot be assumed to hold
 a reply to a schema). What depends on the model is checked here, against OpenAI's model
-profiles (`tasks.model_profiles`, which the simulated judge follows too): a reasoning effort
+profiles (`tasks.prompts.profiles`, which the simulated judge follows too): a reasoning effort
 the model does not take, a model served only by the Responses API sent to chat completions,
 any effort no OpenAI model takes, and an effort Gemini's endpoint does not take. A model name
 the table does not know (a deployment name, an open model) is not checked.
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from schemas.decoding import ReasoningConfig
 from schemas.judge import JudgeSpec
 from tasks.errors import InputError
-from tasks.model_profiles import ACCEPTED_EFFORTS, openai_model, responses_only
+from tasks.prompts.profiles import ACCEPTED_EFFORTS, openai_model, responses_only
 
 __all__ = ["GEMINI_25_BUDGETS", "check_judges", "judge_warnings"]
 

@@ -38,7 +38,7 @@ from schemas.imports import ImportedReplyRecord
 from schemas.run import RunInfo, RunRecord
 from tasks.errors import IntegrityError, describe_validation
 from tasks.runs.folder import TABLE_FILES, RunFolder
-from tasks.tablefiles import damage_of
+from tasks.store.tablefiles import damage_of
 
 __all__ = ["RUN_TABLES", "RunTable", "check_readable", "json_damage", "readable", "run_damage",
            "skip"]  # fmt: skip

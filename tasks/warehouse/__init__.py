@@ -1,7 +1,7 @@
 """The DuckDB warehouse: views over every stage's parquet files and the report queries.
 
 The database file is a rebuildable artifact: `build_warehouse` writes it from scratch from
-the `view_*.sql` files in `tasks/sql/` (the views and their files: `tasks.warehouseviews`);
+the `view_*.sql` files in `tasks/sql/` (the views and their files: `tasks.warehouse.views`);
 a read of some runs holds the same views over those runs' files in memory. For a work dir
 on an object store the views read the local copy of the store's tables (`refresh_tables`
 brings it up to date first) and the database lives in this machine's scratch dir. Report
@@ -31,8 +31,8 @@ from tasks.bootstrap import bootstrap_interval
 from tasks.errors import InputError
 from tasks.runs.check import check_readable
 from tasks.runs.folder import RunFolder
-from tasks.tablefiles import TableFile
-from tasks.warehouseviews import (
+from tasks.store.tablefiles import TableFile
+from tasks.warehouse.views import (
     VIEWS,
     View,
     check_root,
@@ -81,7 +81,7 @@ def build_warehouse(work: WorkDir) -> Path:
 
     It is written beside the old file and renamed into place, so a reader never sees a
     half-built database. A stage with no files yet becomes an empty table of its schema
-    (rebuild after the stage has run to see its rows). A damaged file (`tasks.tablefiles`)
+    (rebuild after the stage has run to see its rows). A damaged file (`tasks.store.tablefiles`)
     is left out with a warning naming it: one damaged run never hides the others.
     """
     check_root(work)

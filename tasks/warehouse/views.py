@@ -34,7 +34,7 @@ from schemas.advice import AdviceRow
 from tasks.errors import InputError
 from tasks.runs.check import RUN_TABLES, json_damage, skip
 from tasks.runs.folder import TABLE_FILES, RunFolder, is_run_id
-from tasks.tablefiles import TableFile, list_table_files
+from tasks.store.tablefiles import TableFile, list_table_files
 from tasks.workdir import WorkDir
 
 __all__ = [

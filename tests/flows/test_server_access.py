@@ -151,7 +151,7 @@ def test_the_gate_runner_is_reached_only_through_its_pipes_and_holds_no_key(
     holds none of the command's keys."""
     import psutil
 
-    from tasks import gate_runner
+    from tasks.gates import runner as gate_runner
 
     for name, value in KEYS.items():
         monkeypatch.setenv(name, value)
@@ -302,7 +302,8 @@ def test_every_gate_judgeline_runs_is_answered_by_the_gate_runner() -> None:
     refusal would silently gate in the command, which then imports great-expectations."""
     import pandas as pd
 
-    from tasks import gate_runner, gates
+    from tasks import gates
+    from tasks.gates import runner as gate_runner
     from tasks.remap.gate import STAGE
 
     df = pd.DataFrame({"pair_id": ["p1", "p2"], "seed": [0, 1], "order": ["AB", "BA"]})

@@ -6,7 +6,7 @@ and calls `run_gate`. A failed gate raises GateError listing each failed expecta
 its unexpected count and the ids of the first offending rows; checks that repeat one
 expectation are validated once and share its result.
 
-A table that must be validated goes to the command's gate runner (`tasks.gate_runner`), a
+A table that must be validated goes to the command's gate runner (`tasks.gates.runner`), a
 child process that imports great-expectations on the other core while the command goes on;
 where it cannot answer, the gate runs in the command itself, with the same results.
 """
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tasks.errors import GateError
-from tasks.gate_allowlist import Expect
-from tasks.gate_runner import gx_results
+from tasks.gates.allowlist import Expect
+from tasks.gates.runner import gx_results
 from tasks.storage import write_text_atomic
 
 if TYPE_CHECKING:  # imported where used: the command line imports this module's names
@@ -33,7 +33,7 @@ def preload_great_expectations() -> None:
     """Start the gate runner now (it imports great-expectations, seconds of CPU, on the other
     core), for a gate that will run after slow input and output: the judge stage calls this
     when it has calls to send, so the remap gate finds the library loaded."""
-    from tasks.gate_runner import start_runner
+    from tasks.gates.runner import start_runner
 
     start_runner()
 
@@ -91,7 +91,7 @@ def run_gate(
 
 
 def _validate(stage: str, df: pd.DataFrame, checks: list[Check], *, id_column: str) -> None:
-    from tasks.gate_runner import runner_results
+    from tasks.gates.runner import runner_results
 
     distinct, slots = _distinct(checks)
     results = runner_results(stage, df, distinct)

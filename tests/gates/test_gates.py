@@ -83,7 +83,7 @@ def test_failed_gate_leaves_no_memo(tmp_path: Path) -> None:
 def test_great_expectations_logs_nothing_below_a_warning() -> None:
     import logging
 
-    from tasks.gate_runner import gx_results
+    from tasks.gates.runner import gx_results
 
     df = pd.DataFrame({"row_id": ["r1"], "x": [1]})
     gx_results("quiet", df, [Expect("ExpectColumnValuesToNotBeNull", column="x")])
@@ -124,7 +124,7 @@ from tasks.gates import Check, Expect, run_gate
 df = pd.DataFrame({{"pair_id": ["p1"], "ok": [True]}})
 checks = [Check(Expect("ExpectColumnValuesToBeInSet", column="ok", value_set=[True]), "ok")]
 run_gate("stage", df, checks, id_column="pair_id", memo_dir=Path({str(tmp_path)!r}))
-from tasks import gate_runner
+from tasks.gates import runner as gate_runner
 print(gate_runner._runner is not None or "great_expectations" in sys.modules)
 """
     runs = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
@@ -172,8 +172,8 @@ def test_a_gate_run_by_the_gate_runner_answers_as_one_run_here(case: int) -> Non
     """The command's gate runner (`answer_gate` over `gate_request`'s Arrow bytes, in its
     child process) gives the very results of great-expectations in this process, failures
     and offending rows included."""
-    from tasks import gate_runner
-    from tasks.gate_runner import answer_gate, gate_request, gx_results
+    from tasks.gates import runner as gate_runner
+    from tasks.gates.runner import answer_gate, gate_request, gx_results
 
     df, expectations = _round_trip_cases()[case]
     here = gx_results("round-trip", df, expectations)
@@ -191,7 +191,7 @@ def test_a_gate_run_by_the_gate_runner_answers_as_one_run_here(case: int) -> Non
 
 
 def test_a_table_arrow_would_change_is_gated_here() -> None:
-    from tasks.gate_runner import gate_request
+    from tasks.gates.runner import gate_request
 
     mixed = pd.DataFrame({"value": [1, "one", None]})
     assert (
@@ -202,7 +202,7 @@ def test_a_table_arrow_would_change_is_gated_here() -> None:
     check = Expect("ExpectColumnValuesToNotBeNull", column="n")
     body = gate_request("nullable", nullable, [check])
     assert body is None or json.loads(body.partition(b"\n")[0])["stage"] == "nullable"
-    from tasks.gate_allowlist import GateRequestError
+    from tasks.gates.allowlist import GateRequestError
 
     with pytest.raises(GateRequestError, match="value_set"):
         Expect("ExpectColumnValuesToBeInSet", column="n", value_set={1})  # not a list
@@ -211,7 +211,8 @@ def test_a_table_arrow_would_change_is_gated_here() -> None:
 def test_a_gate_runner_that_died_leaves_the_gate_to_this_process(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from tasks import gate_runner, gates
+    from tasks import gates
+    from tasks.gates import runner as gate_runner
 
     monkeypatch.setattr(gate_runner, "_runner", None)
     monkeypatch.setattr(gate_runner, "_runner_failed", False)
@@ -230,7 +231,7 @@ def test_a_gate_runner_that_died_leaves_the_gate_to_this_process(
 def test_only_judgelines_expectations_can_be_made() -> None:
     """The allowlist: every kind and argument the gates use, nothing else (no row
     condition, no parser, no other expectation, no argument of another type)."""
-    from tasks.gate_allowlist import ALLOWED, GateRequestError, read_head
+    from tasks.gates.allowlist import ALLOWED, GateRequestError, read_head
 
     Expect("ExpectColumnValuesToBeBetween", column="seed", min_value=0, max_value=3)
     Expect("ExpectCompoundColumnsToBeUnique", column_list=["pair_id", "seed", "order"])

@@ -1,4 +1,4 @@
-"""The command's gate runner: a child process (`python -m tasks.gate_runner`) that validates
+"""The command's gate runner: a child process (`python -m tasks.gates`) that validates
 tables for `tasks.gates`, started on the first gate with new data to check (or by
 `tasks.gates.preload_great_expectations`). It imports great-expectations (seconds of CPU) on
 the other core while the command goes on, reads requests (`gate_request`) on its
@@ -21,7 +21,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
-from tasks.gate_allowlist import Expect, GateRequestError, read_head
+from tasks.gates.allowlist import Expect, GateRequestError, read_head
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -165,7 +165,7 @@ def _gate_runner() -> subprocess.Popen[bytes] | None:
         env = {k: v for k, v in os.environ.items() if k in keep or k.startswith("LC_")}
         try:
             _runner = subprocess.Popen(
-                [sys.executable, "-m", "tasks.gate_runner"],
+                [sys.executable, "-m", "tasks.gates"],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
             )  # fmt: skip
         except OSError:
@@ -236,7 +236,3 @@ def start_runner() -> None:
     """Start the runner now, if it is not running."""
     with _runner_lock:
         _gate_runner()
-
-
-if __name__ == "__main__":
-    serve_gates()

@@ -95,7 +95,7 @@ def prefect_home(work: WorkDir | None = None) -> Path:
     """Prefect's home: PREFECT_HOME if set, else the user's own, which every work dir of the
     user's shares (`~/.local/state/judgeline/prefect`): one local server per user, runs told
     apart by their `work-dir:` tag."""
-    from tasks.usercache import user_state_dir
+    from tasks.store.usercache import user_state_dir
 
     chosen = os.environ.get("PREFECT_HOME")
     return Path(chosen).expanduser().resolve() if chosen else user_state_dir() / "prefect"

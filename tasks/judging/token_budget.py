@@ -11,7 +11,7 @@ that does not fit puts the bucket in debt and waits until the debt is paid, by t
 by what answered requests give back.
 
 The bucket is a small JSON file per judge (its endpoint, model and key name) in the user's
-cache folder (`tasks.usercache`; `$JUDGELINE_TOKEN_BUDGETS` if set; files 0600, folder 0700),
+cache folder (`tasks.store.usercache`; `$JUDGELINE_TOKEN_BUDGETS` if set; files 0600, folder 0700),
 updated under an exclusive `flock`: every run
 on this machine that sends to the same judge shares one budget. When the provider announces
 what is left (`x-ratelimit-remaining-tokens`, `anthropic-ratelimit-tokens-remaining`) and
@@ -41,7 +41,7 @@ from typing import Any
 
 from schemas.judge import JudgeSpec
 from tasks.errors import InputError
-from tasks.usercache import user_cache_dir
+from tasks.store.usercache import user_cache_dir
 
 __all__ = ["TokenBudget", "budget_for", "input_tokens", "remaining_tokens"]
 

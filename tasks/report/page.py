@@ -29,7 +29,7 @@ from jinja2.ext import Extension
 
 from tasks.report import filters
 from tasks.report.filters import FILTERS, finalize
-from tasks.usercache import user_cache_dir
+from tasks.store.usercache import user_cache_dir
 
 _BREAK = re.compile(r"[ \t]*\n\s*")
 

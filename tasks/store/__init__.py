@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 from tasks.store.files import LocalStore, Store, store_of
-from tasks.usercache import user_cache_dir
+from tasks.store.usercache import user_cache_dir
 
 __all__ = [
     "SCRATCH_ENV",

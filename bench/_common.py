@@ -21,10 +21,10 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from support import stage_demo_plan  # noqa: E402
 
-from tasks.demo import demo_config  # noqa: E402
+from simjudge.demo import demo_config  # noqa: E402
+from simjudge.server import SimJudgeServer  # noqa: E402
 from tasks.judging.batch_api import PollSchedule, batch_sender  # noqa: E402
 from tasks.judging.request import JudgeRequest, StageHooks  # noqa: E402
-from tasks.simjudge.server import SimJudgeServer  # noqa: E402
 from tasks.workdir import WorkDir  # noqa: E402
 
 

@@ -23,12 +23,12 @@ import pyarrow.parquet as pq
 from _common import REPO
 
 from schemas.judge import JudgeSpec
+from simjudge.persona import Faults
+from simjudge.server import SimJudgeServer
 from tasks.ingest.demo_benchmark import demo_pairs
 from tasks.ingest.manifest import freeze_manifest, read_manifest
 from tasks.judging.cache import read_replies
 from tasks.plan import make_plan, write_plan
-from tasks.simjudge.persona import Faults
-from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 
 NO_FAULTS = Faults().model_dump()

@@ -20,9 +20,9 @@ from typing import Any
 
 from _common import demo_args, demo_request, print_table, quiet_judge
 
+from simjudge.server import SimJudgeServer
 from tasks.judging.cache import read_replies
 from tasks.judging.stage import run_judge_stage
-from tasks.simjudge.server import SimJudgeServer
 
 COLUMNS: list[tuple[str, str]] = [
     ("mode", "mode"),

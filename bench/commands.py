@@ -181,7 +181,7 @@ def write_config(
 ) -> None:
     """A run configuration: the demo's judges over `table` (or the demo), one judge config
     of them when `tiny`."""
-    from tasks.demo import demo_config
+    from simjudge.demo import demo_config
 
     config = demo_config(base_url, k=k).model_dump(mode="json", exclude_none=True)
     config["work_dir"] = str(work)
@@ -216,7 +216,7 @@ def bare_bodies(work: Path, base_url: str, k: int, out: Path) -> int:
 
     import httpx
 
-    from tasks.demo import demo_config
+    from simjudge.demo import demo_config
     from tasks.ingest.manifest import read_manifest
     from tasks.judging.planned import plan_calls
     from tasks.judging.providers import OpenAIProvider
@@ -280,7 +280,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--only", choices=["replay"], help="print only this line")
     args = parser.parse_args()
-    from tasks.simjudge.server import simjudge_subprocess
+    from simjudge.server import simjudge_subprocess
 
     root = Path(tempfile.mkdtemp(prefix="judgeline-bench-commands-"))
     bench = Bench(root)

@@ -5,7 +5,7 @@ Usage: python bench/cost.py [--pairs 150] [--k 4]
 
 Each of the four runs judges the demo benchmark (three personas x two reasoning configs)
 against the simulated judge on loopback, no faults, in a fresh work directory (nothing
-cached), at the demo judges' illustrative price (`tasks.demo.DEMO_PRICE`, batch discount
+cached), at the demo judges' illustrative price (`simjudge.demo.DEMO_PRICE`, batch discount
 0.5). Tokens and USD are the run's spend (`tasks.judging.spend.run_spend`: sent calls
 only); `provider batches` counts batch submissions in the simulated judge's request log
 (live paired unanimity sends two waves, so two batches per judge). The `ratio` column is a
@@ -20,11 +20,11 @@ from typing import Any
 
 from _common import demo_args, demo_request, print_table, quiet_judge
 
+from simjudge.server import SimJudgeServer
 from tasks.judging.spend import run_spend
 from tasks.judging.stage import run_judge_stage
 from tasks.live.outcomes import remap_executed
 from tasks.live.stage import LiveRequest, run_live_stage
-from tasks.simjudge.server import SimJudgeServer
 
 SUBMIT_PATHS = {"/v1/batches", "/v1/messages/batches"}
 COLUMNS: list[tuple[str, str]] = [

@@ -38,8 +38,8 @@ os.environ.setdefault("PREFECT_LOGGING_LEVEL", "ERROR")
 import pyarrow.parquet as pq  # noqa: E402
 from _faultbench import NO_FAULTS, Bench, Row, audit, print_rows, rate, readable, texts  # noqa: E402
 
-from tasks.simjudge.persona import Persona  # noqa: E402
-from tasks.simjudge.server import SimJudgeServer  # noqa: E402
+from simjudge.persona import Persona  # noqa: E402
+from simjudge.server import SimJudgeServer  # noqa: E402
 from tasks.workdir import WorkDir  # noqa: E402
 
 STOPS = {"crash": signal.SIGKILL, "sigint": signal.SIGINT, "sigterm": signal.SIGTERM}

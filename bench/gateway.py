@@ -74,14 +74,14 @@ import yaml  # noqa: E402
 from _common import warm_prefect  # noqa: E402
 
 from schemas.judge import JudgeSpec  # noqa: E402
+from simjudge.persona import Persona, persona_file_text  # noqa: E402
+from simjudge.server import bind_loopback, simjudge_subprocess  # noqa: E402
 from tasks.ingest.demo_benchmark import demo_pairs  # noqa: E402
 from tasks.ingest.manifest import freeze_manifest, read_manifest  # noqa: E402
 from tasks.judging.cache import read_attempts, read_replies  # noqa: E402
 from tasks.plan import make_plan, write_plan  # noqa: E402
 from tasks.prompts.parsing import parse_reply  # noqa: E402
 from tasks.runs.folder import RunFolder  # noqa: E402
-from tasks.simjudge.persona import Persona, persona_file_text  # noqa: E402
-from tasks.simjudge.server import bind_loopback, simjudge_subprocess  # noqa: E402
 from tasks.workdir import WorkDir  # noqa: E402
 
 EXACT = Persona(name="exact", skill=1.0, left_bias=0.0, tie_rate=0.0, strong_rate=1.0)

@@ -33,13 +33,13 @@ from _common import warm_prefect  # noqa: E402
 from schemas.calls import ReplyRecord  # noqa: E402
 from schemas.judge import JudgeSpec  # noqa: E402
 from schemas.manifest import Pair  # noqa: E402
+from simjudge.server import simjudge_subprocess  # noqa: E402
 from tasks.ingest.manifest import freeze_manifest, read_manifest  # noqa: E402
 from tasks.judging.cache import compact, write_replies  # noqa: E402
 from tasks.judging.planned import PlannedCall, plan_calls  # noqa: E402
 from tasks.judging.providers import CALL_KEY_HEADER, OpenAIProvider  # noqa: E402
 from tasks.plan import make_plan, write_plan  # noqa: E402
 from tasks.prompts.templates import DEFAULT_TEMPLATE  # noqa: E402
-from tasks.simjudge.server import simjudge_subprocess  # noqa: E402
 from tasks.workdir import WorkDir  # noqa: E402
 
 K = 4

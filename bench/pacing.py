@@ -32,9 +32,9 @@ sys.path.insert(0, str(REPO))
 import httpx  # noqa: E402
 
 from schemas.judge import JudgeSpec  # noqa: E402
+from simjudge.server import simjudge_subprocess  # noqa: E402
 from tasks.judging.client import JudgeClient  # noqa: E402
 from tasks.judging.providers import CallRequest  # noqa: E402
-from tasks.simjudge.server import simjudge_subprocess  # noqa: E402
 
 MAX_TOKENS = 100
 MODEL = "strong"

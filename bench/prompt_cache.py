@@ -31,6 +31,8 @@ from support import SHARED_DATA, stage_plan
 from schemas import Pair
 from schemas.cost import EstimateRow, Price
 from schemas.judge import JudgeSpec
+from simjudge.persona import Persona
+from simjudge.server import SimJudgeServer, simjudge_subprocess
 from tasks.ingest.loaders import load_judgebench
 from tasks.judging.cache import read_replies
 from tasks.judging.estimate import estimate_plan
@@ -40,8 +42,6 @@ from tasks.judging.request import JudgeRequest
 from tasks.judging.spend import reply_usd, run_spend
 from tasks.judging.stage import run_judge_stage
 from tasks.prompts.templates import DEFAULT_TEMPLATE
-from tasks.simjudge.persona import Persona
-from tasks.simjudge.server import SimJudgeServer, simjudge_subprocess
 from tasks.workdir import WorkDir
 
 JUDGEBENCH = SHARED_DATA / "judgebench/dataset=judgebench,response_model=gpt-4o-2024-05-13.jsonl"

@@ -18,8 +18,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from simjudge.server import simjudge_subprocess  # noqa: E402
 from tasks.prompts.templates import render  # noqa: E402
-from tasks.simjudge.server import simjudge_subprocess  # noqa: E402
 
 
 def child_cpu_seconds() -> float:

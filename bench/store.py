@@ -37,7 +37,7 @@ from _common import quiet_judge  # noqa: I001  (puts this checkout on the path)
 from support import stage_demo_plan
 
 import tasks.store as store_module
-from tasks.demo import demo_config
+from simjudge.demo import demo_config
 from tasks.judging.request import JudgeRequest
 from tasks.judging.stage import run_judge_stage
 from tasks.store import files as store_files

@@ -162,7 +162,7 @@ def ensure_inspect(venv: Path, version: str) -> str:
 
 def judges(base_url: str, k: int, connections: int, *, demo: bool) -> list[JudgeSpec]:
     """The demo's judges at `connections` each; only `strong` under `low` unless `demo`."""
-    from tasks.demo import demo_config
+    from simjudge.demo import demo_config
 
     chosen = demo_config(base_url, k=k).judges
     if not demo:
@@ -183,7 +183,7 @@ def write_pairs(path: Path, pairs: int) -> None:
 def write_config(path: Path, work: Path, table: Path, chosen: list[JudgeSpec], k: int) -> None:
     import yaml
 
-    from tasks.demo import demo_config
+    from simjudge.demo import demo_config
 
     config = demo_config(chosen[0].base_url, k=k).model_dump(mode="json", exclude_none=True)
     config["work_dir"] = str(work)
@@ -388,7 +388,7 @@ def main() -> None:
     parser.add_argument("--only", choices=["1176", "7056"], help="one arrangement only")
     args = parser.parse_args()
     version = ensure_inspect(args.inspect_venv, args.inspect_version)
-    from tasks.simjudge.server import simjudge_subprocess
+    from simjudge.server import simjudge_subprocess
 
     root = Path(tempfile.mkdtemp(prefix="judgeline-bench-inspect-"))
     bench = Bench(root)

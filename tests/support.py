@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from schemas import Pair
-    from tasks.simjudge.persona import Persona
+    from simjudge.persona import Persona
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -194,9 +194,9 @@ def advice_coverage(
     import pandas as pd
 
     from schemas.vocabulary import POLICIES
+    from simjudge.persona import PRESETS
     from tasks.replay.advisor import ConfigValues, advise_config, per_pair
     from tasks.replay.certify import change_range
-    from tasks.simjudge.persona import PRESETS
 
     configs = [(p, effort) for p in PRESETS for effort in ("low", "high")]
     table = persona_grids(configs, pairs=population, k=k, seed=11)

@@ -118,7 +118,7 @@ def test_the_readmes_personas_file_is_one_serve_judge_reads(tmp_path: Path) -> N
     """The personas file's format was nowhere: the README's example is read as serve-judge
     reads `--personas`, and names every field a persona has."""
     from flows.cli.simjudge import _load_personas
-    from tasks.simjudge.persona import Faults, Persona
+    from simjudge.persona import Faults, Persona
 
     (block,) = _readme_yaml("# personas file")
     path = tmp_path / "personas.yaml"

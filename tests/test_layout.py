@@ -1,6 +1,8 @@
-"""The layout of schemas/, tasks/ and flows/: no import cycle, no private name imported from
-another module, no module too long to read in one sitting. Read from the source with `ast`,
-nothing imported."""
+"""The layout of schemas/, tasks/, flows/ and simjudge/: no import cycle, no private name
+imported from another module, no module too long to read in one sitting, a few flat modules in
+tasks/ beside its packages, the pipeline's stages never importing the simulated judge, no
+branch on where files live outside tasks/store/. Read from the source with `ast`, nothing
+imported."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from pathlib import Path
 
 from support import REPO
 
-PACKAGES = ("schemas", "tasks", "flows")
+PACKAGES = ("schemas", "tasks", "flows", "simjudge")
 MAX_LINES = 400
 
 
@@ -168,3 +170,22 @@ def test_no_private_name_is_imported_from_another_module() -> None:
 def test_no_module_is_over_the_line_limit() -> None:
     found = long_modules()
     assert not found, f"modules over {MAX_LINES} lines:\n" + "\n".join(found)
+
+
+def test_tasks_holds_a_few_flat_modules_beside_one_package_per_stage_or_concern() -> None:
+    flat = sorted(p.name for p in (REPO / "tasks").glob("*.py"))
+    assert len(flat) <= 7, flat  # with __init__.py
+
+
+def test_the_pipelines_stages_never_import_the_simulated_judge() -> None:
+    """The simulated judge is a test double and the demo's judge: only the command line's
+    `demo` and `serve-judge` use it."""
+    users = {"flows.cli.demo", "flows.cli.simjudge"}
+    found = sorted(
+        f"{name} imports {target}"
+        for name, targets in import_graph().items()
+        if not name.startswith("simjudge") and name not in users
+        for target in targets
+        if target == "simjudge" or target.startswith("simjudge.")
+    )
+    assert not found, found

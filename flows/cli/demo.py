@@ -64,11 +64,11 @@ def demo(
         demo_nights(nights, pairs, latency_ms)
         return
     prepare_prefect("flows.nightly")
-    from tasks.demo import DEMO_CACHE_MIN_TOKENS, DEMO_PERSONAS, demo_config
+    from simjudge.demo import DEMO_CACHE_MIN_TOKENS, DEMO_PERSONAS, demo_config
+    from simjudge.server import simjudge_subprocess
     from tasks.ingest.sources import freeze_sources
     from tasks.runs.health import EXIT_CODES, RunNotCompleted
     from tasks.runs.record import read_record
-    from tasks.simjudge.server import simjudge_subprocess
 
     work = state.work
     console.print(f"[bold]judgeline demo[/bold]: work dir {work.address}")
@@ -114,8 +114,8 @@ def demo_nights(nights: int, pairs: int | None, latency_ms: float) -> None:
     import datetime as dt
 
     prepare_prefect("flows.nightly")
-    from tasks.demo import DEMO_CACHE_MIN_TOKENS
-    from tasks.demo_nights import (
+    from simjudge.demo import DEMO_CACHE_MIN_TOKENS
+    from simjudge.demo_nights import (
         night_dataset,
         night_lines,
         nights_config,
@@ -123,6 +123,7 @@ def demo_nights(nights: int, pairs: int | None, latency_ms: float) -> None:
         probe_date,
         write_night_files,
     )
+    from simjudge.server import simjudge_subprocess
     from tasks.history.diff import diff_runs
     from tasks.history.page import write_trends
     from tasks.history.trends import trend_points
@@ -130,7 +131,6 @@ def demo_nights(nights: int, pairs: int | None, latency_ms: float) -> None:
     from tasks.ingest.sources import freeze_sources
     from tasks.runs.health import RunNotCompleted
     from tasks.runs.record import read_record
-    from tasks.simjudge.server import simjudge_subprocess
 
     work = state.work
     plan = plan_nights(nights, pairs or len(demo_pairs()), dt.datetime.now(dt.UTC).date())

@@ -18,8 +18,8 @@ def _load_personas(path: Path) -> list[Any]:
     """Persona dicts from a YAML or JSON file: a list, or a mapping with `personas`."""
     from pydantic import ValidationError
 
+    from simjudge.persona import Persona
     from tasks.runs.config import read_yaml
-    from tasks.simjudge.persona import Persona
 
     if path.suffix.lower() in (".yaml", ".yml"):
         data = read_yaml(path, "personas file")
@@ -171,8 +171,8 @@ def serve_judge(
     """Serve the simulated judge (OpenAI and Anthropic style) until interrupted."""
     from pydantic import ValidationError
 
-    from tasks.simjudge.persona import PRESETS, STAND_IN
-    from tasks.simjudge.server import SimJudge, bind_loopback, die_with_parent, make_server
+    from simjudge.persona import PRESETS, STAND_IN
+    from simjudge.server import SimJudge, bind_loopback, die_with_parent, make_server
 
     die_with_parent()
     chosen = _load_personas(personas) if personas is not None else list(PRESETS)

@@ -1,6 +1,6 @@
 """What OpenAI's models take, by name: the facts judgeline checks a judge against before its
 first call (`tasks.prompts.preflight`) and the simulated judge refuses by
-(`tasks.simjudge.rules`), read on 2026-11-30 from OpenAI's reasoning guide, API reference
+(`simjudge.rules`), read on 2026-11-30 from OpenAI's reasoning guide, API reference
 and the `openai` 3.57 SDK (updated 2026-12-02 for gpt-5.6). Standard library only: the
 command line reads it while it checks a configuration.
 

@@ -18,9 +18,9 @@ import pytest
 from support import REPO
 
 from schemas.run import CodeVersion, RunRecord
+from simjudge.server import SimJudgeServer
 from tasks.judging.claims import RunLock
 from tasks.runs.record import write_record
-from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 
 pytestmark = pytest.mark.slow

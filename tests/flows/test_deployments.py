@@ -20,7 +20,7 @@ from support import CountingListener
 
 from schemas import OutcomeRow, rows_to_table
 from schemas.run import RunRecord
-from tasks.demo import demo_config
+from simjudge.demo import demo_config
 from tasks.runs.record import code_version, write_record
 from tasks.storage import write_parquet_atomic
 from tasks.workdir import WorkDir

@@ -16,7 +16,7 @@ import yaml
 from dask_processes import DaskProcesses, dask_processes
 from support import NO_FAULTS
 
-from tasks.simjudge.server import SimJudgeServer
+from simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 from tests.flows.test_hostile_input import run_main
 from tests.judging.small_disk import Tmpfs, tmpfs

@@ -25,11 +25,11 @@ from support import REPO, stage_demo_plan
 
 from flows.localserver import stop_server
 from schemas.judge import JudgeSpec
+from simjudge.persona import Persona
+from simjudge.server import SimJudgeServer
 from tasks.judging.cache import stored_keys
 from tasks.judging.request import JudgeRequest
 from tasks.judging.stage import run_judge_stage
-from tasks.simjudge.persona import Persona
-from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 
 JUDGELINE = str(REPO / ".venv" / "bin" / "judgeline")

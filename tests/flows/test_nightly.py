@@ -14,8 +14,8 @@ from flows.nightly import nightly_flow
 from schemas.config import DatasetSpec, RunConfig
 from schemas.decoding import ReasoningConfig
 from schemas.judge import JudgeSpec
+from simjudge.server import SimJudgeServer
 from tasks.report.artifacts import artifact_key
-from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 
 pytestmark = pytest.mark.slow

@@ -16,10 +16,10 @@ from flows.nightly import nightly_flow
 from schemas.config import DatasetSpec, RunConfig
 from schemas.cost import Price
 from schemas.judge import JudgeSpec
+from simjudge.server import SimJudgeServer
 from tasks.judging.batch_api import BatchJournal
 from tasks.judging.cache import read_replies
 from tasks.judging.spend import run_spend
-from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 
 pytestmark = pytest.mark.slow

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from support import REPO, persona_grids, read_only
 
+from simjudge.persona import Persona
 from tasks.runs.folder import RunFolder
-from tasks.simjudge.persona import Persona
 from tasks.storage import write_parquet_atomic
 from tasks.workdir import WorkDir
 from tests.flows.test_hostile_input import run_main
@@ -31,7 +31,7 @@ def test_a_read_only_work_dir_is_read(
 ) -> None:
     from flows.nightly import nightly_flow
     from schemas.config import RunConfig
-    from tasks.simjudge.server import SimJudgeServer
+    from simjudge.server import SimJudgeServer
 
     data = tmp_path / "pairs.csv"
     data.write_text(CSV, "utf-8")

@@ -18,9 +18,9 @@ import pytest
 import yaml
 from support import NO_FAULTS, REPO
 
+from simjudge.persona import Persona
+from simjudge.server import SimJudgeServer
 from tasks.runs.record import read_record
-from tasks.simjudge.persona import Persona
-from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 
 JUDGELINE = str(REPO / ".venv" / "bin" / "judgeline")

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from tasks.simjudge.server import SimJudgeServer
+from simjudge.server import SimJudgeServer
 from tasks.warehouse import query
 from tasks.workdir import WorkDir
 

@@ -70,9 +70,9 @@ def test_rerun_failed_from_the_command_line_rebuilds_the_run(work: WorkDir) -> N
     from flows.nightly import nightly_flow
     from schemas.config import DatasetSpec, RunConfig
     from schemas.judge import JudgeSpec
+    from simjudge.server import SimJudgeServer
     from tasks.runs.folder import RunFolder
     from tasks.runs.record import read_record
-    from tasks.simjudge.server import SimJudgeServer
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -156,8 +156,8 @@ def test_a_judge_run_has_a_record_that_runs_and_show_know(work: WorkDir, tmp_pat
     from typer.testing import CliRunner
 
     from flows.cli import app
+    from simjudge.server import SimJudgeServer
     from tasks.runs.record import read_record
-    from tasks.simjudge.server import SimJudgeServer
 
     staged = stage_demo_plan(work, pairs=4, k=2)
     judges = tmp_path / "judges.yaml"

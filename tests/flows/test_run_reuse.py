@@ -153,8 +153,8 @@ def test_run_ids_reused_through_the_nightly_flow(work: WorkDir, tmp_path: Path) 
     empty dataset also used to leave a `failed` record); the K = 4 configuration again
     completes from the cache, sending nothing."""
     from flows.nightly import nightly_flow
+    from simjudge.server import SimJudgeServer
     from tasks.runs.jobs import scan_records
-    from tasks.simjudge.server import SimJudgeServer
 
     data = tmp_path / "pairs.csv"
     data.write_text(CSV, "utf-8")

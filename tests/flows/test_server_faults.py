@@ -25,9 +25,9 @@ from support import stage_demo_plan
 
 from flows.localserver import stop_server
 from schemas.judge import JudgeSpec
+from simjudge.persona import Persona
+from simjudge.server import SimJudgeServer
 from tasks.judging.cache import stored_keys
-from tasks.simjudge.persona import Persona
-from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 
 pytestmark = pytest.mark.slow

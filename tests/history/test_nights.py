@@ -15,12 +15,12 @@ from flows.nightly import nightly_flow
 from schemas.config import DatasetSpec, RunConfig
 from schemas.cost import Price
 from schemas.judge import JudgeSpec
+from simjudge.server import SimJudgeServer
 from tasks.history.diff import diff_runs
 from tasks.history.page import render_trends, write_trends
 from tasks.history.trends import trend_points
 from tasks.ingest.demo_benchmark import demo_pairs
 from tasks.report.filters import usd
-from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 
 pytestmark = pytest.mark.slow

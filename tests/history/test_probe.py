@@ -13,10 +13,10 @@ import pytest
 from flows.nightly import nightly_flow
 from schemas.config import AlarmSpec, DatasetSpec, ProbeSpec, RunConfig
 from schemas.judge import JudgeSpec
+from simjudge.persona import Persona
+from simjudge.server import SimJudgeServer
 from tasks.history.probe import probe_sample, wilson_interval
 from tasks.judging.callkey import CallKeyer
-from tasks.simjudge.persona import Persona
-from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 
 

@@ -17,13 +17,13 @@ import pytest
 
 from schemas.config import AlarmSpec, DatasetSpec, ProbeSpec, RunConfig
 from schemas.judge import JudgeSpec
+from simjudge.persona import Persona
+from simjudge.server import SimJudgeServer
 from tasks.history.diff import diff_runs
 from tasks.history.probe import PROBE_DATE_ENV
 from tasks.history.trends import trend_points
 from tasks.ingest.demo_benchmark import demo_pairs
 from tasks.runs.record import list_records
-from tasks.simjudge.persona import Persona
-from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 from tests.flows.test_deployments import BIN, prefect_server  # noqa: F401 - the fixture
 

@@ -35,6 +35,7 @@ from schemas.config import AlarmSpec, DatasetSpec, RunConfig
 from schemas.decoding import ReasoningConfig
 from schemas.judge import JudgeSpec
 from schemas.vocabulary import CORE_POLICIES, DESIGNS
+from simjudge.server import SimJudgeServer
 from tasks.errors import JudgelineError
 from tasks.history.diff import diff_runs
 from tasks.history.probe import previous_probe
@@ -48,7 +49,6 @@ from tasks.report.since import since_section
 from tasks.runs.folder import RunFolder
 from tasks.runs.jobs import new_record
 from tasks.runs.record import list_records, read_record, write_record
-from tasks.simjudge.server import SimJudgeServer
 from tasks.warehouse import check_run_tables
 from tasks.workdir import WorkDir
 from tests.imports.test_judgebench import NAME, _entry, _line, _write

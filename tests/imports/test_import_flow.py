@@ -15,12 +15,12 @@ from flows.imports import import_flow, no_replay_reason, reparse_flow
 from flows.stageflows import judge_flow
 from schemas.judge import JudgeSpec
 from schemas.run import RunRecord
+from simjudge.server import SimJudgeServer
 from tasks.errors import InputError
 from tasks.runs.folder import RunFolder
 from tasks.runs.health import RunNotCompleted
 from tasks.runs.jobs import scan_records
 from tasks.runs.record import code_version, list_records, read_record, write_record
-from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 from tests.imports.test_judgebench import NAME, _entry, _file, _line, _write
 

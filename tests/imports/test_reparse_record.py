@@ -21,10 +21,10 @@ from flows.imports import reparse_flow
 from flows.stageflows import judge_flow
 from schemas.judge import JudgeSpec
 from schemas.run import RunRecord
+from simjudge.server import SimJudgeServer
 from tasks.errors import InputError
 from tasks.runs.folder import RunFolder
 from tasks.runs.record import code_version, read_record, write_record
-from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 
 Parser = Callable[[str], parsing.ParsedReply]

@@ -18,6 +18,8 @@ from support import NO_FAULTS, StagedPlan, stage_demo_plan, stage_plan
 from schemas import Pair
 from schemas.cost import Price
 from schemas.judge import JudgeSpec
+from simjudge.persona import Persona
+from simjudge.server import SimJudgeServer
 from tasks.judging.batch_api import BatchJournal, PollSchedule, batch_sender, split_lines
 from tasks.judging.batch_api.sender import ProviderBatch, await_batch
 from tasks.judging.cache import read_replies
@@ -25,8 +27,6 @@ from tasks.judging.estimate import estimate_plan
 from tasks.judging.request import JudgeRequest, StageHooks
 from tasks.judging.spend import run_spend
 from tasks.judging.stage import run_judge_stage, unstored_call_keys
-from tasks.simjudge.persona import Persona
-from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 
 KEY = "sk-batch-test-77"

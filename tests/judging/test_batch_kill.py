@@ -18,9 +18,9 @@ import yaml
 from support import NO_FAULTS, stage_demo_plan
 
 from schemas.judge import JudgeSpec
+from simjudge.server import SimJudgeServer
 from tasks.judging.batch_api import BatchJournal
 from tasks.judging.cache import stored_keys
-from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 
 REPO = Path(__file__).resolve().parents[2]

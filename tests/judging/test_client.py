@@ -12,6 +12,8 @@ from support import NO_FAULTS
 
 from schemas.decoding import ReasoningConfig
 from schemas.judge import JudgeSpec
+from simjudge.persona import PRESETS, Persona
+from simjudge.server import SimJudgeServer
 from tasks.judging import client as client_module
 from tasks.judging import pacing
 from tasks.judging.client import CallResult, JudgeClient
@@ -24,8 +26,6 @@ from tasks.judging.providers import (
     OpenAIProvider,
 )
 from tasks.prompts.templates import render
-from tasks.simjudge.persona import PRESETS, Persona
-from tasks.simjudge.server import SimJudgeServer
 
 KEY = "sk-judgeline-test-9f3b7c1e"
 PROMPT = render("arena-hard-v1", question="What is 2+2?", left="4", right="5")

@@ -23,11 +23,11 @@ from support import StagedPlan, stage_demo_plan
 
 from schemas.calls import ReplyRecord
 from schemas.judge import JudgeSpec
+from simjudge.persona import Persona
+from simjudge.server import SimJudgeServer
 from tasks.errors import InputError
 from tasks.judging.cache import read_replies, stored_keys
 from tasks.judging.claims import RunLock
-from tasks.simjudge.persona import Persona
-from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 
 REPO = Path(__file__).resolve().parents[2]

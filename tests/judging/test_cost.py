@@ -15,12 +15,12 @@ from support import NO_FAULTS, StagedPlan, stage_demo_plan
 from schemas.calls import ReplyRecord
 from schemas.cost import Price
 from schemas.judge import JudgeSpec
+from simjudge.server import SimJudgeServer
 from tasks.judging.cache import read_replies
 from tasks.judging.estimate import estimate_plan, input_tokens
 from tasks.judging.prices import AS_OF, builtin_price, price_of
 from tasks.judging.providers import AnthropicProvider, OpenAIProvider, Reply
 from tasks.judging.spend import reply_usd, run_spend
-from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 
 PRICE = Price(input=0.15, cached_input=0.075, output=0.60, as_of=dt.date(2025, 10, 1))

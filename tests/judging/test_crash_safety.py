@@ -20,9 +20,9 @@ import pytest
 from support import copy_stored_plans, stage_demo_plan
 
 from schemas.judge import JudgeSpec
+from simjudge.persona import Persona
+from simjudge.server import SimJudgeServer
 from tasks.judging.cache import read_replies, stored_keys
-from tasks.simjudge.persona import Persona
-from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 
 REPO = Path(__file__).resolve().parents[2]

@@ -16,10 +16,10 @@ from support import NO_FAULTS, StagedPlan, stage_demo_plan
 
 from schemas.decoding import ReasoningConfig
 from schemas.judge import JudgeSpec
+from simjudge.server import SimJudgeServer
 from tasks.errors import InputError, IntegrityError
 from tasks.judging.cache import read_attempts, read_replies, stored_keys
 from tasks.judging.planned import PlannedCall, plan_calls
-from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 
 KEY = "sk-judgeline-daskkey-41c7e09b2d"
@@ -266,7 +266,7 @@ def test_an_unreachable_scheduler_is_an_input_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import flows.dask as judge_dask
-    from tasks.simjudge.server import bind_loopback
+    from simjudge.server import bind_loopback
 
     monkeypatch.setattr(judge_dask, "CONNECT_TIMEOUT_S", 2)
     staged = _stored_plan.copy_to(WorkDir(tmp_path / "work"))

@@ -21,8 +21,8 @@ from dask_processes import DaskProcesses, dask_processes
 from support import NO_FAULTS, stage_demo_plan
 
 from schemas.judge import JudgeSpec
-from tasks.simjudge.persona import Persona
-from tasks.simjudge.server import SimJudgeServer
+from simjudge.persona import Persona
+from simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 from tests.flows.test_hostile_input import run_main
 from tests.judging.small_disk import tmpfs

@@ -18,7 +18,7 @@ from support import REPO, stage_demo_plan
 
 from flows.localserver import ServerFiles, stop_server
 from schemas.judge import JudgeSpec
-from tasks.simjudge.server import SimJudgeServer
+from simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 
 pytestmark = pytest.mark.slow

@@ -25,11 +25,11 @@ import yaml
 from support import NO_FAULTS, stage_demo_plan
 
 from schemas.judge import JudgeSpec
+from simjudge.server import SimJudgeServer
 from tasks.errors import DiskFull
 from tasks.judging.batches import RESERVE_BOUNDS
 from tasks.judging.request import JudgeRequest
 from tasks.judging.stage import run_judge_stage
-from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 from tests.judging.small_disk import Tmpfs, small_disk
 

@@ -12,9 +12,9 @@ import pytest
 from support import StagedPlan, copy_stored_plans, stage_demo_plan
 
 from schemas.judge import JudgeSpec
+from simjudge.persona import Persona
+from simjudge.server import SimJudgeServer
 from tasks.judging.cache import read_attempts, stored_keys
-from tasks.simjudge.persona import Persona
-from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 
 PERSONA = Persona(name="steady", skill=0.85, left_bias=0.1, tie_rate=0.05, latency_ms=60)

@@ -17,11 +17,11 @@ from typer.testing import CliRunner
 
 from schemas.decoding import ReasoningConfig
 from schemas.judge import JudgeSpec
+from simjudge.server import SimJudgeServer
 from tasks.errors import InputError, IntegrityError
 from tasks.hashing import sha256_text
 from tasks.judging.cache import read_attempts, read_replies, stored_keys
 from tasks.judging.planned import call_records, plan_calls
-from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 
 KEY = "sk-judgeline-flowkey-7e21c9d04b"

@@ -16,6 +16,8 @@ from support import StagedPlan, stage_plan
 from schemas.cost import Price
 from schemas.decoding import ReasoningConfig
 from schemas.judge import JudgeSpec
+from simjudge.persona import Persona
+from simjudge.server import SimJudgeServer
 from tasks.ingest.loaders import load_judgebench
 from tasks.judging.batch_api import PollSchedule, batch_sender
 from tasks.judging.batches import split_batches
@@ -32,8 +34,6 @@ from tasks.judging.providers import PROVIDERS
 from tasks.judging.request import JudgeRequest, StageHooks
 from tasks.judging.spend import run_spend
 from tasks.judging.stage import run_judge_stage
-from tasks.simjudge.persona import Persona
-from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 
 JUDGEBENCH = "judgebench/dataset=judgebench,response_model=gpt-4o-2024-05-13.jsonl"

@@ -6,7 +6,7 @@ scheme and host are pointed at the simulated judge (path and query stay, e.g. Az
 simulated judge's request log must show the URL, headers and body fields each API expects.
 Every other README block with a `judges:` list (the run configuration, the batch judges)
 is run the same way, and every request body any README judge config sends passes the
-simulated judge's model profiles (`tasks.simjudge.rules`: what the vendors refuse).
+simulated judge's model profiles (`simjudge.rules`: what the vendors refuse).
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ import yaml
 from support import REPO, StagedPlan, stage_demo_plan
 
 from schemas.judge import JudgeSpec
+from simjudge.persona import Persona
+from simjudge.server import SimJudgeServer
 from tasks.judging.request import JudgeRequest
 from tasks.judging.stage import run_judge_stage
-from tasks.simjudge.persona import Persona
-from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 
 KEY = "sk-judgeline-readme-3c9a"
@@ -140,10 +140,10 @@ def test_the_readme_has_one_block_per_profile() -> None:
 def test_every_readme_judge_config_passes_the_model_profiles() -> None:
     """The body each config of each README judge sends is one its vendor accepts (the
     README's first judge once sent `reasoning_effort` to gpt-4o-mini: OpenAI answers 400)."""
+    from simjudge.responses import chat_view
+    from simjudge.rules import anthropic_problem, openai_problem
     from tasks.judging.endpoints import anthropic_body, openai_body, responses_body
     from tasks.prompts.templates import render
-    from tasks.simjudge.responses import chat_view
-    from tasks.simjudge.rules import anthropic_problem, openai_problem
 
     messages = render("arena-hard-v1", question="q", left="a", right="b").messages
     headers = {"anthropic-version": "2023-06-01"}

@@ -13,12 +13,12 @@ from pydantic import ValidationError
 
 from schemas.decoding import ReasoningConfig
 from schemas.judge import JudgeSpec
+from simjudge.server import SimJudgeServer
 from tasks.errors import InputError
 from tasks.judging.callkey import call_key, messages_sha256
 from tasks.judging.client import CallResult, JudgeClient
 from tasks.judging.providers import PROVIDERS, CallRequest
 from tasks.prompts.templates import render
-from tasks.simjudge.server import SimJudgeServer
 
 MESSAGES = ({"role": "system", "content": "judge"}, {"role": "user", "content": "Q? L | R"})
 KEY = "sk-requests-test-5b1e0c"

@@ -18,13 +18,13 @@ import pytest
 from support import stage_demo_plan
 
 from schemas.judge import JudgeSpec
+from simjudge.persona import Persona
+from simjudge.server import SimJudgeServer
 from tasks.errors import Interrupted
 from tasks.judging.cache import stored_keys
 from tasks.judging.request import JudgeRequest
 from tasks.judging.stage import run_judge_stage
 from tasks.judging.stopping import StopRequest
-from tasks.simjudge.persona import Persona
-from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 
 CONCURRENCY = 4

@@ -18,6 +18,8 @@ import pytest
 from support import stage_demo_plan
 
 from schemas.judge import JudgeSpec
+from simjudge.persona import Persona
+from simjudge.server import SimJudgeServer
 from tasks.errors import InputError
 from tasks.judging.cache import read_replies
 from tasks.judging.prices import price_of
@@ -27,8 +29,6 @@ from tasks.prompts.parsing import parse_reply
 from tasks.prompts.preflight import check_judges
 from tasks.prompts.verdicts import VERDICT_LABELS, structured_reply, verdict_schema
 from tasks.runs.folder import RunFolder
-from tasks.simjudge.persona import Persona
-from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 
 # --- parsing -------------------------------------------------------------------------------

@@ -14,12 +14,12 @@ import pytest
 from support import AS_OTHER_UID, as_other_user, shared_folder
 
 from schemas.judge import JudgeSpec
+from simjudge.persona import Persona
+from simjudge.server import SimJudgeServer
 from tasks.errors import InputError
 from tasks.judging.client import JudgeClient
 from tasks.judging.providers import CallRequest
 from tasks.judging.token_budget import TokenBudget, budget_for, remaining_tokens
-from tasks.simjudge.persona import Persona
-from tasks.simjudge.server import SimJudgeServer
 
 
 def test_one_budget_file_is_shared_and_goes_into_debt(tmp_path: Path) -> None:

@@ -11,13 +11,13 @@ import pyarrow.parquet as pq
 from support import stage_demo_plan
 
 from schemas.judge import JudgeSpec
+from simjudge.server import SimJudgeServer
 from tasks.judging.cache import compact
 from tasks.judging.request import JudgeRequest
 from tasks.judging.stage import run_judge_stage
 from tasks.remap.outcomes import remap_run, write_remap
 from tasks.runs.folder import RunFolder
 from tasks.runs.health import run_health, run_status
-from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 
 

@@ -17,9 +17,9 @@ from typer.testing import CliRunner
 from flows.cli import app
 from schemas.config import DatasetSpec, RunConfig
 from schemas.judge import JudgeSpec
+from simjudge.server import SimJudgeServer
 from tasks.ingest.answers import read_answers
 from tasks.ingest.manifest import build_manifest_table
-from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "report"))

@@ -18,6 +18,8 @@ from support import stage_demo_plan
 
 from schemas import LiveDrawRow, LivePairRow, LiveSummaryRow, arrow_schema, rows_to_table
 from schemas.judge import JudgeSpec
+from simjudge.persona import PRESETS, Persona
+from simjudge.server import SimJudgeServer
 from tasks.errors import InputError, IntegrityError
 from tasks.ingest.manifest import read_manifest
 from tasks.live.draws import draw_live, draw_pair
@@ -25,8 +27,6 @@ from tasks.live.outcomes import first_couple_stops, live_pairs, replay_draws
 from tasks.live.runs import find_reference_run
 from tasks.plan import make_plan, write_plan
 from tasks.replay.engine import replay
-from tasks.simjudge.persona import PRESETS, Persona
-from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 
 K = 4

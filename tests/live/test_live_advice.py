@@ -15,10 +15,10 @@ from schemas.advice import AdviceRow
 from schemas.arrow import arrow_schema
 from schemas.config import LiveSpec
 from schemas.judge import JudgeSpec
+from simjudge.persona import Persona
 from tasks.errors import InputError
 from tasks.live.advice import advised_savings, follow_advice
 from tasks.runs.folder import RunFolder
-from tasks.simjudge.persona import Persona
 from tasks.storage import write_parquet_atomic
 from tasks.workdir import WorkDir
 
@@ -147,7 +147,7 @@ def test_a_nightly_live_run_follows_the_advice_its_configuration_asks_for(
 
     from flows.nightly import nightly_flow
     from schemas.config import DatasetSpec, RunConfig
-    from tasks.simjudge.server import SimJudgeServer
+    from simjudge.server import SimJudgeServer
 
     work = WorkDir(tmp_path / "work")
     sure = Persona(name="strong", skill=1.0)  # the advising run: 104 unanimous pairs

@@ -8,9 +8,9 @@ import pytest
 from support import advice_coverage, persona_grids
 
 from schemas.vocabulary import POLICIES
+from simjudge.persona import PRESETS, Persona
 from tasks.errors import InputError
 from tasks.replay.advisor import advise
-from tasks.simjudge.persona import PRESETS, Persona
 
 PERSONAS = {p.name: p for p in PRESETS}
 CHANGING = ("nonstrict", "paired_unanimity", "paired_nonstrict", "paired_strict")

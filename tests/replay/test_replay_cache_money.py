@@ -14,6 +14,7 @@ from support import stage_plan
 from schemas import Pair
 from schemas.cost import Price
 from schemas.judge import JudgeSpec
+from simjudge.server import SimJudgeServer
 from tasks.judging.cache import read_replies
 from tasks.judging.request import JudgeRequest
 from tasks.judging.spend import reply_usd
@@ -21,7 +22,6 @@ from tasks.judging.stage import run_judge_stage
 from tasks.remap.outcomes import remap_run, write_remap
 from tasks.replay.money import outcome_costs
 from tasks.replay.stream import replay_file
-from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 
 PRICE = Price(

@@ -11,11 +11,11 @@ import pytest
 from support import persona_grids, persona_laws
 
 from schemas.vocabulary import POLICIES
+from simjudge.persona import PRESETS
 from tasks.replay.certify import assignment_range, change_range, log_wealth
 from tasks.replay.designs import evaluate_patterns
 from tasks.replay.engine import replay
 from tasks.replay.scope import all_patterns, judge_rates, scope_notes
-from tasks.simjudge.persona import PRESETS
 
 STRONG = next(p for p in PRESETS if p.name == "strong")
 

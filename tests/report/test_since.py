@@ -12,12 +12,12 @@ import pytest
 from flows.nightly import nightly_flow
 from schemas.config import AlarmSpec, DatasetSpec, ProbeSpec, RunConfig
 from schemas.judge import JudgeSpec
+from simjudge.persona import Persona
+from simjudge.server import SimJudgeServer
 from tasks.history.diff import diff_runs
 from tasks.history.probe import PROBE_DATE_ENV
 from tasks.ingest.demo_benchmark import demo_pairs
 from tasks.report.since import since_section
-from tasks.simjudge.persona import Persona
-from tasks.simjudge.server import SimJudgeServer
 from tasks.workdir import WorkDir
 
 pytestmark = pytest.mark.slow

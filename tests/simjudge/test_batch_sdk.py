@@ -13,9 +13,9 @@ import anthropic
 import openai
 import pytest
 
+from simjudge.persona import Persona
+from simjudge.server import SimJudgeServer
 from tasks.prompts.templates import render
-from tasks.simjudge.persona import Persona
-from tasks.simjudge.server import SimJudgeServer
 
 KEY = "sk-batch-sdk-31"
 PROMPT = render("arena-hard-v1", question="What is 6 x 7?", left="42", right="It is 41.")
@@ -145,7 +145,7 @@ def test_anthropic_sdk_creates_polls_and_streams_results(server: SimJudgeServer)
 
 
 def test_serve_judge_flags_set_the_batch_delay_and_expiry() -> None:
-    from tasks.simjudge.server import simjudge_subprocess
+    from simjudge.server import simjudge_subprocess
 
     flags = ("--persona", "strong", "--batch-delay-s", "0.5", "--batch-expire-after", "1")
     with simjudge_subprocess(*flags) as base_url:

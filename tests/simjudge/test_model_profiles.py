@@ -16,9 +16,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tasks.simjudge.persona import Persona
-from tasks.simjudge.rules import anthropic_problem, openai_problem, responses_only
-from tasks.simjudge.server import SimJudgeServer
+from simjudge.persona import Persona
+from simjudge.rules import anthropic_problem, openai_problem, responses_only
+from simjudge.server import SimJudgeServer
 
 VERSION = {"anthropic-version": "2023-06-01"}
 

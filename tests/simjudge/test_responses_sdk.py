@@ -22,12 +22,12 @@ import pydantic
 import pytest
 
 from schemas.judge import JudgeSpec
+from simjudge.persona import Persona
+from simjudge.server import SimJudgeServer
 from tasks.judging.client import JudgeClient
 from tasks.judging.providers import CallRequest
 from tasks.prompts.templates import render
 from tasks.prompts.verdicts import format_field
-from tasks.simjudge.persona import Persona
-from tasks.simjudge.server import SimJudgeServer
 
 KEY = "sk-responses-sdk-77"
 PROMPT = render("arena-hard-v1", question="What is 6 x 7?", left="42", right="It is 41.")

@@ -15,9 +15,9 @@ import httpx
 import openai
 import pytest
 
+from simjudge.persona import Faults, Persona
+from simjudge.server import SimJudgeServer
 from tasks.prompts.templates import render
-from tasks.simjudge.persona import Faults, Persona
-from tasks.simjudge.server import SimJudgeServer
 
 KEY = "sk-sdk-conformance-5e1f"
 PERSONAS = [

@@ -12,11 +12,11 @@ import httpx
 import pytest
 
 from schemas import ManifestRow, rows_to_table
+from simjudge.persona import PRESETS, Faults, Persona, ReasoningShift
+from simjudge.server import SimJudgeServer, simjudge_subprocess
 from tasks.hashing import sha256_text
 from tasks.prompts.parsing import parse_reply
 from tasks.prompts.templates import TEMPLATES, render
-from tasks.simjudge.persona import PRESETS, Faults, Persona, ReasoningShift
-from tasks.simjudge.server import SimJudgeServer, simjudge_subprocess
 
 API_KEY = "sk-simjudge-test-9f3c1d"
 N_PAIRS = 240

@@ -14,11 +14,11 @@ import httpx
 import openai
 import pytest
 
-from tasks.demo import DEMO_CACHE_MIN_TOKENS
+from simjudge.demo import DEMO_CACHE_MIN_TOKENS
+from simjudge.persona import Persona
+from simjudge.server import SimJudgeServer, simjudge_subprocess
 from tasks.ingest.demo_benchmark import demo_pairs
 from tasks.prompts.templates import render
-from tasks.simjudge.persona import Persona
-from tasks.simjudge.server import SimJudgeServer, simjudge_subprocess
 
 PERSONAS = [
     Persona(name="strong", skill=0.9),

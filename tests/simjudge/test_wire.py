@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from simjudge.wire import messages_digest
 from tasks.prompts.templates import render
-from tasks.simjudge.wire import messages_digest
 
 PROMPT = render("arena-hard-v1", question="What is 2+2?", left="4", right="5")
 

@@ -20,12 +20,12 @@ import yaml
 from support import NO_FAULTS, REPO, stage_demo_plan
 
 from schemas.judge import JudgeSpec
+from simjudge.persona import Persona
+from simjudge.server import SimJudgeServer
 from tasks.errors import JudgelineError
 from tasks.judging.cache import stored_keys
 from tasks.runs.folder import RunFolder
 from tasks.runs.record import read_record
-from tasks.simjudge.persona import Persona
-from tasks.simjudge.server import SimJudgeServer
 from tasks.store import SCRATCH_ENV
 from tasks.store.leases import LEASE_ENV
 from tasks.workdir import WorkDir

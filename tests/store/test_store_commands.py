@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 from support import persona_grids
 
+from simjudge.persona import Persona
 from tasks.runs.folder import RunFolder
-from tasks.simjudge.persona import Persona
 from tasks.storage import write_parquet_atomic
 from tasks.store import SCRATCH_ENV
 from tasks.workdir import WorkDir

@@ -8,9 +8,9 @@ from collections.abc import Callable
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from tasks.simjudge.limits import Api
-from tasks.simjudge.persona import Faults, rng_for
-from tasks.simjudge.wire import anthropic_error, azure_error, openai_error
+from simjudge.limits import Api
+from simjudge.persona import Faults, rng_for
+from simjudge.wire import anthropic_error, azure_error, openai_error
 
 __all__ = [
     "ERRORS",

@@ -21,12 +21,12 @@ from pathlib import Path
 
 from schemas.config import AlarmSpec, DatasetSpec, ProbeSpec, RunConfig
 from schemas.run import RunRecord
-from tasks.demo import DEMO_PERSONAS, demo_config
+from simjudge.demo import DEMO_PERSONAS, demo_config
+from simjudge.persona import PRESETS, Persona, persona_file_text
 from tasks.errors import InputError
 from tasks.history.alarms import alarm_text
 from tasks.history.probe import PROBE_DATE_ENV
 from tasks.ingest.demo_benchmark import demo_pairs
-from tasks.simjudge.persona import PRESETS, Persona, persona_file_text
 from tasks.storage import write_text_atomic
 from tasks.workdir import WorkDir
 

@@ -11,8 +11,8 @@ import pytest
 
 from schemas.config import AlarmSpec
 from schemas.run import CodeVersion, RunRecord
-from tasks.demo import demo_config
-from tasks.demo_nights import (
+from simjudge.demo import demo_config
+from simjudge.demo_nights import (
     DRIFTING,
     night_lines,
     night_personas,
@@ -21,11 +21,11 @@ from tasks.demo_nights import (
     probe_date,
     write_night_files,
 )
+from simjudge.persona import PRESETS, Persona
 from tasks.errors import InputError
 from tasks.history.probe import PROBE_DATE_ENV, probe_scope
 from tasks.ingest.demo_benchmark import demo_pairs
 from tasks.ingest.loaders import load_source
-from tasks.simjudge.persona import PRESETS, Persona
 from tasks.workdir import WorkDir
 
 TODAY = dt.date(2026, 3, 10)

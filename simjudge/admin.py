@@ -11,13 +11,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tasks.simjudge.wire import openai_error
+from simjudge.wire import openai_error
 
 __all__ = ["admin_routes"]
 
 
 class Judge(Protocol):
-    """What the endpoints use of the simulated judge (`tasks.simjudge.app.SimJudge`)."""
+    """What the endpoints use of the simulated judge (`simjudge.app.SimJudge`)."""
 
     @property
     def personas(self) -> Mapping[str, Any]: ...

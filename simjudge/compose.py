@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tasks.simjudge.caching import CacheUse
-from tasks.simjudge.rules import reply_limit, thinking_budget
-from tasks.simjudge.wire import anthropic_reply, openai_reply
+from simjudge.caching import CacheUse
+from simjudge.rules import reply_limit, thinking_budget
+from simjudge.wire import anthropic_reply, openai_reply
 
 __all__ = [
     "ADAPTIVE_THINKING",

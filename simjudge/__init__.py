@@ -5,11 +5,13 @@ vendor's model name no persona has: a stand-in), `rules` holds what each API ref
 profiles, `anthropic-version`, extended thinking), `compose` fits replies into the token
 limit, `wire` speaks the OpenAI, Azure OpenAI and Anthropic formats, `failures` the error
 replies, `limits` request ids and rate-limit headers, `app` is the Starlette app with its
-endpoints and state, `server` runs it in-process or as a subprocess.
+endpoints and state, `server` runs it in-process or as a subprocess. `demo` and
+`demo_nights` are the demo job's configuration and nights against it. A test double and the
+demo's judge: the pipeline's stages (`tasks/`, `flows/` but the command line) never import it.
 """
 
-from tasks.simjudge.app import CALL_KEY_HEADER, SimJudge
-from tasks.simjudge.persona import (
+from simjudge.app import CALL_KEY_HEADER, SimJudge
+from simjudge.persona import (
     ACCEPTED_EFFORTS,
     PRESETS,
     FaultKind,
@@ -24,9 +26,9 @@ from tasks.simjudge.persona import (
     rng_for,
     simulate_reply,
 )
-from tasks.simjudge.rules import is_reasoning_model
-from tasks.simjudge.server import SimJudgeServer, bind_loopback, make_server, simjudge_subprocess
-from tasks.simjudge.wire import (
+from simjudge.rules import is_reasoning_model
+from simjudge.server import SimJudgeServer, bind_loopback, make_server, simjudge_subprocess
+from simjudge.wire import (
     anthropic_error,
     anthropic_reply,
     azure_error,

@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tasks.simjudge.batch_wire import (
+from simjudge.batch_wire import (
     OPENAI_ENDPOINTS,
     BatchJob,
     anthropic_problem,
@@ -32,13 +32,13 @@ from tasks.simjudge.batch_wire import (
     openai_problems,
     openai_view,
 )
-from tasks.simjudge.failures import TruncatedResponse
-from tasks.simjudge.limits import Api
-from tasks.simjudge.wire import anthropic_error, openai_error
+from simjudge.failures import TruncatedResponse
+from simjudge.limits import Api
+from simjudge.wire import anthropic_error, openai_error
 
 
 class Judge(Protocol):
-    """What the batch endpoints use of the simulated judge (`tasks.simjudge.app.SimJudge`)."""
+    """What the batch endpoints use of the simulated judge (`simjudge.app.SimJudge`)."""
 
     def note(self, **entry: Any) -> None: ...
 

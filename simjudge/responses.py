@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from tasks.simjudge.rules import Problem
+from simjudge.rules import Problem
 
 __all__ = ["MIN_OUTPUT_TOKENS", "chat_view", "response_of"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tasks.simjudge.persona import Faults, Persona
-from tasks.simjudge.rules import is_vendor_model
+from simjudge.persona import Faults, Persona
+from simjudge.rules import is_vendor_model
 
 __all__ = ["Cast"]
 

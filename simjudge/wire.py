@@ -124,7 +124,7 @@ def messages_digest(body: Any) -> str | None:
     """SHA-256 of a request's prompt as text: its `system` (Anthropic), then each message's
     role and text, whatever content shape carried them (None: no messages list)."""
     if isinstance(body, dict) and "input" in body and "messages" not in body:
-        from tasks.simjudge.responses import chat_view  # a Responses request
+        from simjudge.responses import chat_view  # a Responses request
 
         body, _ = chat_view(body)
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list):

@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tasks.simjudge.rules import Problem
+from simjudge.rules import Problem
 
 __all__ = [
     "ANTHROPIC",

@@ -1,6 +1,6 @@
 """The simulated judge's HTTP app: OpenAI- and Anthropic-style endpoints and their state.
 
-Replies come from personas (`tasks.simjudge.persona`) in the verdict format of whichever
+Replies come from personas (`simjudge.persona`) in the verdict format of whichever
 template rendered the prompt. With a manifest the app knows which slot holds the keyed
 answer (answers are indexed by SHA-256); otherwise a stable latent preference is derived
 from the two answer hashes. Replies and faults are pure functions of the request body
@@ -27,13 +27,12 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from tasks.prompts.templates import message_text
-from tasks.simjudge.admin import admin_routes
-from tasks.simjudge.batches import BatchEndpoints
-from tasks.simjudge.caching import CacheUse, PromptCache, cache_control_problem
-from tasks.simjudge.cast import Cast
-from tasks.simjudge.compose import anthropic_payload, asks_for_schema, openai_payload
-from tasks.simjudge.failures import (
+from simjudge.admin import admin_routes
+from simjudge.batches import BatchEndpoints
+from simjudge.caching import CacheUse, PromptCache, cache_control_problem
+from simjudge.cast import Cast
+from simjudge.compose import anthropic_payload, asks_for_schema, openai_payload
+from simjudge.failures import (
     ERRORS,
     ID_HEADERS,
     UNAUTHORIZED,
@@ -41,8 +40,8 @@ from tasks.simjudge.failures import (
     TruncatedResponse,
     fault_response,
 )
-from tasks.simjudge.limits import Api, RateWindow, TokenBucket, request_id
-from tasks.simjudge.persona import (
+from simjudge.limits import Api, RateWindow, TokenBucket, request_id
+from simjudge.persona import (
     PRESETS,
     REFUSAL,
     STAND_IN,
@@ -55,15 +54,15 @@ from tasks.simjudge.persona import (
     rng_for,
     simulate_reply,
 )
-from tasks.simjudge.responses import chat_view, response_of
-from tasks.simjudge.rules import (
+from simjudge.responses import chat_view, response_of
+from simjudge.rules import (
     anthropic_problem,
     is_reasoning_model,
     openai_problem,
     reply_limit,
     takes_cache_options,
 )
-from tasks.simjudge.wire import (
+from simjudge.wire import (
     anthropic_error,
     azure_error,
     credential,
@@ -72,6 +71,7 @@ from tasks.simjudge.wire import (
     messages_of,
     reply_identity,
 )
+from tasks.prompts.templates import message_text
 
 __all__ = ["CALL_KEY_HEADER", "SimJudge"]
 
@@ -100,8 +100,8 @@ class SimJudge:
         stand_in: Persona | None = STAND_IN,
     ) -> None:
         """`require_anthropic_version`: refuse Messages requests without the header (400);
-        `clock`: seconds, for the prompt cache's lifetimes (`tasks.simjudge.caching`);
-        `tokens_per_minute`: a token limit, enforced (`tasks.simjudge.limits.TokenBucket`);
+        `clock`: seconds, for the prompt cache's lifetimes (`simjudge.caching`);
+        `tokens_per_minute`: a token limit, enforced (`simjudge.limits.TokenBucket`);
         `stand_in`: how a vendor's model name no persona has answers (None: 404)."""
         self.cast = Cast(personas, stand_in)
         self.personas, self.faults = self.cast.personas, self.cast.faults

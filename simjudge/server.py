@@ -1,6 +1,6 @@
 """Running the simulated judge: a background-thread server, or a `serve-judge` subprocess.
 
-The app itself (endpoints, personas, faults) lives in `tasks.simjudge.app`.
+The app itself (endpoints, personas, faults) lives in `simjudge.app`.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import httpx
 import pyarrow as pa
 import uvicorn
 
-from tasks.simjudge.app import SimJudge
-from tasks.simjudge.persona import PRESETS, Persona
+from simjudge.app import SimJudge
+from simjudge.persona import PRESETS, Persona
 
 __all__ = ["SimJudge", "SimJudgeServer", "bind_loopback", "make_server", "simjudge_subprocess"]
 

@@ -25,7 +25,7 @@ from simjudge.demo import demo_config  # noqa: E402
 from simjudge.server import SimJudgeServer  # noqa: E402
 from tasks.judging.batch_api import PollSchedule, batch_sender  # noqa: E402
 from tasks.judging.request import JudgeRequest, StageHooks  # noqa: E402
-from tasks.workdir import WorkDir  # noqa: E402
+from tasks.store.workdir import WorkDir  # noqa: E402
 
 
 def demo_args(doc: str) -> argparse.Namespace:

@@ -29,7 +29,7 @@ from tasks.ingest.demo_benchmark import demo_pairs
 from tasks.ingest.manifest import freeze_manifest, read_manifest
 from tasks.judging.cache import read_replies
 from tasks.plan import make_plan, write_plan
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 NO_FAULTS = Faults().model_dump()
 

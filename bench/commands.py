@@ -222,7 +222,7 @@ def bare_bodies(work: Path, base_url: str, k: int, out: Path) -> int:
     from tasks.judging.providers import OpenAIProvider
     from tasks.plan import read_plan
     from tasks.prompts.templates import DEFAULT_TEMPLATE
-    from tasks.workdir import WorkDir
+    from tasks.store.workdir import WorkDir
 
     wd = WorkDir(work)
     plan_dir = next(p for p in wd.plans.iterdir() if p.is_dir())

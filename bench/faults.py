@@ -40,7 +40,7 @@ from _faultbench import NO_FAULTS, Bench, Row, audit, print_rows, rate, readable
 
 from simjudge.persona import Persona  # noqa: E402
 from simjudge.server import SimJudgeServer  # noqa: E402
-from tasks.workdir import WorkDir  # noqa: E402
+from tasks.store.workdir import WorkDir  # noqa: E402
 
 STOPS = {"crash": signal.SIGKILL, "sigint": signal.SIGINT, "sigterm": signal.SIGTERM}
 """Scenarios that stop a run with a signal to its process group, then resume it."""

@@ -82,7 +82,7 @@ from tasks.judging.cache import read_attempts, read_replies  # noqa: E402
 from tasks.plan import make_plan, write_plan  # noqa: E402
 from tasks.prompts.parsing import parse_reply  # noqa: E402
 from tasks.runs.folder import RunFolder  # noqa: E402
-from tasks.workdir import WorkDir  # noqa: E402
+from tasks.store.workdir import WorkDir  # noqa: E402
 
 EXACT = Persona(name="exact", skill=1.0, left_bias=0.0, tie_rate=0.0, strong_rate=1.0)
 NO_FAULTS = {"rate_429": 0.0, "rate_quota": 0.0, "rate_529": 0.0, "rate_5xx": 0.0}

@@ -46,8 +46,8 @@ from tasks.report.data import build_report  # noqa: E402
 from tasks.runs.folder import RunFolder  # noqa: E402
 from tasks.runs.jobs import new_record  # noqa: E402
 from tasks.runs.record import outcome_counts, write_record  # noqa: E402
+from tasks.store.workdir import WorkDir  # noqa: E402
 from tasks.warehouse import build_warehouse  # noqa: E402
-from tasks.workdir import WorkDir  # noqa: E402
 
 O1_MINI = (
     "judgebench/dataset=judgebench,response_model=gpt-4o-2024-05-13,"

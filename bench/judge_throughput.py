@@ -40,7 +40,7 @@ from tasks.judging.planned import PlannedCall, plan_calls  # noqa: E402
 from tasks.judging.providers import CALL_KEY_HEADER, OpenAIProvider  # noqa: E402
 from tasks.plan import make_plan, write_plan  # noqa: E402
 from tasks.prompts.templates import DEFAULT_TEMPLATE  # noqa: E402
-from tasks.workdir import WorkDir  # noqa: E402
+from tasks.store.workdir import WorkDir  # noqa: E402
 
 K = 4
 

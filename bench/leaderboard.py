@@ -53,7 +53,7 @@ from tasks.leaderboard.board import BoardOptions, score_rule  # noqa: E402
 from tasks.replay.stream import replay_file  # noqa: E402
 from tasks.runs.folder import RunFolder  # noqa: E402
 from tasks.runs.record import write_record  # noqa: E402
-from tasks.workdir import WorkDir  # noqa: E402
+from tasks.store.workdir import WorkDir  # noqa: E402
 
 COMMAND_LIMIT_S = 10.0
 SPEEDUP_TARGET = 10.0

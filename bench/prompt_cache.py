@@ -42,7 +42,7 @@ from tasks.judging.request import JudgeRequest
 from tasks.judging.spend import reply_usd, run_spend
 from tasks.judging.stage import run_judge_stage
 from tasks.prompts.templates import DEFAULT_TEMPLATE
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 JUDGEBENCH = SHARED_DATA / "judgebench/dataset=judgebench,response_model=gpt-4o-2024-05-13.jsonl"
 PROFILES = {"openai": "gpt-5-mini", "anthropic": "claude-sonnet-4-5"}

@@ -41,8 +41,8 @@ from simjudge.demo import demo_config
 from tasks.judging.request import JudgeRequest
 from tasks.judging.stage import run_judge_stage
 from tasks.store import files as store_files
+from tasks.store.workdir import WorkDir
 from tasks.warehouse import build_warehouse
-from tasks.workdir import WorkDir
 
 
 @contextmanager

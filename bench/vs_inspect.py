@@ -210,7 +210,7 @@ def write_tasks(work: Path, chosen: list[JudgeSpec], out: Path) -> tuple[int, in
     from tasks.judging.providers import OpenAIProvider
     from tasks.plan import read_plan
     from tasks.prompts.templates import DEFAULT_TEMPLATE
-    from tasks.workdir import WorkDir
+    from tasks.store.workdir import WorkDir
 
     wd = WorkDir(work)
     plan_dir = next(p for p in wd.plans.iterdir() if p.is_dir())

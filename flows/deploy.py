@@ -14,7 +14,7 @@ from prefect.schedules import Cron
 
 from flows.nightly import nightly_flow, replay_policies_flow, rerun_run_flow
 from tasks.runs.config import load_run_config
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 NIGHTLY = "nightly-benchmark"
 RERUN = "rerun-failed"

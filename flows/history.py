@@ -16,7 +16,7 @@ from tasks.history.diff import diff_views
 from tasks.history.previous import comparable, previous_view
 from tasks.history.probe import run_probe
 from tasks.history.view import read_run_view
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 
 @task(name="drift-probe", cache_policy=NO_CACHE)

@@ -25,7 +25,7 @@ from tasks.runs.jobs import (
     settle_status,
 )
 from tasks.runs.record import new_run_id, outcome_counts, write_record
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 
 def no_replay_reason(k: int) -> str | None:

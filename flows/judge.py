@@ -27,7 +27,7 @@ from tasks.judging.request import JudgeRequest, RemoteSender, StageHooks
 from tasks.judging.stage import run_judge_stage, unstored_call_keys
 from tasks.prompts.templates import DEFAULT_TEMPLATE
 from tasks.runs.folder import RunFolder
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 judge_batch_task = task(
     name="judge-batch", cache_policy=NO_CACHE, task_run_name="judge-{batch.judge}-{batch.index}"

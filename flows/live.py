@@ -14,8 +14,8 @@ from tasks.judging.request import JudgeRequest
 from tasks.live.outcomes import remap_executed
 from tasks.live.stage import LiveRequest, run_live_stage
 from tasks.prompts.templates import DEFAULT_TEMPLATE
+from tasks.store.workdir import WorkDir
 from tasks.warehouse import build_warehouse
-from tasks.workdir import WorkDir
 
 remap_task = task(name="live-remap", cache_policy=NO_CACHE)(remap_executed)
 """Gate, parse and remap the calls executed so far (and only those)."""

@@ -33,7 +33,7 @@ from tasks.runs.health import raise_unless_completed
 from tasks.runs.jobs import judged_config, new_record, recorded_run, settle_status
 from tasks.runs.preflight import check_keys, check_run
 from tasks.runs.record import new_run_id, outcome_counts, read_record, write_record
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 
 def resolve_config(config: dict[str, Any] | None, config_path: str | None) -> RunConfig:

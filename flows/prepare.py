@@ -14,7 +14,7 @@ from prefect.cache_policies import NO_CACHE
 from tasks.errors import InputError
 from tasks.ingest.sources import load_source_dict, source_label
 from tasks.plan.orders import draw_rng_seed
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 if TYPE_CHECKING:
     from tasks.ingest.fields import LoadedPairs

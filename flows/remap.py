@@ -8,7 +8,7 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from tasks.remap.outcomes import RemapResult, remap_run, write_remap
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 
 @task(name="remap-run", cache_policy=NO_CACHE)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 
 @task(name="write-report", cache_policy=NO_CACHE)

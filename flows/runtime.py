@@ -11,7 +11,7 @@ from typing import Any
 from flows.serverwatch import use_local_server, watch
 from tasks.errors import JudgelineError
 from tasks.judging.stopping import raise_on_stop_signals
-from tasks.workdir import WorkDir, check_writable, disk_full
+from tasks.store.workdir import WorkDir, check_writable, disk_full
 
 # The loggers on which Prefect reports a failed flow or task run, traceback included.
 RUN_LOGGERS = (

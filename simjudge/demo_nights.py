@@ -28,7 +28,7 @@ from tasks.history.alarms import alarm_text
 from tasks.history.probe import PROBE_DATE_ENV
 from tasks.ingest.demo_benchmark import demo_pairs
 from tasks.storage import write_text_atomic
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 __all__ = [
     "DRIFT",

@@ -32,7 +32,7 @@ os.environ["XDG_STATE_HOME"] = str(_PREFECT_HOME / "xdg-state")
 
 from support import SHARED_DATA  # noqa: E402
 
-from tasks.workdir import WorkDir  # noqa: E402
+from tasks.store.workdir import WorkDir  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from schemas.run import CodeVersion, RunRecord
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

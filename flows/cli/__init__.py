@@ -35,7 +35,7 @@ from flows.cli import (  # noqa: F401
 from flows.cli.app import app, err_console, resume_line, state
 from flows.serverwatch import last_line
 from tasks.errors import Interrupted, JudgelineError, StoreUnreachable
-from tasks.workdir import cannot_write, describe_filesystem, disk_full
+from tasks.store.workdir import cannot_write, describe_filesystem, disk_full
 
 __all__ = ["app", "main"]
 

@@ -19,7 +19,7 @@ from flows.cli import tables
 from flows.runtime import configure_prefect, start_prefect
 from tasks.errors import InputError
 from tasks.store import SCRATCH_ENV
-from tasks.workdir import WorkDir, check_work_dir, open_work_dir
+from tasks.store.workdir import WorkDir, check_work_dir, open_work_dir
 
 if TYPE_CHECKING:
     from pydantic import BaseModel

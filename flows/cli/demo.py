@@ -22,7 +22,7 @@ from flows.cli.app import (
     state,
 )
 from flows.cli.history import print_diff
-from tasks.workdir import default_address
+from tasks.store.workdir import default_address
 
 
 @contextmanager

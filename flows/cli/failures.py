@@ -11,7 +11,7 @@ from rich.text import Text
 
 from flows.cli.app import app, console, run_id_given, state
 from flows.cli.tables import print_json
-from tasks.workdir import default_address
+from tasks.store.workdir import default_address
 
 
 @app.command("failures")

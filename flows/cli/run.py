@@ -24,7 +24,7 @@ from flows.cli.app import (
     state,
 )
 from flows.cli.tables import print_json, print_table
-from tasks.workdir import open_work_dir
+from tasks.store.workdir import open_work_dir
 
 
 @app.command("run")

@@ -22,7 +22,7 @@ from tasks.agreement.tables import COUNT_COLUMNS, VALUES, alpha_change
 from tasks.bootstrap import BOOTSTRAP_RESAMPLES, percentile_interval
 from tasks.hashing import digest
 from tasks.history.view import CONFIG_KEYS, PAIR_KEYS, RunView, read_run_view
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 __all__ = [
     "BOOTSTRAP_RESAMPLES",

@@ -15,7 +15,7 @@ from markupsafe import Markup, escape
 from tasks.history.trends import TrendPoint
 from tasks.report.filters import usd
 from tasks.storage import report_mode, write_text_atomic
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 __all__ = ["CHARTS", "TRENDS_FILE", "render_trends", "write_trends"]
 

@@ -22,7 +22,7 @@ from tasks.plan.files import PLAN_INFO_FILE
 from tasks.runs.check import json_damage, readable, skip
 from tasks.runs.folder import RunFolder
 from tasks.runs.jobs import scan_records
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 __all__ = ["comparable", "configuration", "previous_view"]
 

@@ -33,7 +33,7 @@ from tasks.remap.outcomes import remap_run, write_remap
 from tasks.runs.check import readable
 from tasks.runs.folder import RunFolder, is_run_id
 from tasks.runs.record import list_records
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 __all__ = [
     "PROBE_DATE_ENV",

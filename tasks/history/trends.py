@@ -27,8 +27,8 @@ from tasks.errors import InputError
 from tasks.judging.cache import read_attempts
 from tasks.judging.spend import run_spend
 from tasks.runs.record import list_records
+from tasks.store.workdir import WorkDir
 from tasks.warehouse import build_warehouse, query
-from tasks.workdir import WorkDir
 
 __all__ = ["TrendPoint", "trend_points"]
 

@@ -24,7 +24,7 @@ from tasks.ingest.manifest import read_manifest
 from tasks.runs.check import check_readable
 from tasks.runs.folder import RunFolder
 from tasks.storage import read_parquet
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 __all__ = ["CONFIG_KEYS", "PAIR_KEYS", "RunView", "read_run_view"]
 

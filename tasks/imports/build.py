@@ -26,7 +26,7 @@ from tasks.imports.records import ImportedFile
 from tasks.ingest.fields import shorten
 from tasks.runs.folder import RunFolder
 from tasks.storage import write_parquet_atomic
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 __all__ = ["IMPORT_KEY_FORMAT", "ImportedRun", "build_import", "check_files", "imported_table"]
 

@@ -22,7 +22,7 @@ from tasks.gates import Check, Expect, gate_once, run_gate
 from tasks.hashing import canonical_json, sha256_text
 from tasks.ingest.validation import SourcePairs, check_sources
 from tasks.storage import publish_folder_once, published_folders, read_stored_folder
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 __all__ = [
     "MANIFEST_FILE",

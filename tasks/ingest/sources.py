@@ -9,7 +9,7 @@ from tasks.errors import InputError
 from tasks.ingest.fields import LoadedPairs
 from tasks.ingest.loaders import read_source
 from tasks.ingest.manifest import FrozenManifest, SourcePairs, freeze_manifest, read_manifest
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 __all__ = ["SOURCE_KEYS", "freeze_sources", "load_source_dict", "source_label"]
 

@@ -28,7 +28,7 @@ from schemas.arrow import arrow_schema, conform, rows_to_table
 from schemas.calls import AttemptRecord, ReplyRecord
 from tasks.judging.journal import SUFFIX, DeadSegment, dead_segments, parse
 from tasks.storage import read_parquet, write_parquet_atomic
-from tasks.workdir import WorkDir, cannot_write
+from tasks.store.workdir import WorkDir, cannot_write
 
 __all__ = [
     "check_schema",

@@ -46,7 +46,7 @@ from tasks.judging.cache import check_schema, fold_dead_journals, stored_keys
 from tasks.judging.journal import DeadWriterWatch
 from tasks.runs.folder import RunFolder
 from tasks.storage import FolderChanges
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 if TYPE_CHECKING:
     from tasks.store.leases import LeaseLock

@@ -47,7 +47,7 @@ from tasks.judging.sharing import Claims, call_claims
 from tasks.judging.stopping import GRACE_S, StopRequest
 from tasks.judging.writer import CacheWriter
 from tasks.plan import read_plan
-from tasks.workdir import WorkDir, disk_full
+from tasks.store.workdir import WorkDir, disk_full
 
 __all__ = [
     "DASK_ADDRESS_ENV",

@@ -44,7 +44,7 @@ from tasks.judging.token_budget import input_tokens
 from tasks.plan.designs import make_plan
 from tasks.runs.check import readable
 from tasks.runs.folder import RunFolder, is_run_id
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 __all__ = [
     "CACHE_RULE",

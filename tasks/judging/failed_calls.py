@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 from tasks.errors import InputError
 from tasks.judging.cache import read_attempts, stored_keys
 from tasks.runs.folder import RunFolder
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 __all__ = ["FailureGroup", "failed_call_groups"]
 

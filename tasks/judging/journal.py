@@ -41,7 +41,7 @@ from pydantic import ValidationError
 
 from schemas.calls import AttemptRecord, ReplyRecord
 from tasks.storage import FolderChanges
-from tasks.workdir import disk_full
+from tasks.store.workdir import disk_full
 
 __all__ = [
     "DeadWriterWatch",

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from schemas.judge import JudgeSpec
 from tasks.errors import InputError
 from tasks.prompts.templates import DEFAULT_TEMPLATE, get_template
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 if TYPE_CHECKING:
     from tasks.judging.planned import PlannedCall

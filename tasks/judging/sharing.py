@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Protocol
 
 from tasks.judging.claims import CallClaims, Claim, StoredKeyView
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 __all__ = ["Claims", "call_claims"]
 

@@ -21,7 +21,7 @@ from tasks.judging.cache import read_attempts, read_replies
 from tasks.judging.prices import price_of
 from tasks.runs.folder import RunFolder
 from tasks.storage import read_parquet
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 __all__ = ["reply_usd", "run_prices", "run_spend", "sent_keys"]
 

@@ -50,7 +50,7 @@ from tasks.plan import read_plan
 from tasks.prompts.templates import get_template
 from tasks.runs.folder import RunFolder
 from tasks.storage import write_parquet_atomic
-from tasks.workdir import WorkDir, describe_filesystem, disk_full
+from tasks.store.workdir import WorkDir, describe_filesystem, disk_full
 
 __all__ = ["COMPACT_AT", "call_status_counts", "run_judge_stage", "unstored_call_keys"]
 

@@ -41,7 +41,7 @@ from tasks.judging.cache import fold_dead_journals
 from tasks.judging.claims import Claim, StoredKeyView
 from tasks.store.leases import json_object, writer_lease
 from tasks.store.objects import ObjectStore
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 __all__ = ["CLAIM_PREFIX", "StoreCallClaims"]
 

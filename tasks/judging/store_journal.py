@@ -39,7 +39,7 @@ from tasks.judging.journal import (
 )
 from tasks.store.leases import writer_lease
 from tasks.store.objects import ObjectStore
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 __all__ = ["JOURNAL_PREFIX", "MirroredJournal", "StoreJournal", "dead_store_segments"]
 

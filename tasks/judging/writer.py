@@ -14,7 +14,7 @@ from schemas.calls import AttemptRecord, ReplyRecord
 from tasks.errors import StoreUnreachable
 from tasks.judging.cache import new_file_name, write_attempts, write_replies
 from tasks.judging.journal import Entry, JournalSegment, ReplyJournal
-from tasks.workdir import WorkDir, disk_full
+from tasks.store.workdir import WorkDir, disk_full
 
 __all__ = ["CacheWriter", "PublishListener"]
 

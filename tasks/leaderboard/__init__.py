@@ -25,7 +25,7 @@ from tasks.leaderboard.board import BoardOptions, Scored, score_rule
 from tasks.leaderboard.stopping import stopping_effects
 from tasks.leaderboard.style import AnswerStats
 from tasks.runs.folder import RunFolder
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 __all__ = ["RULES", "BoardOptions", "Rule", "leaderboard_of", "rank_flags", "run_leaderboard"]
 

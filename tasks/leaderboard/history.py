@@ -8,7 +8,7 @@ from typing import Any
 import pyarrow as pa
 
 from tasks.errors import JudgelineError
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 __all__ = ["system_changes", "system_trends"]
 

@@ -25,7 +25,7 @@ from schemas.judge import JudgeSpec
 from tasks.errors import InputError
 from tasks.runs.folder import RunFolder, check_run_id
 from tasks.storage import write_parquet_atomic
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 __all__ = [
     "CERTIFIED",

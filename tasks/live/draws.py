@@ -26,7 +26,7 @@ from tasks.judging.planned import PlannedCall
 from tasks.plan import check_k
 from tasks.runs.folder import RunFolder
 from tasks.storage import write_parquet_atomic
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 __all__ = [
     "Group",

@@ -28,7 +28,7 @@ from tasks.remap.dispositions import compute_disclosure, compute_dispositions
 from tasks.remap.outcomes import RemapResult, remap_run
 from tasks.runs.folder import RunFolder
 from tasks.storage import read_parquet, write_parquet_atomic
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 __all__ = [
     "LIVE_DESIGN",

@@ -11,7 +11,7 @@ from schemas import LiveSummaryRow, conform
 from schemas.run import RunInfo
 from tasks.runs.check import readable
 from tasks.runs.folder import RunFolder, is_run_id
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 __all__ = ["find_reference_run", "is_live_run", "read_live_summary", "record_live_info"]
 

@@ -36,7 +36,7 @@ from tasks.plan import read_plan
 from tasks.prompts.templates import get_template
 from tasks.remap.outcomes import RemapResult, write_remap
 from tasks.runs.folder import RunFolder
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 __all__ = ["LiveRequest", "Remapper", "run_live_stage"]
 

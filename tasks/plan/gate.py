@@ -19,7 +19,7 @@ from tasks.plan.designs import (
     plan_id_of,
     presentation_id_of,
 )
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 
 def _expected_orders(info: PlanInfo, pair_ids: list[str]) -> dict[tuple[str, int], str]:

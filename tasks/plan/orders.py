@@ -10,7 +10,7 @@ from schemas.vocabulary import DESIGNS
 from tasks.ingest.manifest import read_manifest
 from tasks.plan.designs import make_plan
 from tasks.plan.store import read_plan, write_plan
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 __all__ = ["draw_rng_seed", "plan_orders"]
 

@@ -13,7 +13,7 @@ from tasks.ingest.manifest import MANIFEST_FILE, MANIFEST_INFO_FILE
 from tasks.plan.files import PLAN_FILE, PLAN_ID, PLAN_INFO_FILE
 from tasks.plan.gate import gate_plan
 from tasks.storage import publish_folder_once, published_folders, read_stored_folder
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 
 def _read_dir(folder: Path, name: str) -> tuple[PlanInfo, pa.Table]:

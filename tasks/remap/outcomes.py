@@ -24,7 +24,7 @@ from tasks.remap.gate import STAGE, RunRef, check_call_columns, check_remap
 from tasks.remap.keys import first_rows, places, row_codes, rows_in, sort_order, taken
 from tasks.runs.folder import RunFolder
 from tasks.storage import read_parquet, write_parquet_atomic
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 # --- parsing stored replies ------------------------------------------------------------------
 

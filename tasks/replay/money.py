@@ -40,7 +40,7 @@ from tasks.replay.policies import run_laws
 from tasks.replay.states import independent_expectation, side_expectation
 from tasks.runs.folder import is_run_id
 from tasks.storage import read_parquet
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 __all__ = ["MONEY_KEYS", "Prices", "outcome_costs", "pair_usd", "send_probabilities", "summary_usd"]
 

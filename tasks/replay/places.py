@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tasks.errors import InputError
 from tasks.store import is_store_url, store_of
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 __all__ = ["Output", "input_file"]
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pandas as pd
 
+from tasks.store.workdir import WorkDir
 from tasks.warehouse import query
-from tasks.workdir import WorkDir
 
 SUMMARY_POLICIES = ("full", "nonstrict", "strict", "paired_unanimity")
 

@@ -18,8 +18,8 @@ from tasks.runs.folder import RunFolder
 from tasks.runs.health import reasons, run_health, run_status
 from tasks.runs.record import read_record
 from tasks.storage import read_parquet
+from tasks.store.workdir import WorkDir
 from tasks.warehouse import check_run_tables, query, warehouse_reads
-from tasks.workdir import WorkDir
 
 
 def _header(work: WorkDir, run_id: str) -> dict[str, str]:

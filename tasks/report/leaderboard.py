@@ -15,7 +15,7 @@ from tasks.leaderboard.notes import board_notes
 from tasks.report.filters import esc
 from tasks.report.sections import Section
 from tasks.report.svg import INK, Scale, clip, nice_ticks, num, svg_doc, svg_text, x_axis
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 __all__ = ["RULE_COLORS", "LeaderboardSection", "forest_plot", "leaderboard_section", "run_boards"]
 

@@ -18,7 +18,7 @@ from schemas.report import SavingsUsdTableRow, SpendTableRow
 from tasks.judging.spend import run_spend
 from tasks.report.tables import GROUP, Table, columns, ordered, table
 from tasks.runs.folder import RunFolder
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 __all__ = ["MoneySection", "money_section", "run_spend_rows", "spend_frame", "usd_saved"]
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from tasks.errors import InputError
 from tasks.runs.folder import RunFolder
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 __all__ = ["UNSETTLED", "PairCall", "PairView", "answer_label", "pair_text", "pair_views"]
 

@@ -28,7 +28,7 @@ from tasks.history.view import RunView, read_run_view
 from tasks.report.pairs import PairView, pair_views
 from tasks.runs.folder import RunFolder
 from tasks.runs.record import read_record
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 __all__ = ["FLIPS_SHOWN", "FlipView", "SinceSection", "since_section"]
 

@@ -12,7 +12,7 @@ from schemas.config import RunConfig
 from tasks.errors import InputError, describe_validation
 from tasks.hashing import canonical_json, sha256_text
 from tasks.store import is_store_url
-from tasks.workdir import DEFAULT_WORK_DIR
+from tasks.store.workdir import DEFAULT_WORK_DIR
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):

@@ -15,7 +15,7 @@ from typing import Final
 from schemas.run import RunInfo, RunRecord
 from tasks.errors import InputError, IntegrityError, describe_validation
 from tasks.storage import write_json_atomic
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 __all__ = [
     "INFO_FILE",

@@ -35,7 +35,7 @@ from tasks.judging.claims import RunLock, run_lock_is_free
 from tasks.runs.folder import RECORD_FILE, RunFolder, is_run_id, parse_record
 from tasks.runs.health import run_health, run_status
 from tasks.runs.record import code_version, read_record, write_record
-from tasks.workdir import WorkDir, describe_filesystem, disk_full
+from tasks.store.workdir import WorkDir, describe_filesystem, disk_full
 
 __all__ = [
     "ACTIVE",
@@ -346,7 +346,7 @@ def resume_command(run_id: str, work: WorkDir | None = None) -> str:
     default work dir."""
     import shlex
 
-    from tasks.workdir import default_address
+    from tasks.store.workdir import default_address
 
     where = "" if work is None or work.address == default_address() else work.address
     return f"judgeline {f'--work-dir {shlex.quote(where)} ' if where else ''}rerun-failed {run_id}"

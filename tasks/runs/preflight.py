@@ -22,7 +22,7 @@ from tasks.judging.token_budget import budget_for
 from tasks.prompts.templates import get_template
 from tasks.runs.folder import RunFolder, check_run_id
 from tasks.runs.jobs import check_reuse
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 __all__ = ["check_keys", "check_run", "unset_key_variables"]
 

@@ -16,7 +16,7 @@ from schemas.run import CodeVersion, RunRecord
 from schemas.vocabulary import OUTCOMES
 from tasks.runs.folder import RECORD_FILE, RunFolder, is_run_id, parse_record
 from tasks.storage import read_parquet
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 PACKAGES = ("judgeline", "prefect", "pandas", "pyarrow", "duckdb", "httpx", "pydantic", "numpy")
 REPO = Path(__file__).resolve().parents[1]

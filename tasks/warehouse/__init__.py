@@ -32,6 +32,7 @@ from tasks.errors import InputError
 from tasks.runs.check import check_readable
 from tasks.runs.folder import RunFolder
 from tasks.store.tablefiles import TableFile
+from tasks.store.workdir import WorkDir, cannot_write
 from tasks.warehouse.views import (
     VIEWS,
     View,
@@ -42,7 +43,6 @@ from tasks.warehouse.views import (
     refresh_tables,
     sql_text,
 )
-from tasks.workdir import WorkDir, cannot_write
 
 __all__ = [
     "VIEWS",

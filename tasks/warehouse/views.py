@@ -35,7 +35,7 @@ from tasks.errors import InputError
 from tasks.runs.check import RUN_TABLES, json_damage, skip
 from tasks.runs.folder import TABLE_FILES, RunFolder, is_run_id
 from tasks.store.tablefiles import TableFile, list_table_files
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 __all__ = [
     "VIEWS",

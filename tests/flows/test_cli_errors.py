@@ -16,7 +16,7 @@ import pytest
 from support import REPO, bare_record
 
 from tasks.runs.record import write_record
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 JUDGELINE = str(REPO / ".venv" / "bin" / "judgeline")
 # A line of Prefect's console log: `17:34:39.888 | ERROR   | Task run ...`.

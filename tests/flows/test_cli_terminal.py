@@ -21,7 +21,7 @@ from schemas.run import CodeVersion, RunRecord
 from simjudge.server import SimJudgeServer
 from tasks.judging.claims import RunLock
 from tasks.runs.record import write_record
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,7 @@ import pytest
 from support import REPO
 
 from tasks.runs.record import list_records
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 pytestmark = pytest.mark.slow
 

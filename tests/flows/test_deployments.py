@@ -23,7 +23,7 @@ from schemas.run import RunRecord
 from simjudge.demo import demo_config
 from tasks.runs.record import code_version, write_record
 from tasks.storage import write_parquet_atomic
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 BIN = Path(sys.executable).parent
 pytestmark = pytest.mark.slow

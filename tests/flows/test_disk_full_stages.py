@@ -17,7 +17,7 @@ from dask_processes import DaskProcesses, dask_processes
 from support import NO_FAULTS
 
 from simjudge.server import SimJudgeServer
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 from tests.flows.test_hostile_input import run_main
 from tests.judging.small_disk import Tmpfs, tmpfs
 

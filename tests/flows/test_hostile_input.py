@@ -56,7 +56,7 @@ from tasks.remap import (
     write_remap,
 )
 from tasks.runs.config import load_run_config
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 REPO = Path(__file__).resolve().parents[2]
 MAPPING = "pair_id=id,question=q,answer_a=a,answer_b=b,key=k"

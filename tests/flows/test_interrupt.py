@@ -30,7 +30,7 @@ from simjudge.server import SimJudgeServer
 from tasks.judging.cache import stored_keys
 from tasks.judging.request import JudgeRequest
 from tasks.judging.stage import run_judge_stage
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 JUDGELINE = str(REPO / ".venv" / "bin" / "judgeline")
 RUN_ID = "stopped"

@@ -16,7 +16,7 @@ from schemas.decoding import ReasoningConfig
 from schemas.judge import JudgeSpec
 from simjudge.server import SimJudgeServer
 from tasks.report.artifacts import artifact_key
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 pytestmark = pytest.mark.slow
 TABLES = ("outcomes", "dispositions", "disclosure", "replay", "summary", "design", "components")

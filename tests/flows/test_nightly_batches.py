@@ -20,7 +20,7 @@ from simjudge.server import SimJudgeServer
 from tasks.judging.batch_api import BatchJournal
 from tasks.judging.cache import read_replies
 from tasks.judging.spend import run_spend
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 pytestmark = pytest.mark.slow
 BATCH_PATHS = {"/v1/batches": "gpt", "/v1/messages/batches": "claude"}

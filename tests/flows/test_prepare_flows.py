@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from tasks.errors import InputError
 from tasks.ingest.manifest import read_manifest
 from tasks.plan import plan_id_of, read_plan
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 MAPPING = "pair_id=id,question=q,answer_a=first,answer_b=second,key=label"
 ROWS = [

@@ -16,7 +16,7 @@ from support import REPO, persona_grids, read_only
 from simjudge.persona import Persona
 from tasks.runs.folder import RunFolder
 from tasks.storage import write_parquet_atomic
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 from tests.flows.test_hostile_input import run_main
 
 CSV = "prompt,left,right,label\n" + "".join(

@@ -21,7 +21,7 @@ from support import NO_FAULTS, REPO
 from simjudge.persona import Persona
 from simjudge.server import SimJudgeServer
 from tasks.runs.record import read_record
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 JUDGELINE = str(REPO / ".venv" / "bin" / "judgeline")
 CONCURRENCY = 2

@@ -17,8 +17,8 @@ import yaml
 from typer.testing import CliRunner
 
 from simjudge.server import SimJudgeServer
+from tasks.store.workdir import WorkDir
 from tasks.warehouse import query
-from tasks.workdir import WorkDir
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
 

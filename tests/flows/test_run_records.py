@@ -13,7 +13,7 @@ from support import REPO, bare_record
 from schemas.run import RunRecord
 from tasks.judging.claims import RunLock
 from tasks.runs.record import write_record
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 JUDGELINE = str(REPO / ".venv" / "bin" / "judgeline")
 CONFIG = """name: mine

@@ -19,7 +19,7 @@ from tasks.errors import InputError, IntegrityError
 from tasks.runs.folder import RunFolder
 from tasks.runs.jobs import new_record, recorded_run
 from tasks.runs.preflight import check_run
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 
 def config(**changes: Any) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from schemas.judge import JudgeSpec
 from simjudge.persona import Persona
 from simjudge.server import SimJudgeServer
 from tasks.judging.cache import stored_keys
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 pytestmark = pytest.mark.slow
 CONCURRENCY = 4

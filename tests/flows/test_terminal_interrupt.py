@@ -19,7 +19,7 @@ import pytest
 from support import REPO
 
 from tasks.runs.record import read_record
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 JUDGELINE = str(REPO / ".venv" / "bin" / "judgeline")
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")

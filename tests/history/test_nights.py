@@ -21,7 +21,7 @@ from tasks.history.page import render_trends, write_trends
 from tasks.history.trends import trend_points
 from tasks.ingest.demo_benchmark import demo_pairs
 from tasks.report.filters import usd
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 pytestmark = pytest.mark.slow
 

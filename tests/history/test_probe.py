@@ -17,7 +17,7 @@ from simjudge.persona import Persona
 from simjudge.server import SimJudgeServer
 from tasks.history.probe import probe_sample, wilson_interval
 from tasks.judging.callkey import CallKeyer
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 
 def test_probe_sample_is_fixed_and_survives_growth() -> None:

@@ -24,7 +24,7 @@ from tasks.history.probe import PROBE_DATE_ENV
 from tasks.history.trends import trend_points
 from tasks.ingest.demo_benchmark import demo_pairs
 from tasks.runs.record import list_records
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 from tests.flows.test_deployments import BIN, prefect_server  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.slow

@@ -49,8 +49,8 @@ from tasks.report.since import since_section
 from tasks.runs.folder import RunFolder
 from tasks.runs.jobs import new_record
 from tasks.runs.record import list_records, read_record, write_record
+from tasks.store.workdir import WorkDir
 from tasks.warehouse import check_run_tables
-from tasks.workdir import WorkDir
 from tests.imports.test_judgebench import NAME, _entry, _line, _write
 
 START = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)

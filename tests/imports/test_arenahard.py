@@ -14,7 +14,7 @@ from tasks.imports import agreement, build_import, imported_table, read_imported
 from tasks.remap import remap_run, write_remap
 from tasks.runs.folder import RunFolder
 from tasks.runs.health import NOT_RECORDED, run_health
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 
 def prompt(question: str, first: str, second: str) -> str:

@@ -13,7 +13,7 @@ from tasks.errors import InputError
 from tasks.imports import ImportOptions, agreement, build_import, imported_table, read_seeds
 from tasks.remap import remap_run, write_remap
 from tasks.runs.folder import RunFolder
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 from tests.flows.test_hostile_input import run_main
 
 

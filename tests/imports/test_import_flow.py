@@ -21,7 +21,7 @@ from tasks.runs.folder import RunFolder
 from tasks.runs.health import RunNotCompleted
 from tasks.runs.jobs import scan_records
 from tasks.runs.record import code_version, list_records, read_record, write_record
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 from tests.imports.test_judgebench import NAME, _entry, _file, _line, _write
 
 

@@ -14,7 +14,7 @@ from tasks.imports import agreement, build_import, check_files, imported_table, 
 from tasks.judging.cache import read_replies
 from tasks.remap import remap_run, write_remap
 from tasks.runs.folder import RunFolder
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 NAME = "dataset=judgebench,response_model=m1,judge_name=arena_hard,judge_model=judge-x.jsonl"
 

@@ -25,13 +25,13 @@ from simjudge.server import SimJudgeServer
 from tasks.errors import InputError
 from tasks.runs.folder import RunFolder
 from tasks.runs.record import code_version, read_record, write_record
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 Parser = Callable[[str], parsing.ParsedReply]
 HOLD = (
     "import sys\n"
     "from tasks.judging.claims import RunLock\n"
-    "from tasks.workdir import WorkDir\n"
+    "from tasks.store.workdir import WorkDir\n"
     "RunLock(WorkDir.at(sys.argv[1]), sys.argv[2]).acquire()\n"
     "print('held', flush=True)\n"
     "sys.stdin.read()\n"

@@ -15,7 +15,7 @@ from tasks.remap import remap_run, write_remap
 from tasks.report.data import build_report
 from tasks.runs.folder import RunFolder
 from tasks.runs.record import code_version, write_record
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 from tests.imports.test_judgebench import NAME, _entry, _line, _write
 
 

@@ -14,7 +14,7 @@ from tasks.imports import ImportOptions, build_import, read_seeds
 from tasks.judging.spend import run_prices
 from tasks.remap import remap_run, write_remap
 from tasks.runs.folder import RunFolder
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 MAP = (
     "pair_id=id,question=q,answer_a=a,answer_b=b,reply=text,left=shown_left,seed=rep,"

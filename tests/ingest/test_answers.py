@@ -14,7 +14,7 @@ from schemas.config import DatasetSpec
 from tasks.errors import InputError
 from tasks.ingest.answers import read_answers
 from tasks.ingest.sources import freeze_sources
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 SYSTEMS = ("base", "m1", "m2", "m3")
 

@@ -22,7 +22,7 @@ from tasks.ingest.manifest import (
     read_manifest,
     resolve_manifest_hash,
 )
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 WEIRD_ANSWERS = [
     "naïve café — 日本語 🎉",

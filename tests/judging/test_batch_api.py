@@ -27,7 +27,7 @@ from tasks.judging.estimate import estimate_plan
 from tasks.judging.request import JudgeRequest, StageHooks
 from tasks.judging.spend import run_spend
 from tasks.judging.stage import run_judge_stage, unstored_call_keys
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 KEY = "sk-batch-test-77"
 FAST = PollSchedule(first_s=0.05, factor=1.5, max_s=0.2)

@@ -21,7 +21,7 @@ from schemas.judge import JudgeSpec
 from simjudge.server import SimJudgeServer
 from tasks.judging.batch_api import BatchJournal
 from tasks.judging.cache import stored_keys
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 REPO = Path(__file__).resolve().parents[2]
 KEY = "sk-batch-kill-31"

@@ -29,7 +29,7 @@ from tasks.judging.cache import (
 )
 from tasks.judging.callkey import CallKeyer, call_key, messages_sha256
 from tasks.judging.writer import CacheWriter
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 MESSAGES = ({"role": "system", "content": "judge"}, {"role": "user", "content": "Q? L | R"})
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)

@@ -28,7 +28,7 @@ from simjudge.server import SimJudgeServer
 from tasks.errors import InputError
 from tasks.judging.cache import read_replies, stored_keys
 from tasks.judging.claims import RunLock
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 REPO = Path(__file__).resolve().parents[2]
 PERSONA = Persona(name="slow", skill=0.8, left_bias=0.2, tie_rate=0.1, latency_ms=100)

@@ -21,7 +21,7 @@ from tasks.judging.estimate import estimate_plan, input_tokens
 from tasks.judging.prices import AS_OF, builtin_price, price_of
 from tasks.judging.providers import AnthropicProvider, OpenAIProvider, Reply
 from tasks.judging.spend import reply_usd, run_spend
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 PRICE = Price(input=0.15, cached_input=0.075, output=0.60, as_of=dt.date(2025, 10, 1))
 

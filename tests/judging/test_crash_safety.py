@@ -23,7 +23,7 @@ from schemas.judge import JudgeSpec
 from simjudge.persona import Persona
 from simjudge.server import SimJudgeServer
 from tasks.judging.cache import read_replies, stored_keys
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 REPO = Path(__file__).resolve().parents[2]
 KILLS = 3

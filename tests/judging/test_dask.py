@@ -20,7 +20,7 @@ from simjudge.server import SimJudgeServer
 from tasks.errors import InputError, IntegrityError
 from tasks.judging.cache import read_attempts, read_replies, stored_keys
 from tasks.judging.planned import PlannedCall, plan_calls
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 KEY = "sk-judgeline-daskkey-41c7e09b2d"
 KEY_ENV = "JUDGELINE_DASK_TEST_KEY"

@@ -23,7 +23,7 @@ from support import NO_FAULTS, stage_demo_plan
 from schemas.judge import JudgeSpec
 from simjudge.persona import Persona
 from simjudge.server import SimJudgeServer
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 from tests.flows.test_hostile_input import run_main
 from tests.judging.small_disk import tmpfs
 

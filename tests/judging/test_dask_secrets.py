@@ -19,7 +19,7 @@ from support import REPO, stage_demo_plan
 from flows.localserver import ServerFiles, stop_server
 from schemas.judge import JudgeSpec
 from simjudge.server import SimJudgeServer
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 pytestmark = pytest.mark.slow
 OWNER_TOKEN = "owner-token-7f3a91c2d4e5b6a7"

@@ -30,7 +30,7 @@ from tasks.errors import DiskFull
 from tasks.judging.batches import RESERVE_BOUNDS
 from tasks.judging.request import JudgeRequest
 from tasks.judging.stage import run_judge_stage
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 from tests.judging.small_disk import Tmpfs, small_disk
 
 FREE_AFTER_RESERVE = 80 * 1024

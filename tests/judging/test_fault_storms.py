@@ -15,7 +15,7 @@ from schemas.judge import JudgeSpec
 from simjudge.persona import Persona
 from simjudge.server import SimJudgeServer
 from tasks.judging.cache import read_attempts, stored_keys
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 PERSONA = Persona(name="steady", skill=0.85, left_bias=0.1, tie_rate=0.05, latency_ms=60)
 NO_FAULTS: dict[str, Any] = {

@@ -28,7 +28,7 @@ from tasks.judging.cache import (
 )
 from tasks.judging.claims import CallClaims, Claim, StoredKeyView
 from tasks.judging.writer import CacheWriter
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -62,7 +62,7 @@ def _die_in_child(work: WorkDir, body: str) -> str:
         from pathlib import Path
         from tasks.judging.writer import CacheWriter
         from tasks.judging.claims import CallClaims
-        from tasks.workdir import WorkDir
+        from tasks.store.workdir import WorkDir
         work = WorkDir(Path({root!r}))
 
         async def main():

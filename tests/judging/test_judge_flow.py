@@ -22,7 +22,7 @@ from tasks.errors import InputError, IntegrityError
 from tasks.hashing import sha256_text
 from tasks.judging.cache import read_attempts, read_replies, stored_keys
 from tasks.judging.planned import call_records, plan_calls
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 KEY = "sk-judgeline-flowkey-7e21c9d04b"
 FAULT_KINDS = {"rate_limited", "server_error", "timeout", "malformed_response"}

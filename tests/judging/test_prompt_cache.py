@@ -34,7 +34,7 @@ from tasks.judging.providers import PROVIDERS
 from tasks.judging.request import JudgeRequest, StageHooks
 from tasks.judging.spend import run_spend
 from tasks.judging.stage import run_judge_stage
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 JUDGEBENCH = "judgebench/dataset=judgebench,response_model=gpt-4o-2024-05-13.jsonl"
 TEMPLATE = "arena-hard-v1"

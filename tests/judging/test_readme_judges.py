@@ -26,7 +26,7 @@ from simjudge.persona import Persona
 from simjudge.server import SimJudgeServer
 from tasks.judging.request import JudgeRequest
 from tasks.judging.stage import run_judge_stage
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 KEY = "sk-judgeline-readme-3c9a"
 BLOCK = re.compile(r"```yaml\n# judge profile: (\S+)\n(.*?)```", re.DOTALL)

@@ -25,7 +25,7 @@ from tasks.judging.cache import stored_keys
 from tasks.judging.request import JudgeRequest
 from tasks.judging.stage import run_judge_stage
 from tasks.judging.stopping import StopRequest
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 CONCURRENCY = 4
 

@@ -29,7 +29,7 @@ from tasks.prompts.parsing import parse_reply
 from tasks.prompts.preflight import check_judges
 from tasks.prompts.verdicts import VERDICT_LABELS, structured_reply, verdict_schema
 from tasks.runs.folder import RunFolder
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 # --- parsing -------------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from tasks.judging.stage import run_judge_stage
 from tasks.remap.outcomes import remap_run, write_remap
 from tasks.runs.folder import RunFolder
 from tasks.runs.health import run_health, run_status
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 
 def blank_replies(work: WorkDir, keys: set[str]) -> None:

@@ -15,7 +15,7 @@ from tasks.ingest.manifest import read_manifest
 from tasks.leaderboard import BoardOptions, leaderboard_of
 from tasks.remap import remap_run, write_remap
 from tasks.runs.folder import RunFolder
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "imports"))
 from test_fastchat import write  # noqa: E402

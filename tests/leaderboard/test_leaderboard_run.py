@@ -20,7 +20,7 @@ from schemas.judge import JudgeSpec
 from simjudge.server import SimJudgeServer
 from tasks.ingest.answers import read_answers
 from tasks.ingest.manifest import build_manifest_table
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "report"))
 from test_report_browser import FLAGS, chromium  # noqa: E402, F401  (the fixture)

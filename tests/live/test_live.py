@@ -27,7 +27,7 @@ from tasks.live.outcomes import first_couple_stops, live_pairs, replay_draws
 from tasks.live.runs import find_reference_run
 from tasks.plan import make_plan, write_plan
 from tasks.replay.engine import replay
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 K = 4
 PAIRS = 60

@@ -20,7 +20,7 @@ from tasks.errors import InputError
 from tasks.live.advice import advised_savings, follow_advice
 from tasks.runs.folder import RunFolder
 from tasks.storage import write_parquet_atomic
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 
 def _advice(policies: dict[str, str], certificate: str = "certified") -> pa.Table:

@@ -27,7 +27,7 @@ from tasks.plan import (
     resolve_plan_id,
     write_plan,
 )
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 
 def pairs(n: int, prefix: str = "p") -> list[Pair]:

@@ -35,7 +35,7 @@ from tasks.remap import (
 )
 from tasks.remap.dispositions import compute_disclosure, compute_dispositions
 from tasks.remap.gate import IDENTITY_CLAIM_PATTERNS
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 MANIFEST_HASH = sha256_text("test manifest")
 PLAN_ID = sha256_text("test plan")

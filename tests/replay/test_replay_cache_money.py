@@ -22,7 +22,7 @@ from tasks.judging.stage import run_judge_stage
 from tasks.remap.outcomes import remap_run, write_remap
 from tasks.replay.money import outcome_costs
 from tasks.replay.stream import replay_file
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 PRICE = Price(
     input=3.0, cached_input=0.3, cache_write=3.75, output=15.0, as_of=dt.date(2026, 11, 30)

@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 from tasks.replay.advisor import advise
 from tasks.report.render import render_report
 from tasks.runs.folder import RunFolder
+from tasks.store.workdir import WorkDir
 from tasks.warehouse import build_warehouse, query
-from tasks.workdir import WorkDir
 from tests.report.test_report import synthetic_report_data
 
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from tasks.report import artifacts
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 NAMES = {"judge": "a|b", "config": "low\nhigh", "dataset": "<img src=x onerror=alert(1)>*x*"}
 

@@ -16,7 +16,7 @@ from tasks.report.data import build_report
 from tasks.report.disagreements import PAGE, disagreements_section, render_pairs_page
 from tasks.report.pairs import pair_text, pair_views
 from tasks.runs.record import code_version, write_record
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 from tests.imports.test_judgebench import _file
 
 

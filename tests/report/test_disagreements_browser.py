@@ -17,7 +17,7 @@ from tasks.remap import remap_run, write_remap
 from tasks.report.data import build_report
 from tasks.report.disagreements import PAGE
 from tasks.runs.record import code_version, write_record
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 O1_MINI = Path(
     "/work/shared/data/judgebench/dataset=judgebench,response_model=gpt-4o-2024-05-13,"

@@ -33,7 +33,7 @@ def _pairs_page(folder: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _trends(folder: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    from tasks.workdir import WorkDir
+    from tasks.store.workdir import WorkDir
 
     monkeypatch.setattr(trends_page, "render_trends", lambda points, systems: "<html/>")
     return trends_page.write_trends(WorkDir(folder), [])

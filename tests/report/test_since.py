@@ -18,7 +18,7 @@ from tasks.history.diff import diff_runs
 from tasks.history.probe import PROBE_DATE_ENV
 from tasks.ingest.demo_benchmark import demo_pairs
 from tasks.report.since import since_section
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 pytestmark = pytest.mark.slow
 

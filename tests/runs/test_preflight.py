@@ -19,7 +19,7 @@ from tasks.errors import InputError, IntegrityError
 from tasks.judging.claims import RunLock
 from tasks.runs.folder import RunFolder
 from tasks.runs.preflight import check_keys, check_run
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 JUDGELINE = str(REPO / ".venv" / "bin" / "judgeline")
 KEY_VAR = "JUDGELINE_TEST_UNSET_KEY"

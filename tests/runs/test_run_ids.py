@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from tasks.errors import InputError, IntegrityError
 from tasks.runs.folder import RunFolder, check_run_id, is_run_id
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 BAD_IDS = ["../escape", "a/b", "/tmp/x", " ", "a\tb", "", ".hidden", "-x", "x" * 129, "é", "a b"]
 GOOD_IDS = ["A", "r1", "20260101T020000Z-a1b2c3", "run-0123abcd", "night_3.v2", "x" * 128]

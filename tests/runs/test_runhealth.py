@@ -25,7 +25,7 @@ from tasks.runs.health import (
     run_health,
     run_status,
 )
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 TRIP = {"judge": "j", "config": "c", "category": "auth", "http_status": 401,
         "message": "Incorrect API key provided", "failures": 3, "held": 37}  # fmt: skip

@@ -26,7 +26,7 @@ from tasks.errors import InputError
 from tasks.history.probe import PROBE_DATE_ENV, probe_scope
 from tasks.ingest.demo_benchmark import demo_pairs
 from tasks.ingest.loaders import load_source
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 TODAY = dt.date(2026, 3, 10)
 

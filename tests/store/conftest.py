@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 
 @dataclass(frozen=True)

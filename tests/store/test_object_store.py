@@ -30,7 +30,7 @@ from tasks.runs.folder import RunFolder
 from tasks.storage import write_parquet_atomic
 from tasks.store.leases import LEASE_ENV
 from tasks.store.objects import PATIENCE_ENV, ObjectStore
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 from tests.store.conftest import S3Server
 from tests.store.link import Link
 
@@ -182,7 +182,7 @@ def test_a_killed_writers_journaled_reply_is_published_and_its_claims_expire(
         from test_object_store import reply, attempt
         from tasks.judging.writer import CacheWriter
         from tasks.judging.sharing import call_claims
-        from tasks.workdir import WorkDir
+        from tasks.store.workdir import WorkDir
 
         async def main():
             work = WorkDir.at({bucket_url!r}, scratch={str(tmp_path / "child")!r})

@@ -28,7 +28,7 @@ from tasks.runs.folder import RunFolder
 from tasks.runs.record import read_record
 from tasks.store import SCRATCH_ENV
 from tasks.store.leases import LEASE_ENV
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 JUDGELINE = str(REPO / ".venv" / "bin" / "judgeline")
 CONCURRENCY = 3

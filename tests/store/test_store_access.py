@@ -16,7 +16,7 @@ import pytest
 
 from tasks.errors import InputError, StoreError
 from tasks.store.access import INSTANCE_ENV
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 from tests.store.conftest import start_moto
 
 REPO = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ from simjudge.persona import Persona
 from tasks.runs.folder import RunFolder
 from tasks.storage import write_parquet_atomic
 from tasks.store import SCRATCH_ENV
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 from tests.flows.test_hostile_input import run_main
 
 PERSONA = Persona(name="steady", skill=0.8, left_bias=0.1, tie_rate=0.1)

@@ -24,7 +24,7 @@ from tasks.runs.record import read_record
 from tasks.store import SCRATCH_ENV
 from tasks.store.leases import LEASE_ENV
 from tasks.store.objects import PATIENCE_ENV
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 from tests.store.conftest import S3Server
 from tests.store.link import Link
 

@@ -10,8 +10,8 @@ from support import read_only
 from test_warehouse import write_run
 
 from tasks.judging.cache import read_attempts, read_replies, write_replies
+from tasks.store.workdir import WorkDir
 from tasks.warehouse import query
-from tasks.workdir import WorkDir
 
 
 def test_a_read_only_work_dir_is_queried(work: WorkDir) -> None:

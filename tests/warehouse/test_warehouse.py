@@ -30,6 +30,7 @@ from tasks.bootstrap import bootstrap_interval
 from tasks.errors import InputError, IntegrityError
 from tasks.remap.dispositions import compute_disclosure, compute_dispositions
 from tasks.storage import write_parquet_atomic
+from tasks.store.workdir import WorkDir
 from tasks.warehouse import (
     VIEWS,
     build_warehouse,
@@ -37,7 +38,6 @@ from tasks.warehouse import (
     query,
     report_names,
 )
-from tasks.workdir import WorkDir
 
 GROUP = dict(judge="j", config="c", dataset="d")
 

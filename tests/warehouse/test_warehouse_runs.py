@@ -11,8 +11,8 @@ import pytest
 from test_warehouse import write_run
 
 from tasks import warehouse
+from tasks.store.workdir import WorkDir
 from tasks.warehouse import query, report_names, warehouse_reads
-from tasks.workdir import WorkDir
 
 
 def _run_queries() -> list[str]:

@@ -18,7 +18,7 @@ from typing import Literal
 
 from tasks.errors import IntegrityError
 from tasks.storage import write_json_atomic
-from tasks.workdir import WorkDir
+from tasks.store.workdir import WorkDir
 
 __all__ = ["BatchEntry", "BatchJournal", "EntryState"]
 

@@ -45,7 +45,7 @@ from tasks.judging.request import JudgeRequest, RemoteSender
 from tasks.judging.stopping import StopRequest
 from tasks.judging.tally import Tally
 from tasks.judging.writer import CacheWriter
-from tasks.workdir import disk_full
+from tasks.store.workdir import disk_full
 
 __all__ = [
     "PollSchedule",

@@ -58,7 +58,7 @@ def demo_request(
     )
     request = JudgeRequest(staged.work, "bench", staged.plan_id, judges)
     schedule = PollSchedule(first_s=0.2, factor=1.5, max_s=1.0)
-    hooks = StageHooks(remote=lambda r: batch_sender(r, schedule=schedule))
+    hooks = StageHooks(sender=lambda r: batch_sender(r, schedule=schedule))
     server.clear_log()
     return request, hooks
 

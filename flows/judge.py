@@ -51,7 +51,7 @@ def remote_sender(request: JudgeRequest) -> RemoteSender | None:
     )
 
 
-HOOKS = StageHooks(run_batch=judge_batch_task, remote=remote_sender)
+HOOKS = StageHooks(run_batch=judge_batch_task, sender=remote_sender)
 """How a flow's judge stage runs its batches: Prefect tasks, provider batches for judges
 that ask, on Dask when asked."""
 

@@ -28,6 +28,7 @@ from schemas.arrow import arrow_schema, conform, rows_to_table
 from schemas.calls import AttemptRecord, ReplyRecord
 from tasks.judging.journal import SUFFIX, DeadSegment, dead_segments, parse
 from tasks.storage import read_parquet, write_parquet_atomic
+from tasks.store import provide
 from tasks.store.workdir import WorkDir, cannot_write
 
 __all__ = [
@@ -81,10 +82,16 @@ def _dead_writers(work: WorkDir) -> Iterator[DeadSegment]:
     process holds, and in a store the journals of writers whose lease ran out (this
     machine's own journal files first: they hold what an outage of the store kept from it)."""
     yield from dead_segments(work.journal)
-    if work.store.remote:
-        from tasks.judging.store_journal import dead_store_segments
+    yield from work.store.made("dead journals", work)
 
-        yield from dead_store_segments(work)
+
+def _dead_store_segments(work: WorkDir) -> Iterator[DeadSegment]:
+    from tasks.judging.store_journal import dead_store_segments
+
+    yield from dead_store_segments(work)
+
+
+provide("dead journals", local=lambda work: iter(()), objects=_dead_store_segments)
 
 
 def fold_dead_journals(work: WorkDir) -> int:

@@ -46,6 +46,7 @@ from tasks.judging.cache import check_schema, fold_dead_journals, stored_keys
 from tasks.judging.journal import DeadWriterWatch
 from tasks.runs.folder import RunFolder
 from tasks.storage import FolderChanges
+from tasks.store import provide
 from tasks.store.workdir import WorkDir
 
 if TYPE_CHECKING:
@@ -84,8 +85,8 @@ class RunLock:
         self.nestable = nestable
         self._fd: int | None = None
         self._nested = False
-        self._object = _lock_object(work, self.path)
-        self._key = work.location(self.path) if work.store.remote else os.path.realpath(self.path)
+        self._object: LeaseLock | None = work.store.made("lease lock", work.store, self.path)
+        self._key = work.store.lock_key(self.path)
 
     def acquire(self) -> RunLock:
         key = self._key
@@ -183,21 +184,20 @@ def _describe(info: dict[str, Any]) -> str:
         return "holder unknown: it is still starting"
 
 
-def _lock_object(work: WorkDir, path: Path) -> LeaseLock | None:
-    """The run lock as a lease-held object, for a work dir on an object store."""
-    if not work.store.remote:
-        return None
+def _lease_lock(store: Any, path: Path) -> LeaseLock:
+    """On an object store the run lock is a lease on the lock file's key."""
     from tasks.store.leases import LeaseLock
-    from tasks.store.objects import ObjectStore
 
-    assert isinstance(work.store, ObjectStore)
-    return LeaseLock(work.store, work.store.key(path))
+    return LeaseLock(store, store.key(path))
+
+
+provide("lease lock", local=lambda store, path: None, objects=_lease_lock)
 
 
 def run_lock_is_free(work: WorkDir, run_id: str) -> bool:
     """True if no live process holds the run's lock (a missing lock is free)."""
     path = RunFolder(work, run_id).lock
-    lock = _lock_object(work, path)
+    lock: LeaseLock | None = work.store.made("lease lock", work.store, path)
     if lock is not None:
         return lock.is_free()
     try:
@@ -243,8 +243,7 @@ class StoredKeyView:
     def refresh(self, *, newest: bool = False) -> int:
         """Read reply files published since the last refresh; returns keys added. On an
         object store the copy is listed again at most once a second, or now if `newest`."""
-        if self.store.remote:
-            self.store.refresh(self.folder, "*.parquet", force=newest)
+        self.store.refresh(self.folder, "*.parquet", force=newest)
         before = len(self.keys)
         for name in self._listing():
             path = Path(self.folder, name)
@@ -272,8 +271,7 @@ class StoredKeyView:
     def __contains__(self, call_key: object) -> bool:
         if call_key in self.keys:
             return True
-        if self.store.remote:
-            self.store.refresh(self.folder, "*.parquet")
+        self.store.refresh(self.folder, "*.parquet")
         if self._changes.changed():
             self.refresh()
         return call_key in self.keys

@@ -223,10 +223,10 @@ def _reserve(spec: JudgeSpec) -> int:
 
 
 def _handed_back(work: WorkDir, writer: CacheWriter) -> tuple[list[Any], list[Any]]:
-    """The rows of a stopped batch the flow must keep: on a shared disk those its journal
-    could not take (the others wait in the work dir's journal); on an object store every row
-    not published (this machine's journal is not the flow's)."""
-    if work.store.remote:
+    """The rows of a stopped batch the flow must keep: those its journal could not take,
+    where the flow finds the journal (a shared disk's), else every row not published (on an
+    object store this machine's journal is not the flow's)."""
+    if not writer.journal.seen_by_every_process:
         return writer.unpublished
     replies = [reply for reply, _ in writer.unkept if reply is not None]
     return replies, [a for _, attempts in writer.unkept for a in attempts]

@@ -36,6 +36,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from pydantic import ValidationError
 
@@ -165,6 +166,10 @@ def _allocate(fd: int, size: int) -> None:
 class ReplyJournal:
     """This writer's journal: a current segment, started on the first line after a cut, and
     a `Reserve` of `reserve_bytes` (none if 0) for when the file system fills up."""
+
+    seen_by_every_process: ClassVar[bool] = True
+    """Whether a line kept here is found by every process of the work dir (a dead writer's
+    journal in the work dir's folder is folded by the next reader)."""
 
     folder: Path
     reserve_bytes: int = 0

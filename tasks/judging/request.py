@@ -71,9 +71,9 @@ class StageHooks:
     """What orchestration hands the judge stage: how one batch runs (a Prefect task in a
     flow, a plain coroutine in a test) and where batches go when not in this process.
 
-    `run_batch(batch, session)` sends one `tasks.judging.batches.Batch`; `remote(request)`
+    `run_batch(batch, session)` sends one `tasks.judging.batches.Batch`; `sender(request)`
     returns a `RemoteSender` for the request, or None to send in this event loop.
     """
 
     run_batch: Callable[..., Awaitable[dict[str, int]]] | None = None
-    remote: Callable[[JudgeRequest], RemoteSender | None] | None = None
+    sender: Callable[[JudgeRequest], RemoteSender | None] | None = None

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Protocol
 
 from tasks.judging.claims import CallClaims, Claim, StoredKeyView
+from tasks.store import provide
 from tasks.store.workdir import WorkDir
 
 __all__ = ["Claims", "call_claims"]
@@ -44,8 +45,18 @@ class Claims(Protocol):
 def call_claims(work: WorkDir, view: StoredKeyView | None = None, *, run_id: str = "") -> Claims:
     """The claims of this process on the calls of `work` for `run_id`, of the kind its
     store needs."""
-    if work.store.remote:
-        from tasks.judging.store_claims import StoreCallClaims
+    claims: Claims = work.store.made("call claims", work, view, run_id)
+    return claims
 
-        return StoreCallClaims(work, view, run_id=run_id)
-    return CallClaims(work, view)
+
+def _store_claims(work: WorkDir, view: StoredKeyView | None, run_id: str) -> Claims:
+    from tasks.judging.store_claims import StoreCallClaims
+
+    return StoreCallClaims(work, view, run_id=run_id)
+
+
+provide(
+    "call claims",
+    local=lambda work, view, run_id: CallClaims(work, view),
+    objects=_store_claims,
+)

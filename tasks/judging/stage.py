@@ -95,7 +95,7 @@ async def run_judge_stage(
     """Send the request's uncached planned calls, then write the run's calls and run.json.
 
     Batches run in this event loop, each through `hooks.run_batch` (a Prefect task when a
-    flow calls), or elsewhere when `hooks.remote` returns a sender for the request (a Dask
+    flow calls), or elsewhere when `hooks.sender` returns a sender for the request (a Dask
     cluster: `flows/dask.py`). Returns the run's counts.
     """
     request.check()
@@ -173,7 +173,7 @@ async def _judge_planned(
         preload_great_expectations()  # the remap gate checks the new replies: load it now
     try:
         if to_send:
-            sender = hooks.remote(request) if hooks.remote else None
+            sender = hooks.sender(request) if hooks.sender else None
             if sender is not None:
                 await sender(request, to_send, tally, stop)
             else:

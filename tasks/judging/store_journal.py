@@ -77,6 +77,8 @@ class MirroredJournal(ReplyJournal):
     """This writer's journal on a store: a local journal file (with its reserve of space)
     and the store's journal objects, each line written to both."""
 
+    seen_by_every_process = False  # this machine's file is no other machine's
+
     mirror: StoreJournal | None = None
 
     def write(self, entries: Sequence[Entry]) -> None:

@@ -14,6 +14,7 @@ from schemas.calls import AttemptRecord, ReplyRecord
 from tasks.errors import StoreUnreachable
 from tasks.judging.cache import new_file_name, write_attempts, write_replies
 from tasks.judging.journal import Entry, JournalSegment, ReplyJournal
+from tasks.store import provide
 from tasks.store.workdir import WorkDir, disk_full
 
 __all__ = ["CacheWriter", "PublishListener"]
@@ -21,19 +22,25 @@ __all__ = ["CacheWriter", "PublishListener"]
 log = logging.getLogger(__name__)
 
 
-def _journal_for(work: WorkDir, reserve_bytes: int) -> ReplyJournal:
-    """This writer's journal in `work`: a locked local file (with its reserve of space), on
-    an object store mirrored by objects in the store (`MirroredJournal`)."""
-    if work.store.remote:
-        from tasks.judging.store_journal import MirroredJournal, StoreJournal
+def _mirrored_journal(work: WorkDir, reserve_bytes: int) -> ReplyJournal:
+    """On an object store: the local journal mirrored by objects in the store."""
+    from tasks.judging.store_journal import MirroredJournal, StoreJournal
 
-        mirror = StoreJournal(work)
-        try:
-            return MirroredJournal(work.journal, reserve_bytes, mirror=mirror)
-        except BaseException:
-            mirror.close()  # no room for the reserve: no thread or lease left behind
-            raise
-    return ReplyJournal(work.journal, reserve_bytes)
+    mirror = StoreJournal(work)
+    try:
+        return MirroredJournal(work.journal, reserve_bytes, mirror=mirror)
+    except BaseException:
+        mirror.close()  # no room for the reserve: no thread or lease left behind
+        raise
+
+
+provide(
+    "journal",
+    local=lambda work, reserve_bytes: ReplyJournal(work.journal, reserve_bytes),
+    objects=_mirrored_journal,
+)
+"""A writer's journal in a work dir: a locked local file (with its reserve of space), on an
+object store mirrored by objects in the store."""
 
 
 class PublishListener(Protocol):
@@ -97,7 +104,7 @@ class CacheWriter:
         self.published: set[str] = set()
         """The call keys whose replies this writer published."""
         self._kept: list[JournalSegment] = []
-        self.journal = _journal_for(work, reserve_bytes)
+        self.journal: ReplyJournal = work.store.made("journal", work, reserve_bytes)
         self._unjournaled: list[Entry] = []
         self._replies: list[ReplyRecord] = []
         self._attempts: list[AttemptRecord] = []

@@ -56,5 +56,4 @@ class Output:
     def location(self, path: Path) -> str:
         """A written table as a person should be told: its path, or its URL in a store
         (also for a folder given as a path into a store's copy, as a run's own replay is)."""
-        store = store_of(path.absolute())
-        return store.location(path.absolute()) if store.remote else str(path)
+        return store_of(path.absolute()).location(path.absolute())

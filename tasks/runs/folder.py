@@ -102,8 +102,7 @@ class RunFolder:
         """The run's folder; on an object store its files are brought into the local copy
         first (at most once a second: `tasks.store.objects.FRESH_S`)."""
         path = self.work.root / "runs" / self.run_id
-        if self.work.store.remote:
-            self.work.store.refresh(path)
+        self.work.store.refresh(path)
         return path
 
     def exists(self) -> bool:

@@ -14,7 +14,7 @@ import os
 import re
 from pathlib import Path
 
-from tasks.store.files import LocalStore, Store, store_of
+from tasks.store.files import LocalStore, Store, provide, store_of
 from tasks.store.usercache import user_cache_dir
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "Store",
     "is_store_url",
     "open_object_store",
+    "provide",
     "scratch_dir",
     "store_of",
 ]

@@ -12,12 +12,26 @@ work dir argument: a path under no object store's copy is a local one.
 
 from __future__ import annotations
 
+import contextlib
+import fnmatch
 import os
 import shutil
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
-__all__ = ["LocalStore", "Store", "register_copy", "store_of"]
+__all__ = ["LocalStore", "Store", "provide", "register_copy", "store_of"]
+
+MADE: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {}
+"""How each kind of store makes a thing whose kind depends on where files live, by role."""
+
+
+def provide(role: str, *, local: Callable[..., Any], objects: Callable[..., Any]) -> None:
+    """Say how a local folder and an object store each make `role` (a stage's call claims,
+    its journal, ...): `Store.made` picks the one of the work dir's store, so no caller asks
+    where the files are."""
+    MADE[role] = (local, objects)
 
 
 class Store:
@@ -25,6 +39,14 @@ class Store:
 
     remote: ClassVar[bool] = False
     """Whether files live elsewhere and `root` holds a read-through copy of them."""
+
+    def made(self, role: str, *args: Any, **kwargs: Any) -> Any:
+        """The `role` this store's files need (`provide`), made with these arguments."""
+        return MADE[role][0](*args, **kwargs)
+
+    def lock_key(self, path: Path) -> str:
+        """One name per lock, whatever path leads to it."""
+        return os.path.realpath(path)
 
     def publish(self, tmp: Path, path: Path, *, overwrite: bool) -> bool:
         """Move a finished temp file into place. Without overwrite, an existing file wins and
@@ -107,3 +129,26 @@ def store_of(path: Path) -> Store:
             if path.is_relative_to(root):
                 return store
     return _LOCAL
+
+
+def hidden_key(key: str) -> bool:
+    """A key with a part starting with a dot: locks, staging folders, temp files. Such
+    objects are not files of the copy, and such local files are not put into the store."""
+    return any(part.startswith(".") for part in key.split("/"))
+
+
+def wanted_key(relative: str, pattern: str) -> bool:
+    """Whether a key below a folder is part of the copy: matching `pattern` (`*` crosses
+    folders) and not hidden."""
+    return fnmatch.fnmatchcase(relative, pattern) and not hidden_key(relative)
+
+
+@contextlib.contextmanager
+def temp_beside(path: Path) -> Iterator[Path]:
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+    finally:
+        tmp.unlink(missing_ok=True)

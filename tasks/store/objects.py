@@ -19,13 +19,11 @@ store first, then into the local copy.
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import os
 import shutil
-import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -36,7 +34,7 @@ from obstore.exceptions import AlreadyExistsError, BaseError, PreconditionError
 from tasks.errors import StoreError, StoreUnreachable
 from tasks.store.access import explain
 from tasks.store.copyindex import CopyIndex, is_current
-from tasks.store.files import Store, register_copy
+from tasks.store.files import MADE, Store, hidden_key, register_copy, temp_beside, wanted_key
 from tasks.store.patience import (
     FIRST_PATIENCE_S,
     PATIENCE_ENV,
@@ -184,6 +182,12 @@ class ObjectStore(Store):
         """The object key of a local path in the copy."""
         return path.relative_to(self.root).as_posix()
 
+    def made(self, role: str, *args: Any, **kwargs: Any) -> Any:
+        return MADE[role][1](*args, **kwargs)
+
+    def lock_key(self, path: Path) -> str:
+        return self.location(path)
+
     def location(self, path: Path) -> str:
         return f"{self.url}/{self.key(path)}"
 
@@ -241,7 +245,7 @@ class ObjectStore(Store):
 
     def publish(self, tmp: Path, path: Path, *, overwrite: bool) -> bool:
         key = self.key(path)
-        if _hidden(key):
+        if hidden_key(key):
             return super().publish(tmp, path, overwrite=overwrite)  # staging: this machine's
         mode: Any = "overwrite" if overwrite else "create"
         multipart = None if overwrite else False
@@ -324,7 +328,7 @@ class ObjectStore(Store):
             listed = {
                 meta["path"]: meta
                 for meta in self.list_objects(prefix)
-                if _wanted(meta["path"][len(prefix) :], pattern)
+                if wanted_key(meta["path"][len(prefix) :], pattern)
             }
             known = self._index.under(prefix)
             stale = [
@@ -333,7 +337,7 @@ class ObjectStore(Store):
                 if not is_current(self.root / key, known.get(key), meta.get("e_tag") or "")
             ]
             self._download(stale)
-            gone = [k for k in known if k not in listed and _wanted(k[len(prefix) :], pattern)]
+            gone = [k for k in known if k not in listed and wanted_key(k[len(prefix) :], pattern)]
             for key in gone:
                 (self.root / key).unlink(missing_ok=True)
             self._index.drop(gone)
@@ -370,7 +374,7 @@ class ObjectStore(Store):
             return None  # deleted since the listing
         path = self.root / key
         path.parent.mkdir(parents=True, exist_ok=True)
-        with _temp_beside(path) as tmp:
+        with temp_beside(path) as tmp:
             tmp.write_bytes(found.data)
             modified = meta.get("last_modified")
             if modified is not None:  # the copy keeps the store's order of writes
@@ -388,26 +392,3 @@ class ObjectStore(Store):
             self.ask(what, lambda: obstore.delete(self.objects, key))
         except FileNotFoundError as exc:  # not the object just put: its bucket
             raise self.failed(what, exc) from exc
-
-
-def _hidden(key: str) -> bool:
-    """A key with a part starting with a dot: locks, staging folders, temp files. Such
-    objects are not files of the copy, and such local files are not put into the store."""
-    return any(part.startswith(".") for part in key.split("/"))
-
-
-def _wanted(relative: str, pattern: str) -> bool:
-    """Whether a key below a folder is part of the copy: matching `pattern` (`*` crosses
-    folders) and not hidden."""
-    return fnmatch.fnmatchcase(relative, pattern) and not _hidden(relative)
-
-
-@contextlib.contextmanager
-def _temp_beside(path: Path) -> Iterator[Path]:
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp = Path(name)
-    try:
-        yield tmp
-    finally:
-        tmp.unlink(missing_ok=True)

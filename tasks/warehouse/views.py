@@ -124,8 +124,6 @@ def foreign(view: View, path: Path) -> bool:
 def refresh_tables(work: WorkDir, runs: RunScope = None) -> None:
     """Bring every view's files (or only those of `runs`) into the local copy of an object
     store (each folder listed once; nothing to do on a local disk)."""
-    if not work.store.remote:
-        return
     if runs is not None:
         for run_id in runs:
             work.fresh("runs", run_id)

@@ -72,7 +72,7 @@ def _stage(staged: StagedPlan, tmp: Path, name: str) -> StagedPlan:
 def _run(plan: StagedPlan, judges: tuple[JudgeSpec, ...], run_id: str = "r1",
          only: frozenset[str] | None = None, **kw: Any) -> dict[str, Any]:  # fmt: skip
     request = JudgeRequest(plan.work, run_id, plan.plan_id, judges, only_keys=only)
-    hooks = StageHooks(remote=lambda r: batch_sender(r, schedule=FAST, **kw))
+    hooks = StageHooks(sender=lambda r: batch_sender(r, schedule=FAST, **kw))
     return asyncio.run(run_judge_stage(request, hooks=hooks))
 
 
@@ -116,7 +116,7 @@ class Killed(Exception):
 
 
 async def _die(job: ProviderBatch) -> dict[str, int]:
-    raise Killed(job.entry.remote_id)
+    raise Killed(job.entry.batch_id)
 
 
 def test_a_killed_run_polls_its_batches_again_and_submits_nothing_twice(
@@ -171,7 +171,7 @@ def test_cancelled_batches_leave_their_calls_cancelled_for_rerun(
             "anthropic-version": "2023-06-01",
         }
         async with httpx.AsyncClient() as http:
-            answer = await http.post(f"{root}/{api}/{job.entry.remote_id}/cancel", headers=headers)
+            answer = await http.post(f"{root}/{api}/{job.entry.batch_id}/cancel", headers=headers)
             assert answer.status_code == 200, answer.text
         return await await_batch(job)
 

@@ -61,7 +61,7 @@ def _start(work: WorkDir, plan_id: str, judges_file: Path) -> subprocess.Popen[b
 def _submitted(folder: Path) -> int:
     """Journal entries the provider accepted (state `submitted`, with a remote id)."""
     entries = [json.loads(p.read_text()) for p in folder.glob("*.json")]
-    return sum(1 for e in entries if e.get("state") == "submitted" and e.get("remote_id"))
+    return sum(1 for e in entries if e.get("state") == "submitted" and e.get("batch_id"))
 
 
 def _submissions(server: SimJudgeServer) -> list[str]:

@@ -1,5 +1,5 @@
-"""What a Dask cluster sees of a run: no Prefect setting, no auth string of the local server,
-no key of the command's. A `judgeline judge --dask-address` run against a cluster started as
+"""What a Dask cluster sees of a run: no auth string of the local server, no key or token of
+the command's. A `judgeline judge --dask-address` run against a cluster started as
 the README starts one (`dask scheduler`, `dask worker`), then the scheduler's and every
 worker's memory searched for the command's secrets (Linux, as root: /proc/PID/mem)."""
 
@@ -52,7 +52,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaskProcesses]
         yield procs
 
 
-def test_a_dask_run_ships_no_prefect_setting_auth_string_or_key(
+def test_a_dask_run_ships_no_auth_string_or_key(
     cluster: DaskProcesses, tmp_path: Path
 ) -> None:
     work = WorkDir(tmp_path / "work")
@@ -83,4 +83,3 @@ def test_a_dask_run_ships_no_prefect_setting_auth_string_or_key(
     for pid in processes:
         assert _memory_holds(pid, secret) == 0, pid
         assert _memory_holds(pid, OWNER_TOKEN.encode()) == 0, pid
-        assert _memory_holds(pid, b"PREFECT_API_AUTH_STRING") == 0, pid

@@ -245,7 +245,7 @@ def _batch_runs(judgebench: StagedPlan, server: SimJudgeServer, tmp_path: Path) 
         judge = claude.model_copy(update={"prompt_cache": cache})
         [est] = estimate_plan(staged.work, staged.plan_id, [judge], TEMPLATE)
         request = JudgeRequest(staged.work, "r1", staged.plan_id, (judge,), TEMPLATE)
-        hooks = StageHooks(remote=lambda r: batch_sender(r, schedule=FAST_POLLS))
+        hooks = StageHooks(sender=lambda r: batch_sender(r, schedule=FAST_POLLS))
         counts = asyncio.run(run_judge_stage(request, hooks=hooks))
         assert counts["stored"] == counts["planned"] == 12 * 8
         [spent] = run_spend(staged.work, "r1")

@@ -3,7 +3,7 @@ Anthropic Message Batches (half price, within 24 h) instead of one request each.
 
 `api` is what both APIs offer (`openai`, `anthropic`); `journal` records each batch before
 it is submitted, so a killed run polls what it already paid for; `sender` plugs into the
-judge stage as `StageHooks.remote` and stores results in the same cache as direct replies.
+judge stage as `StageHooks.sender` and stores results in the same cache as direct replies.
 """
 
 from tasks.judging.batch_api.anthropic import AnthropicBatches

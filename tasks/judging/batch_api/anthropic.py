@@ -51,16 +51,16 @@ class AnthropicBatches(BatchApi):
     async def find(self, local_id: str) -> str | None:
         return None  # a Message Batch carries no metadata to find it by
 
-    async def poll(self, remote_id: str) -> BatchStatus:
-        batch = await self._json("GET", f"{self._path}/{remote_id}")
+    async def poll(self, batch_id: str) -> BatchStatus:
+        batch = await self._json("GET", f"{self._path}/{batch_id}")
         status = str(batch["processing_status"])
         return BatchStatus(status, status == "ended", dict(batch.get("request_counts") or {}))
 
-    async def results(self, remote_id: str, latency_ms: float) -> dict[str, Outcome]:
-        batch = await self._json("GET", f"{self._path}/{remote_id}")
+    async def results(self, batch_id: str, latency_ms: float) -> dict[str, Outcome]:
+        batch = await self._json("GET", f"{self._path}/{batch_id}")
         url = batch.get("results_url")
         if not url:
-            detail = f"message batch {remote_id} ended without a results_url"
+            detail = f"message batch {batch_id} ended without a results_url"
             raise BatchApiError(CallFailure("malformed_response", detail, latency_ms))
         out: dict[str, Outcome] = {}
         async with self.http.stream("GET", url) as response:
@@ -86,5 +86,5 @@ class AnthropicBatches(BatchApi):
             return CallFailure(category, f"message batch request {kind}", ms)
         return CallFailure("malformed_response", f"unknown result type {kind!r}", ms)
 
-    async def cancel(self, remote_id: str) -> None:
-        await self._json("POST", f"{self._path}/{remote_id}/cancel")
+    async def cancel(self, batch_id: str) -> None:
+        await self._json("POST", f"{self._path}/{batch_id}/cancel")

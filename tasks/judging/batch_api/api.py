@@ -79,15 +79,15 @@ class BatchApi(ABC):
         """The provider's id of a batch submitted under `local_id`, if it can tell."""
 
     @abstractmethod
-    async def poll(self, remote_id: str) -> BatchStatus:
+    async def poll(self, batch_id: str) -> BatchStatus:
         """The batch's status now."""
 
     @abstractmethod
-    async def results(self, remote_id: str, latency_ms: float) -> dict[str, Outcome]:
+    async def results(self, batch_id: str, latency_ms: float) -> dict[str, Outcome]:
         """Each answered request's outcome by custom_id (an ended batch)."""
 
     @abstractmethod
-    async def cancel(self, remote_id: str) -> None:
+    async def cancel(self, batch_id: str) -> None:
         """Ask the provider to cancel the batch."""
 
     async def _json(self, method: str, path: str, **kw: Any) -> Any:

@@ -24,7 +24,7 @@ __all__ = ["BatchEntry", "BatchJournal", "EntryState"]
 
 EntryState = Literal["submitting", "submitted", "done", "abandoned"]
 """`submitting`: written, not yet accepted (or the process died in between); `submitted`:
-the provider holds it (`remote_id`); `done`: its results are stored; `abandoned`: never
+the provider holds it (`batch_id`); `done`: its results are stored; `abandoned`: never
 accepted (its calls are free to go in another batch)."""
 
 
@@ -40,7 +40,7 @@ class BatchEntry:
     call_keys: list[str]
     created_at: str
     state: EntryState = "submitting"
-    remote_id: str | None = None
+    batch_id: str | None = None
     history: list[str] = field(default_factory=list)
 
     def serves(self, provider: str, endpoint: str, model: str) -> bool:
@@ -86,7 +86,10 @@ class BatchJournal:
         out = []
         for path in sorted(self.work.fresh("cache", "batches").glob("jl-*.json")):
             try:
-                entry = BatchEntry(**json.loads(path.read_text("utf-8")))
+                data = json.loads(path.read_text("utf-8"))
+                if "remote_id" in data:  # the name an earlier judgeline wrote
+                    data["batch_id"] = data.pop("remote_id")
+                entry = BatchEntry(**data)
             except (ValueError, TypeError) as exc:
                 raise IntegrityError(
                     f"batch journal {path} is damaged ({exc}); look up the provider batch it "

@@ -78,8 +78,8 @@ class OpenAIBatches(BatchApi):
                 return None
             after = page["data"][-1]["id"]
 
-    async def poll(self, remote_id: str) -> BatchStatus:
-        batch = await self._json("GET", f"batches/{remote_id}")
+    async def poll(self, batch_id: str) -> BatchStatus:
+        batch = await self._json("GET", f"batches/{batch_id}")
         status = str(batch["status"])
         return BatchStatus(status, status in _ENDED, dict(batch.get("request_counts") or {}))
 
@@ -91,8 +91,8 @@ class OpenAIBatches(BatchApi):
             raise BatchApiError(classify_status(response, 0.0, self._key))
         return [json.loads(line) for line in response.text.splitlines() if line.strip()]
 
-    async def results(self, remote_id: str, latency_ms: float) -> dict[str, Outcome]:
-        batch = await self._json("GET", f"batches/{remote_id}")
+    async def results(self, batch_id: str, latency_ms: float) -> dict[str, Outcome]:
+        batch = await self._json("GET", f"batches/{batch_id}")
         out: dict[str, Outcome] = {}
         lines = await self._lines(batch.get("output_file_id"))
         lines += await self._lines(batch.get("error_file_id"))
@@ -114,5 +114,5 @@ class OpenAIBatches(BatchApi):
         category: ErrorCategory = _NOT_RUN.get(code, "server_error")
         return CallFailure(category, detail, ms)
 
-    async def cancel(self, remote_id: str) -> None:
-        await self._json("POST", f"batches/{remote_id}/cancel")
+    async def cancel(self, batch_id: str) -> None:
+        await self._json("POST", f"batches/{batch_id}/cancel")

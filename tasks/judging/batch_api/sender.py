@@ -121,7 +121,7 @@ class ProviderBatch:
         self.failure = failure
         """Set when the batch was refused at submission: every call failed with it."""
         self.judge = entry.judge
-        self.index = entry.remote_id or entry.local_id
+        self.index = entry.batch_id or entry.local_id
 
     def __repr__(self) -> str:
         return f"<provider batch {self.judge} {self.index}: {len(self.entry.call_keys)} calls>"
@@ -141,17 +141,17 @@ async def await_batch(job: ProviderBatch) -> dict[str, int]:
     entry, schedule, stop = job.entry, job.schedule, job.stop
     outcomes: dict[str, Outcome] = {}
     missing: CallFailure | None = job.failure
-    if missing is None and entry.remote_id is not None:
+    if missing is None and entry.batch_id is not None:
         pause = schedule.first_s
-        while not stop.requested and not (status := await job.api.poll(entry.remote_id)).ended:
+        while not stop.requested and not (status := await job.api.poll(entry.batch_id)).ended:
             await stop.pause(pause)
             pause = min(schedule.max_s, pause * schedule.factor)
         if stop.requested:
             return _left_at_provider(job)
         ms = (dt.datetime.now(dt.UTC) - _started(entry)).total_seconds() * 1000
-        outcomes = await job.api.results(entry.remote_id, ms)
+        outcomes = await job.api.results(entry.batch_id, ms)
         category = _ENDED_WITHOUT.get(status.status, "server_error")
-        detail = f"batch {entry.remote_id} ended {status.status} without a result for it"
+        detail = f"batch {entry.batch_id} ended {status.status} without a result for it"
         missing = CallFailure(category, detail, ms)
     counts: Counter[str] = Counter()
     records = []
@@ -176,8 +176,8 @@ async def await_batch(job: ProviderBatch) -> dict[str, int]:
 
 def _left_at_provider(job: ProviderBatch) -> dict[str, int]:
     """A batch whose results the resume fetches: named for the stage's message."""
-    if job.entry.remote_id is not None and job.failure is None:
-        job.tally.at_provider[job.entry.remote_id] = list(job.calls)
+    if job.entry.batch_id is not None and job.failure is None:
+        job.tally.at_provider[job.entry.batch_id] = list(job.calls)
     return {}
 
 
@@ -227,13 +227,13 @@ async def _jobs_for(api: BatchApi, calls: list[PlannedCall], journal: BatchJourn
             continue
         if not wanted.keys() & set(entry.call_keys):
             continue
-        if entry.remote_id is None:
-            entry.remote_id = await api.find(entry.local_id)
-            entry.state = "submitted" if entry.remote_id else "abandoned"
+        if entry.batch_id is None:
+            entry.batch_id = await api.find(entry.local_id)
+            entry.state = "submitted" if entry.batch_id else "abandoned"
             _write_entry(journal, entry, writer)
-            if entry.remote_id is None:
+            if entry.batch_id is None:
                 continue
-        log.info("judge %s: polling batch %s again (%d calls)", spec.name, entry.remote_id,
+        log.info("judge %s: polling batch %s again (%d calls)", spec.name, entry.batch_id,
                  len(entry.call_keys))  # fmt: skip
         mine = {k: wanted.pop(k) for k in entry.call_keys if k in wanted}
         jobs.append(make(entry, mine))
@@ -251,14 +251,14 @@ async def _jobs_for(api: BatchApi, calls: list[PlannedCall], journal: BatchJourn
             break
         mine = {k: wanted[k] for k in keys}
         try:
-            entry.remote_id = await api.submit(entry.local_id, chunk)
+            entry.batch_id = await api.submit(entry.local_id, chunk)
         except BatchApiError as exc:
             jobs.append(make(entry, mine, failure=exc.failure))
             continue
         entry.state = "submitted"
         jobs.append(job := make(entry, mine))
         if not _write_entry(journal, entry, writer):
-            job.tally.unjournaled.append(entry.remote_id)  # in no journal: the message names it
+            job.tally.unjournaled.append(entry.batch_id)  # in no journal: the message names it
     return jobs
 
 
@@ -313,7 +313,7 @@ def batch_sender(
     wait: Waiter = await_batch,
     schedule: PollSchedule | None = None,
 ) -> RemoteSender | None:
-    """A `StageHooks.remote` sender for a request with `batch: true` judges (else `fallback`).
+    """A `StageHooks.sender` sender for a request with `batch: true` judges (else `fallback`).
 
     Calls of batch judges go as provider batches, each waited for by `wait`; the others go
     through `fallback` if given, else in this event loop through `run_batch`.

@@ -114,10 +114,22 @@ def parquet_writer_atomic(
 
 
 def write_text_atomic(
-    text: str, path: Path, *, overwrite: bool = False, mode: int = PRIVATE
+    text: str,
+    path: Path,
+    *,
+    overwrite: bool = False,
+    mode: int = PRIVATE,
+    unless_same: bool = False,
 ) -> bool:
     """Write a UTF-8 text file atomically (created with `mode` less the umask); returns
-    False if it existed and overwrite is off."""
+    False if it existed and overwrite is off. With `unless_same`, a file that already holds
+    exactly `text` is left as it is (a read that rebuilds a page writes nothing)."""
+    if unless_same:
+        try:
+            if path.read_bytes() == text.encode("utf-8"):
+                return True
+        except OSError:
+            pass
     tmp = _temp_beside(path, mode)
     try:
         tmp.write_text(text, "utf-8")

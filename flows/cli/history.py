@@ -14,6 +14,7 @@ from flows.cli.tables import print_json, print_table
 
 if TYPE_CHECKING:
     from tasks.history.diff import RunDiff
+    from tasks.history.trends import TrendPoint
 
 
 FLIPS_SHOWN = 20
@@ -159,18 +160,35 @@ def diff(
 
 
 @app.command("trends")
-def trends() -> None:
-    """Rebuild the trends page: every judge config's figures across all runs (warehouse)."""
+def trends(
+    page: Annotated[
+        bool,
+        typer.Option("--page", help="Also write the trends page, trends.html in the work dir."),
+    ] = False,
+) -> None:
+    """Every judge config's figures across all runs: its latest score and agreement, and the
+    change since its first run; with --page, the HTML page with every run's figures (written
+    only when it changed: without --page nothing is written)."""
     from tasks.history.page import write_trends
     from tasks.history.trends import trend_points
     from tasks.leaderboard.history import system_trends
 
     points = trend_points(state.work)
-    path = write_trends(state.work, points, system_trends(state.work))
+    by_config: dict[tuple[str, str], list[TrendPoint]] = {}
+    for point in points:
+        by_config.setdefault((point.judge, point.config), []).append(point)
+    rows = [
+        [f"{judge} · {config}", str(len(seen)), f"{seen[-1].score:.3f}",
+         f"{seen[-1].score - seen[0].score:+.3f}", f"{seen[-1].alpha:.2f}", seen[-1].run_id]
+        for (judge, config), seen in sorted(by_config.items())
+    ]  # fmt: skip
     runs = len({p.run_id for p in points})
-    configs = len({(p.judge, p.config) for p in points})
-    where = state.work.location(path)
-    console.print(f"trends of {configs} judge configs over {runs} runs: {where}", highlight=False)
+    title = f"trends of {len(by_config)} judge configs over {runs} runs"
+    headers = ["judge · config", "runs", "score", "since first", "alpha", "latest run"]
+    print_table(console, title, headers, rows)
+    if page:
+        path = write_trends(state.work, points, system_trends(state.work))
+        console.print(f"trends page: {state.work.location(path)}", highlight=False)
 
 
 def _score(value: float | None, bound: str | None) -> str:

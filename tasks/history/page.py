@@ -185,9 +185,9 @@ def _boards(systems: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 def write_trends(
     work: WorkDir, points: Sequence[TrendPoint], systems: Sequence[dict[str, Any]] = ()
 ) -> Path:
-    """Write `trends.html` in the work directory; returns its path."""
+    """Write `trends.html` in the work directory (unless it holds this page already);
+    returns its path."""
     path = work.root / TRENDS_FILE
-    write_text_atomic(
-        render_trends(points, systems=systems), path, overwrite=True, mode=report_mode()
-    )
+    page = render_trends(points, systems=systems)
+    write_text_atomic(page, path, overwrite=True, mode=report_mode(), unless_same=True)
     return path

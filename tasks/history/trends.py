@@ -28,7 +28,7 @@ from tasks.judging.cache import read_attempts
 from tasks.judging.spend import run_spend
 from tasks.runs.record import list_records
 from tasks.store.workdir import WorkDir
-from tasks.warehouse import build_warehouse, query
+from tasks.warehouse import query
 
 __all__ = ["TrendPoint", "trend_points"]
 
@@ -92,7 +92,6 @@ def _alphas(counts: pd.DataFrame) -> dict[tuple[str, str, str], dict[str, float]
 
 def trend_points(work: WorkDir) -> list[TrendPoint]:
     """Every run's trend points, oldest run first, judge configs in name order."""
-    build_warehouse(work)
     records = {r.run_id: r for r in list_records(work)}
     rows = query(work, "report_trends")
     pairs = query(work, "report_trend_pairs")

@@ -26,7 +26,7 @@ from pydantic import BaseModel
 
 from schemas.arrow import arrow_schema, conform, rows_to_table
 from schemas.calls import AttemptRecord, ReplyRecord
-from tasks.judging.journal import SUFFIX, DeadSegment, dead_segments, parse
+from tasks.judging.journal import SUFFIX, DeadSegment, dead_lines, dead_segments, parse
 from tasks.storage import read_parquet, write_parquet_atomic
 from tasks.store import provide
 from tasks.store.workdir import WorkDir, cannot_write
@@ -312,11 +312,20 @@ def _earliest_per_key(table: pa.Table) -> pa.Table:
     return table.filter(mask)
 
 
+def _journaled(work: WorkDir, model: type[BaseModel]) -> list[pa.Table]:
+    """The replies (or attempts) dead writers left in this machine's journals, read in memory:
+    a read sees them and writes nothing (the next judge stage publishes them: `recover`)."""
+    rows: list[BaseModel] = []
+    for segment in dead_lines(work.journal):
+        rows.extend(segment.replies if model is ReplyRecord else segment.attempts)
+    return [rows_to_table(rows, model)] if rows else []
+
+
 def read_replies(work: WorkDir, call_keys: Iterable[str] | None = None) -> pa.Table:
-    """Stored replies (ReplyRecord schema), one row per call_key, optionally only `call_keys`."""
-    fold_dead_journals(work)
+    """Stored replies (ReplyRecord schema), one row per call_key, optionally only `call_keys`
+    (those in dead writers' journals included)."""
     tables, _ = _read_folder(work, work.replies, ReplyRecord, None)
-    table = _concat(tables, arrow_schema(ReplyRecord))
+    table = _concat([*tables, *_journaled(work, ReplyRecord)], arrow_schema(ReplyRecord))
     if call_keys is not None:
         wanted = pa.array(sorted(set(call_keys)), type=pa.string())
         table = table.filter(pc.is_in(table.column("call_key"), value_set=wanted))
@@ -324,20 +333,20 @@ def read_replies(work: WorkDir, call_keys: Iterable[str] | None = None) -> pa.Ta
 
 
 def stored_keys(work: WorkDir) -> set[str]:
-    """Call keys with a stored reply (reads only the key column)."""
-    fold_dead_journals(work)
+    """Call keys with a stored reply (reads only the key column; those in dead writers'
+    journals included)."""
     tables, _ = _read_folder(work, work.replies, ReplyRecord, ["call_key"])
     keys: set[str] = set()
-    for t in tables:
+    for t in [*tables, *_journaled(work, ReplyRecord)]:
         keys.update(t.column("call_key").to_pylist())
     return keys
 
 
 def read_attempts(work: WorkDir) -> pa.Table:
-    """The whole attempts log (AttemptRecord schema), in no particular order."""
-    fold_dead_journals(work)
+    """The whole attempts log (AttemptRecord schema), in no particular order (with those in
+    dead writers' journals)."""
     tables, _ = _read_folder(work, work.attempts, AttemptRecord, None)
-    return _concat(tables, arrow_schema(AttemptRecord))
+    return _concat([*tables, *_journaled(work, AttemptRecord)], arrow_schema(AttemptRecord))
 
 
 def compact(work: WorkDir) -> tuple[int, int]:

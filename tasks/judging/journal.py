@@ -341,6 +341,16 @@ def dead_segments(folder: Path) -> Iterator[DeadSegment]:
             yield parse(path, data)
 
 
+def dead_lines(folder: Path) -> Iterator[DeadSegment]:
+    """What the segments of dead writers hold, read without changing a file (a reader's
+    view; `dead_segments` is the publisher's, which also clears what dead writers left)."""
+    for path in sorted(folder.glob(f"*{SUFFIX}")):
+        with _locked_if_dead(path) as fd:
+            if fd is not None:
+                with os.fdopen(os.dup(fd), "rb") as handle:
+                    yield parse(path, handle.read())
+
+
 def parse(path: Path | str, data: bytes) -> DeadSegment:
     segment = DeadSegment(path, [], [], [])
     for number, raw in enumerate(data.splitlines(), start=1):

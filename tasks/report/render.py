@@ -237,6 +237,9 @@ def render_report(data: ReportData) -> str:
 
 
 def write_report(data: ReportData, path: Path) -> Path:
-    """Render and write the report atomically (a re-run replaces the previous report)."""
-    write_text_atomic(render_report(data), path, overwrite=True, mode=report_mode())
+    """Render and write the report atomically (a re-run replaces the previous report); a
+    report that would be the same as the one there is not written again (rebuilding the
+    report of a run that did not change writes nothing)."""
+    html = render_report(data)
+    write_text_atomic(html, path, overwrite=True, mode=report_mode(), unless_same=True)
     return path

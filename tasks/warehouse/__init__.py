@@ -193,11 +193,14 @@ def _stale(work: WorkDir, path: Path) -> bool:
     return now != built
 
 
-def _fresh(work: WorkDir) -> Path:
-    """The warehouse, built first if it is missing or any stage's files changed since."""
+def _every_run(work: WorkDir) -> duckdb.DuckDBPyConnection:
+    """A connection to every run's tables: the warehouse file if it is current, else the same
+    views in memory (a read writes nothing: the file is rebuilt by `build_warehouse`)."""
     refresh_tables(work)
     path = work.warehouse
-    return build_warehouse(work) if not path.is_file() or _stale(work, path) else path
+    if path.is_file() and not _stale(work, path):
+        return duckdb.connect(str(path), read_only=True)
+    return _views_connection(listing(work))
 
 
 @dataclass
@@ -251,8 +254,8 @@ def warehouse_reads(work: WorkDir, runs: Iterable[str] | None = None) -> Iterato
         yield
         return
     if scope is None:
-        path = _fresh(work)
-        read = _Read(work.root, None, {}, lambda: duckdb.connect(str(path), read_only=True))
+        check_root(work)
+        read = _Read(work.root, None, {}, lambda: _every_run(work))
     else:
         check_root(work)
         files_of = listing(work, scope)
@@ -274,7 +277,7 @@ def warehouse_reads(work: WorkDir, runs: Iterable[str] | None = None) -> Iterato
 
 def query(work: WorkDir, name: str, **params: Any) -> pd.DataFrame:
     """Run the report query `name` (e.g. `report_scores`) with bound parameters, over the
-    warehouse as `_fresh` finds it (inside `warehouse_reads` that holds the run it asks
+    warehouse as `_every_run` finds it (inside `warehouse_reads` that holds the run it asks
     about, or every run: as read there)."""
     if name not in report_names():
         raise InputError(f"no report query {name!r}; known: {', '.join(report_names())}")
@@ -285,7 +288,8 @@ def query(work: WorkDir, name: str, **params: Any) -> pd.DataFrame:
         if key not in read.answers:
             read.answers[key] = _run_query(read.con, name, params)
         return read.answers[key].copy()
-    con = duckdb.connect(str(_fresh(work)), read_only=True)
+    check_root(work)
+    con = _every_run(work)
     try:
         return _run_query(con, name, params)
     finally:

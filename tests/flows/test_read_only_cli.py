@@ -65,7 +65,7 @@ def test_a_read_only_work_dir_is_read(
             assert result.code == 0, (command, result.err)
         written = run_main(monkeypatch, *args, "report", "A")
         written.assert_one_paragraph(f"cannot write {root}/runs/A", "Read-only file system")
-        trends = run_main(monkeypatch, *args, "trends")
+        trends = run_main(monkeypatch, *args, "trends", "--page")
         trends.assert_one_paragraph(f"cannot write in {root} (Read-only file system)")
         advised = run_main(monkeypatch, *args, "advise", "A")
         assert advised.code == 0 and advised.err == "", advised.err
@@ -106,3 +106,69 @@ def test_advise_writes_nothing_anywhere(tmp_path: Path) -> None:
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
         assert _tree(tmp_path) == before, args
+
+
+READS = (
+    ["runs"],
+    ["runs", "--json"],
+    ["show", "R"],
+    ["show", "R", "--json"],
+    ["report", "R"],
+    ["diff", "R", "R"],
+    ["trends"],
+    ["advise", "R"],
+    ["failures", "R"],
+)
+"""The read-only commands, each on the finished run R (and `estimate` of its configuration)."""
+
+
+@pytest.mark.slow
+def test_reads_of_a_finished_run_write_nothing_anywhere(tmp_path: Path) -> None:
+    """A run made by `judgeline run` in a fresh process whose home, caches, state and
+    temporary folder are all under one folder; then every read-only command, each in a
+    process of its own: no file under that folder is created or changed (a report of a run
+    that did not change is not written again; trends build their warehouse in memory)."""
+    from schemas.config import RunConfig
+    from simjudge.server import SimJudgeServer
+
+    places = {name: tmp_path / name for name in ("home", "cache", "state", "tmp")}
+    for place in places.values():
+        place.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "JUDGELINE_"))}
+    env |= {"HOME": str(places["home"]), "XDG_CACHE_HOME": str(places["cache"]),
+            "XDG_STATE_HOME": str(places["state"]), "TMPDIR": str(places["tmp"]),
+            "JUDGELINE_SERVER_IDLE_SECONDS": "30", "COLUMNS": "120"}  # fmt: skip
+    judgeline = str(REPO / ".venv" / "bin" / "judgeline")
+    work = tmp_path / "work"
+    data = tmp_path / "pairs.csv"
+    data.write_text(CSV, "utf-8")
+    with SimJudgeServer() as server:
+        config = tmp_path / "run.yaml"
+        config.write_text(RunConfig.model_validate({
+            "name": "ro", "k": 2,
+            "datasets": [{"kind": "table", "path": str(data),
+                          "mapping": "question=prompt,answer_a=left,answer_b=right,key=label"}],
+            "judges": [{"name": "j", "base_url": server.base_url, "model": "strong",
+                        "simulated": True}],
+        }).model_dump_json(), "utf-8")  # fmt: skip
+
+        def judgeline_(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([judgeline, "--work-dir", str(work), *args], env=env,
+                                  capture_output=True, text=True, timeout=300)  # fmt: skip
+
+        made = judgeline_("run", str(config), "--run-id", "R")
+        assert made.returncode == 0, made.stderr
+        home = places["state"] / "judgeline" / "prefect"
+        try:
+            judgeline_("server", "stop", "--force")
+            before = _tree(tmp_path)
+            for args in [*READS, ["estimate", str(config)]]:
+                done = judgeline_(*args)
+                assert done.returncode == 0, (args, done.stderr)
+                after = _tree(tmp_path)
+                changed = sorted(k for k in {*before, *after} if before.get(k) != after.get(k))
+                assert not changed, (args, changed[:10])
+        finally:
+            from flows.localserver import stop_server
+
+            stop_server(home)

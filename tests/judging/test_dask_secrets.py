@@ -52,9 +52,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaskProcesses]
         yield procs
 
 
-def test_a_dask_run_ships_no_auth_string_or_key(
-    cluster: DaskProcesses, tmp_path: Path
-) -> None:
+def test_a_dask_run_ships_no_auth_string_or_key(cluster: DaskProcesses, tmp_path: Path) -> None:
     work = WorkDir(tmp_path / "work")
     plan_id = stage_demo_plan(work, pairs=10, k=2).plan_id
     home = tmp_path / "home"

@@ -270,7 +270,7 @@ def test_the_trends_page_has_each_systems_score_per_run(
     ranked: tuple[WorkDir, dict[str, Any]],
 ) -> None:
     work, result = ranked
-    shown = CliRunner().invoke(app, ["--work-dir", str(work.root), "trends"])
+    shown = CliRunner().invoke(app, ["--work-dir", str(work.root), "trends", "--page"])
     assert shown.exit_code == 0, shown.output
     page = (work.root / "trends.html").read_text("utf-8")
     board = page.split("Leaderboard of strong · default (baseline base)", 1)[1]
